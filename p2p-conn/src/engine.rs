@@ -1,0 +1,402 @@
+//! The one read path, write path and handshake driver that every adapter uses.
+//!
+//! Each engine is driven through closures shaped like `poll_read` /
+//! `poll_write` (`FnMut(&mut [u8]) -> Poll<io::Result<usize>>`). The tokio
+//! adapter passes its transport's poll methods; the std adapter passes blocking
+//! calls wrapped in `Poll::Ready` (mapping `WouldBlock` to `Pending`); tests pass
+//! scripted fakes. So the buffering, cancellation and poisoning rules below are
+//! written once.
+//!
+//! # Writer ([`FrameWriter`])
+//! * A call to [`FrameWriter::poll_write_with`] first finishes writing sealed
+//!   bytes left by an earlier short write. Only then does it accept new
+//!   plaintext: up to `flush_size` sealed bytes' worth, sealed in place into
+//!   one buffer, offered to the transport in one write. It returns `Ready(Ok(n))`
+//!   exactly when `n` bytes were sealed and now belong to the stream; sealed
+//!   bytes the transport did not take yet stay buffered and go out first on the
+//!   next call or on [`FrameWriter::poll_flush_with`].
+//! * `Pending` is only returned before any new plaintext is accepted, so a
+//!   dropped future loses or duplicates nothing.
+//! * A transport error (other than `WouldBlock`/`Interrupted`) or a zero-byte
+//!   write while sealed bytes are buffered poisons the writer: those frames'
+//!   nonces are spent and the peer's position in the stream is unknown, so every
+//!   later call fails with [`Error::Poisoned`].
+//!
+//! # Reader ([`FrameReader`])
+//! * One read fills the receive buffer with as many sealed frames as the
+//!   transport has; frames are opened in place and their plaintext handed out
+//!   from there, leftovers first, before the next read.
+//! * The buffer is allocated on first read (never during the handshake).
+//! * Zero-length frames are skipped; end of stream between frames is a clean
+//!   `Ok(0)`; end of stream inside a frame is `UnexpectedEof`.
+//! * A frame that fails to open kills the reader for good.
+
+use std::io;
+use std::ops::Range;
+use std::task::Poll;
+
+use crate::proto::{Handshake, Opener, ProtocolError, Sealer};
+use crate::Error;
+
+fn protocol_io(e: ProtocolError) -> io::Error {
+    Error::Protocol(e).into_io()
+}
+
+/// A transport the handshake driver can both read and write, shaped like
+/// `poll_read` / `poll_write`.
+pub trait PollIo {
+    /// Read some bytes into `buf`.
+    fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+    /// Write some bytes of `buf`.
+    fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>>;
+}
+
+/// Drive a [`Handshake`] to completion: write whatever it has to send and read
+/// exactly what it asks for, both in the same poll so neither side waits on
+/// the other.
+pub fn poll_handshake<T: PollIo + ?Sized>(
+    hs: &mut Handshake,
+    io: &mut T,
+) -> Poll<Result<(), Error>> {
+    loop {
+        let mut progressed = false;
+        if !hs.outgoing().is_empty() {
+            match io.poll_write_some(hs.outgoing()) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(Error::Io(io::ErrorKind::WriteZero.into())))
+                }
+                Poll::Ready(Ok(n)) => {
+                    hs.advance_outgoing(n);
+                    progressed = true;
+                }
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => progressed = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                Poll::Pending => {}
+            }
+        }
+        if hs.is_finished() {
+            return Poll::Ready(Ok(()));
+        }
+        let stage = hs.stage();
+        let buf = hs.read_buffer();
+        if !buf.is_empty() {
+            match io.poll_read_some(buf) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(Error::HandshakeEof { stage })),
+                Poll::Ready(Ok(n)) => {
+                    hs.advance_read(n)?;
+                    progressed = true;
+                }
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => progressed = true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                Poll::Pending => {}
+            }
+        }
+        if hs.is_finished() {
+            return Poll::Ready(Ok(()));
+        }
+        if !progressed {
+            return Poll::Pending;
+        }
+    }
+}
+
+/// The sealed-frame writer. See the module docs for its contract.
+#[derive(Debug)]
+pub struct FrameWriter {
+    sealer: Sealer,
+    buf: Vec<u8>,
+    pos: usize,
+    max_chunk: usize,
+    poisoned: bool,
+}
+
+impl FrameWriter {
+    /// A writer sealing with `sealer`, at most `flush_size` sealed bytes per
+    /// write (rounded down to whole frames, at least one).
+    pub fn new(sealer: Sealer, flush_size: usize) -> Self {
+        let frames = (flush_size / sealer.sealed_frame_len()).max(1);
+        let max_chunk = frames * sealer.frame_size();
+        FrameWriter {
+            sealer,
+            buf: Vec::new(),
+            pos: 0,
+            max_chunk,
+            poisoned: false,
+        }
+    }
+
+    /// Most plaintext bytes accepted by one call (one socket write's worth).
+    pub fn max_chunk(&self) -> usize {
+        self.max_chunk
+    }
+
+    /// Sealed bytes waiting for the transport.
+    pub fn pending(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// True after a failed write; see [`Error::Poisoned`].
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// Bytes of buffer memory held.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// Free the write buffer if nothing is pending (an idle connection then
+    /// holds no write buffer until its next message).
+    pub fn release_buffer(&mut self) {
+        if self.pending().is_empty() {
+            self.buf = Vec::new();
+            self.pos = 0;
+        }
+    }
+
+    fn poisoned_err() -> io::Error {
+        Error::Poisoned.into_io()
+    }
+
+    /// Write buffered sealed bytes until none remain.
+    fn poll_drain<W>(&mut self, write: &mut W) -> Poll<io::Result<()>>
+    where
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        while self.pos < self.buf.len() {
+            match write(&self.buf[self.pos..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.poisoned = true;
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => self.pos += n.min(self.buf.len() - self.pos),
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => {
+                    self.poisoned = true;
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.buf.clear();
+        self.pos = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    /// Accept and send one message (or its first `max_chunk` bytes).
+    pub fn poll_write_with<W>(&mut self, data: &[u8], mut write: W) -> Poll<io::Result<usize>>
+    where
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        if self.poisoned {
+            return Poll::Ready(Err(Self::poisoned_err()));
+        }
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        match self.poll_drain(&mut write) {
+            Poll::Ready(Ok(())) => {}
+            other => return other.map(|r| r.map(|()| 0)),
+        }
+        let n = data.len().min(self.max_chunk);
+        if let Err(e) = self.sealer.seal_append(&data[..n], &mut self.buf) {
+            return Poll::Ready(Err(protocol_io(e)));
+        }
+        // The message is accepted now; try to send it at once. Whatever the
+        // transport does not take stays buffered for the next call.
+        match self.poll_drain(&mut write) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(n)),
+        }
+    }
+
+    /// Write every buffered sealed byte.
+    pub fn poll_flush_with<W>(&mut self, mut write: W) -> Poll<io::Result<()>>
+    where
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        if self.poisoned {
+            return Poll::Ready(Err(Self::poisoned_err()));
+        }
+        self.poll_drain(&mut write)
+    }
+}
+
+/// The buffered frame reader. See the module docs for its contract.
+#[derive(Debug)]
+pub struct FrameReader {
+    opener: Opener,
+    buf: Vec<u8>,
+    buf_size: usize,
+    /// Unopened sealed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Opened, undelivered plaintext within `buf`.
+    plain: Range<usize>,
+    /// Plaintext that arrived with the handshake, served first.
+    leftover: Vec<u8>,
+    leftover_pos: usize,
+    eof: bool,
+    broken: Option<ProtocolError>,
+}
+
+impl FrameReader {
+    /// A reader opening with `opener`, reading up to `read_buffer_size` bytes
+    /// per read (at least one sealed frame), serving `initial` first.
+    pub fn new(opener: Opener, read_buffer_size: usize, initial: Vec<u8>) -> Self {
+        let buf_size = read_buffer_size.max(opener.sealed_frame_len());
+        FrameReader {
+            opener,
+            buf: Vec::new(),
+            buf_size,
+            start: 0,
+            end: 0,
+            plain: 0..0,
+            leftover: initial,
+            leftover_pos: 0,
+            eof: false,
+            broken: None,
+        }
+    }
+
+    /// Bytes of buffer memory held.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity() + self.leftover.capacity()
+    }
+
+    /// Free the receive buffer if it holds no undelivered bytes.
+    pub fn release_buffer(&mut self) {
+        if self.start == self.end && self.plain.is_empty() {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+            self.plain = 0..0;
+        }
+    }
+
+    /// Plaintext ready to be consumed (empty when none is buffered).
+    pub fn available(&self) -> &[u8] {
+        if self.leftover_pos < self.leftover.len() {
+            &self.leftover[self.leftover_pos..]
+        } else {
+            &self.buf[self.plain.clone()]
+        }
+    }
+
+    /// Mark `n` bytes of [`Self::available`] as delivered.
+    pub fn consume(&mut self, n: usize) {
+        if self.leftover_pos < self.leftover.len() {
+            self.leftover_pos = (self.leftover_pos + n).min(self.leftover.len());
+            if self.leftover_pos == self.leftover.len() {
+                self.leftover = Vec::new();
+                self.leftover_pos = 0;
+            }
+        } else {
+            self.plain.start = (self.plain.start + n).min(self.plain.end);
+        }
+    }
+
+    /// Make plaintext available, reading if needed. `Ready(Ok(0))` is a clean
+    /// end of stream; otherwise `Ready(Ok(n))` means [`Self::available`] holds
+    /// `n > 0` bytes.
+    pub fn poll_fill_with<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
+    where
+        R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    {
+        loop {
+            let avail = self.available().len();
+            if avail > 0 {
+                return Poll::Ready(Ok(avail));
+            }
+            if let Some(e) = &self.broken {
+                return Poll::Ready(Err(protocol_io(e.clone())));
+            }
+            let sealed = self.opener.sealed_frame_len();
+            if self.end - self.start >= sealed {
+                let at = self.start;
+                match self.opener.open_in_place(&mut self.buf[at..at + sealed]) {
+                    Ok(r) => {
+                        self.plain = at + r.start..at + r.end;
+                        self.start += sealed;
+                        continue;
+                    }
+                    Err(e) => {
+                        self.broken = Some(e.clone());
+                        return Poll::Ready(Err(protocol_io(e)));
+                    }
+                }
+            }
+            if self.eof {
+                if self.start == self.end {
+                    return Poll::Ready(Ok(0));
+                }
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "peer closed the connection inside a frame ({} of {} sealed bytes received)",
+                        self.end - self.start,
+                        sealed
+                    ),
+                )));
+            }
+            if self.buf.is_empty() {
+                self.buf = vec![0u8; self.buf_size];
+            }
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            } else if self.buf.len() - self.start < sealed {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            match read(&mut self.buf[self.end..]) {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(n)) => self.end += n.min(self.buf.len() - self.end),
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Copy plaintext into `out`, reading if needed.
+    pub fn poll_read_with<R>(&mut self, out: &mut [u8], read: R) -> Poll<io::Result<usize>>
+    where
+        R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    {
+        if out.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        match self.poll_fill_with(read) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Ok(0)),
+            Poll::Ready(Ok(_)) => {
+                let avail = self.available();
+                let n = avail.len().min(out.len());
+                out[..n].copy_from_slice(&avail[..n]);
+                self.consume(n);
+                Poll::Ready(Ok(n))
+            }
+            other => other,
+        }
+    }
+}
+
+/// Check the peer against the configured expectation and build the engines.
+pub(crate) fn establish(
+    est: crate::proto::Established,
+    config: &crate::Config,
+) -> Result<(FrameReader, FrameWriter, crate::PublicKey), Error> {
+    let remote = est.remote_public_key;
+    if let Some(expected) = config.expected_peer_id {
+        let actual = remote.node_id();
+        if actual != expected {
+            return Err(Error::PeerIdMismatch { expected, actual });
+        }
+    }
+    Ok((
+        FrameReader::new(est.opener, config.read_buffer_size, est.initial_plaintext),
+        FrameWriter::new(est.sealer, config.flush_size),
+        remote,
+    ))
+}

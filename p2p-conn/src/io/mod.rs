@@ -1,0 +1,5 @@
+//! Adapters: thin layers that connect the sans-IO core (through
+//! [`crate::engine`]) to real transports.
+
+pub mod blocking;
+pub mod tokio;

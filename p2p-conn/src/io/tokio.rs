@@ -1,0 +1,272 @@
+//! tokio adapter: [`handshake`] over any `AsyncRead + AsyncWrite + Unpin`
+//! transport, giving a [`SecretConnection`] that is itself `AsyncRead +
+//! AsyncWrite`, and owned halves for separate tasks.
+//!
+//! # Cancellation
+//! * [`handshake`]: dropping the future abandons the handshake; the transport
+//!   is dropped with it. Nothing half-authenticated is ever returned.
+//! * `poll_write` (and so `write`, `write_all`): a message is either wholly
+//!   accepted (`Ready(Ok(n))`, its frames sealed and owned by the connection)
+//!   or not at all (`Pending` before anything new was sealed). Dropping a
+//!   `write` future loses and duplicates nothing. `write_all` may have had some
+//!   chunks accepted before it is dropped, as with any `AsyncWrite`.
+//! * `poll_flush` / `poll_shutdown`: safe to drop and call again; buffered
+//!   sealed bytes are kept.
+//! * `poll_read`: safe to drop; bytes already read from the transport stay
+//!   buffered for the next call.
+//!
+//! # Not provided
+//! No timeouts after the handshake (wrap calls in `tokio::time::timeout`), no
+//! keepalive, no message framing above the byte stream.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
+use crate::proto::Handshake;
+use crate::{Config, Error, Identity, NodeId, PublicKey};
+
+struct TokioIo<'a, 'b, T> {
+    io: &'a mut T,
+    cx: &'a mut Context<'b>,
+}
+
+fn poll_read_into<T: AsyncRead + Unpin>(
+    io: &mut T,
+    cx: &mut Context<'_>,
+    buf: &mut [u8],
+) -> Poll<io::Result<usize>> {
+    let mut rb = ReadBuf::new(buf);
+    match Pin::new(io).poll_read(cx, &mut rb) {
+        Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
+        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> PollIo for TokioIo<'_, '_, T> {
+    fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        poll_read_into(self.io, self.cx, buf)
+    }
+    fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.io).poll_write(self.cx, buf)
+    }
+}
+
+/// Run the handshake over `io` under `config.handshake_timeout`, then check the
+/// peer ID if `config.expected_peer_id` is set.
+pub async fn handshake<T>(
+    mut io: T,
+    identity: &Identity,
+    config: &Config,
+) -> Result<SecretConnection<T>, Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    config.validate()?;
+    let mut hs = Handshake::new(identity, config.handshake_params())?;
+    let drive =
+        std::future::poll_fn(|cx| poll_handshake(&mut hs, &mut TokioIo { io: &mut io, cx }));
+    match tokio::time::timeout(config.handshake_timeout, drive).await {
+        Ok(r) => r?,
+        Err(_) => return Err(Error::Timeout(config.handshake_timeout)),
+    }
+    let (reader, writer, remote) = establish(hs.into_established()?, config)?;
+    Ok(SecretConnection {
+        io,
+        reader,
+        writer,
+        remote,
+    })
+}
+
+/// An authenticated, encrypted byte stream over `T`.
+pub struct SecretConnection<T> {
+    io: T,
+    reader: FrameReader,
+    writer: FrameWriter,
+    remote: PublicKey,
+}
+
+impl<T> std::fmt::Debug for SecretConnection<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretConnection")
+            .field("peer", &self.remote.node_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> SecretConnection<T> {
+    /// The peer's authenticated Ed25519 public key.
+    pub fn remote_public_key(&self) -> PublicKey {
+        self.remote
+    }
+    /// The peer's node ID.
+    pub fn remote_node_id(&self) -> NodeId {
+        self.remote.node_id()
+    }
+    /// The underlying transport.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+    /// Bytes of buffer memory this connection holds now.
+    pub fn buffer_capacity(&self) -> usize {
+        self.reader.buffer_capacity() + self.writer.buffer_capacity()
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite> SecretConnection<T> {
+    /// Split into owned read and write halves for separate tasks (through
+    /// `tokio::io::split`).
+    pub fn into_split(self) -> (ReadHalf<T>, WriteHalf<T>) {
+        let (r, w) = tokio::io::split(self.io);
+        (
+            ReadHalf {
+                io: r,
+                reader: self.reader,
+                remote: self.remote,
+            },
+            WriteHalf {
+                io: w,
+                writer: self.writer,
+                remote: self.remote,
+            },
+        )
+    }
+}
+
+fn poll_read_impl<R: AsyncRead + Unpin>(
+    reader: &mut FrameReader,
+    io: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    let out = buf.initialize_unfilled();
+    match reader.poll_read_with(out, |b| poll_read_into(io, cx, b)) {
+        Poll::Ready(Ok(n)) => {
+            buf.advance(n);
+            Poll::Ready(Ok(()))
+        }
+        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+fn poll_write_impl<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    cx: &mut Context<'_>,
+    data: &[u8],
+) -> Poll<io::Result<usize>> {
+    writer.poll_write_with(data, |b| Pin::new(&mut *io).poll_write(cx, b))
+}
+
+fn poll_flush_impl<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    match writer.poll_flush_with(|b| Pin::new(&mut *io).poll_write(cx, b)) {
+        Poll::Ready(Ok(())) => Pin::new(io).poll_flush(cx),
+        other => other,
+    }
+}
+
+fn poll_shutdown_impl<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<()>> {
+    match poll_flush_impl(writer, io, cx) {
+        Poll::Ready(Ok(())) => Pin::new(io).poll_shutdown(cx),
+        other => other,
+    }
+}
+
+macro_rules! impl_async_write {
+    ($ty:ident, $bound:path) => {
+        impl<T: $bound> AsyncWrite for $ty<T> {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                data: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                let me = self.get_mut();
+                poll_write_impl(&mut me.writer, &mut me.io, cx, data)
+            }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let me = self.get_mut();
+                poll_flush_impl(&mut me.writer, &mut me.io, cx)
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let me = self.get_mut();
+                poll_shutdown_impl(&mut me.writer, &mut me.io, cx)
+            }
+        }
+    };
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for SecretConnection<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
+    }
+}
+
+/// Bound alias for the whole-connection impls.
+pub trait Duplex: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Duplex for T {}
+
+impl_async_write!(SecretConnection, Duplex);
+
+/// The receiving half of a split [`SecretConnection`].
+pub struct ReadHalf<T> {
+    io: tokio::io::ReadHalf<T>,
+    reader: FrameReader,
+    remote: PublicKey,
+}
+
+impl<T> ReadHalf<T> {
+    /// The peer's authenticated public key.
+    pub fn remote_public_key(&self) -> PublicKey {
+        self.remote
+    }
+}
+
+impl<T: AsyncRead> AsyncRead for ReadHalf<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
+    }
+}
+
+/// The sending half of a split [`SecretConnection`].
+pub struct WriteHalf<T> {
+    io: tokio::io::WriteHalf<T>,
+    writer: FrameWriter,
+    remote: PublicKey,
+}
+
+impl<T> WriteHalf<T> {
+    /// The peer's authenticated public key.
+    pub fn remote_public_key(&self) -> PublicKey {
+        self.remote
+    }
+}
+
+/// Bound alias for the write half impls.
+pub trait Sink: AsyncWrite {}
+impl<T: AsyncWrite> Sink for T {}
+
+impl_async_write!(WriteHalf, Sink);

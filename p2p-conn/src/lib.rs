@@ -1,0 +1,61 @@
+//! # p2p-conn
+//!
+//! A CometBFT-compatible secret connection: the X25519 + Merlin + HKDF-SHA256
+//! handshake, Ed25519 authentication and ChaCha20-Poly1305 sealed frames that
+//! CometBFT nodes speak to each other, wire-compatible with every CometBFT
+//! release (0.34 through 1.x/2.x; the secret connection never changed).
+//!
+//! ## Design
+//! * [`proto`]: the sans-IO core. The handshake state machine and the frame
+//!   [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only.
+//! * [`engine`]: the single read path, write path and handshake driver, written
+//!   once over poll-shaped closures.
+//! * [`io::tokio`] and [`io::blocking`]: thin adapters for tokio and std::io.
+//!
+//! ## Guarantees
+//! * A write of up to 1024 bytes is exactly one frame; a larger write is split
+//!   into 1024-byte frames and sealed into one buffer, handed to the transport
+//!   in one write (up to `flush_size` sealed bytes).
+//! * Short writes and dropped futures never desync the stream; a failed write
+//!   poisons the writer ([`Error::Poisoned`]) so no nonce is reused.
+//! * Reads work with any buffer size down to 1 byte; zero-length frames are
+//!   skipped, never reported as end of stream.
+//! * No panics on any peer input; nonce exhaustion is an error.
+//! * Before the peer authenticates, at most one sealed frame plus the bounded
+//!   AuthSigMessage is buffered; the peer cannot make us allocate more.
+//! * Secrets (identity key, ephemeral key, DH output, frame keys) are zeroized
+//!   on drop.
+//!
+//! ## Not provided
+//! * CometBFT's NodeInfo exchange and MConnection multiplexing above the byte
+//!   stream; keepalive; rekeying (the protocol has none).
+//! * Key types other than Ed25519 (CometBFT's p2p layer uses only Ed25519).
+//!
+//! ## Example (tokio)
+//! ```no_run
+//! # async fn demo() -> Result<(), p2p_conn::Error> {
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! let identity = p2p_conn::Identity::generate();
+//! let tcp = tokio::net::TcpStream::connect("127.0.0.1:26656").await?;
+//! let mut conn = p2p_conn::io::tokio::handshake(tcp, &identity, &p2p_conn::Config::default()).await?;
+//! println!("peer {}", conn.remote_node_id());
+//! conn.write_all(b"hello").await?;
+//! conn.flush().await?;
+//! let mut buf = [0u8; 5];
+//! conn.read_exact(&mut buf).await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+pub mod engine;
+mod error;
+pub mod identity;
+pub mod io;
+pub mod proto;
+
+pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER};
+pub use error::Error;
+pub use identity::{Identity, IdentityError, NodeId, PublicKey};
+pub use proto::{Backend, ProtocolError};

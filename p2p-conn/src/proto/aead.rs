@@ -1,0 +1,199 @@
+//! The one small AEAD interface the frame layer needs, and its two backends.
+//!
+//! Both backends implement IETF ChaCha20-Poly1305 (RFC 8439: 32-byte key, 12-byte
+//! nonce, 16-byte tag, no associated data). They are interchangeable bit for bit;
+//! the same known-answer vectors and property tests run against each.
+//!
+//! * [`Backend::Ring`]: `ring`'s assembly implementation. Fastest on this
+//!   project's x86_64 benchmark machine (see `docs/performance.md`), so it is the
+//!   default.
+//! * [`Backend::RustCrypto`]: the pure-Rust `chacha20poly1305` crate.
+//!
+//! The interface is deliberately tiny: seal a buffer in place and return the tag;
+//! open a `ciphertext || tag` buffer in place. Nonce construction lives in
+//! [`super::frame`], not here.
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use zeroize::Zeroizing;
+
+/// Poly1305 tag length.
+pub const TAG_LEN: usize = 16;
+/// ChaCha20-Poly1305 key length.
+pub const KEY_LEN: usize = 32;
+/// Nonce length.
+pub const NONCE_LEN: usize = 12;
+
+/// Which ChaCha20-Poly1305 implementation seals and opens frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// `ring` (assembly, runtime CPU feature detection). The default.
+    #[default]
+    Ring,
+    /// RustCrypto `chacha20poly1305` (pure Rust).
+    RustCrypto,
+}
+
+impl Backend {
+    /// Every backend, for tests and benchmarks that run them all.
+    pub const ALL: [Backend; 2] = [Backend::Ring, Backend::RustCrypto];
+
+    /// Short lowercase name, as accepted by the CLI's `--backend`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Ring => "ring",
+            Backend::RustCrypto => "rustcrypto",
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ring" => Ok(Backend::Ring),
+            "rustcrypto" | "rust-crypto" | "chacha20poly1305" => Ok(Backend::RustCrypto),
+            other => Err(format!(
+                "unknown AEAD backend {other:?} (expected \"ring\" or \"rustcrypto\")"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Tag verification failed: the bytes were not sealed with this key and nonce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFailed;
+
+/// A keyed ChaCha20-Poly1305 instance of one backend.
+///
+/// Key material is zeroized on drop by both backends (`ring` keeps its expanded
+/// key in memory it owns; the RustCrypto cipher holds the key in a zeroizing
+/// wrapper of the crate).
+pub struct Cipher {
+    inner: Inner,
+}
+
+// One cipher per direction per connection: the size difference is irrelevant,
+// and keeping both inline avoids a pointer chase per frame.
+#[allow(clippy::large_enum_variant)]
+enum Inner {
+    Ring(ring::aead::LessSafeKey),
+    RustCrypto(chacha20poly1305::ChaCha20Poly1305),
+}
+
+impl Cipher {
+    /// Key a cipher of the given backend.
+    pub fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
+        let key = Zeroizing::new(*key);
+        let inner = match backend {
+            Backend::Ring => {
+                // Cannot fail: the key length is exactly what the algorithm takes.
+                let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &key[..])
+                    .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
+                Inner::Ring(ring::aead::LessSafeKey::new(unbound))
+            }
+            Backend::RustCrypto => {
+                Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
+            }
+        };
+        Cipher { inner }
+    }
+
+    /// Encrypt `buf` in place and return the tag.
+    pub fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        match &self.inner {
+            Inner::Ring(key) => {
+                let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
+                let tag = key
+                    .seal_in_place_separate_tag(nonce, ring::aead::Aad::empty(), buf)
+                    // ring only fails for inputs over 256 GiB; frames are tiny.
+                    .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
+                let mut out = [0u8; TAG_LEN];
+                out.copy_from_slice(tag.as_ref());
+                out
+            }
+            Inner::RustCrypto(c) => {
+                let tag = c
+                    .encrypt_in_place_detached(nonce.into(), &[], buf)
+                    .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
+                tag.into()
+            }
+        }
+    }
+
+    /// Decrypt `sealed = ciphertext || tag` in place. On success the plaintext is
+    /// `sealed[..sealed.len() - TAG_LEN]`. On failure the buffer content is
+    /// unspecified and must be discarded.
+    pub fn open_in_place(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        sealed: &mut [u8],
+    ) -> Result<(), OpenFailed> {
+        if sealed.len() < TAG_LEN {
+            return Err(OpenFailed);
+        }
+        match &self.inner {
+            Inner::Ring(key) => {
+                let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
+                key.open_in_place(nonce, ring::aead::Aad::empty(), sealed)
+                    .map(|_| ())
+                    .map_err(|_| OpenFailed)
+            }
+            Inner::RustCrypto(c) => {
+                let (ct, tag) = sealed.split_at_mut(sealed.len() - TAG_LEN);
+                let tag = chacha20poly1305::Tag::clone_from_slice(tag);
+                c.decrypt_in_place_detached(nonce.into(), &[], ct, &tag)
+                    .map_err(|_| OpenFailed)
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Cipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let backend = match self.inner {
+            Inner::Ring(_) => Backend::Ring,
+            Inner::RustCrypto(_) => Backend::RustCrypto,
+        };
+        f.debug_struct("Cipher")
+            .field("backend", &backend)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_agree_and_reject_tampering() {
+        let key = [7u8; 32];
+        let nonce = [1u8; 12];
+        let msg: Vec<u8> = (0..1028u32).map(|i| i as u8).collect();
+        let mut sealed = Vec::new();
+        for b in Backend::ALL {
+            let c = Cipher::new(b, &key);
+            let mut buf = msg.clone();
+            let tag = c.seal_in_place(&nonce, &mut buf);
+            buf.extend_from_slice(&tag);
+            sealed.push(buf);
+        }
+        assert_eq!(sealed[0], sealed[1]);
+        for b in Backend::ALL {
+            let c = Cipher::new(b, &key);
+            let mut ok = sealed[0].clone();
+            c.open_in_place(&nonce, &mut ok).unwrap();
+            assert_eq!(&ok[..msg.len()], &msg[..]);
+            let mut bad = sealed[0].clone();
+            bad[5] ^= 1;
+            assert_eq!(c.open_in_place(&nonce, &mut bad), Err(OpenFailed));
+            let mut short = vec![0u8; 3];
+            assert_eq!(c.open_in_place(&nonce, &mut short), Err(OpenFailed));
+        }
+    }
+}

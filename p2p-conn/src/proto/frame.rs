@@ -1,0 +1,475 @@
+//! Sealed frames: layout, nonces, and the [`Sealer`] / [`Opener`] pair.
+//!
+//! # Wire layout (see `spec/wire-protocol.md` §4)
+//!
+//! ```text
+//! plaintext (4 + F bytes):  LE u32 data_len | data[data_len] | zero padding[F - data_len]
+//! sealed    (4 + F + 16):   ChaCha20-Poly1305(key, nonce, plaintext) = ciphertext | tag
+//! nonce (12 bytes):         00 00 00 00 | LE u64 frame counter
+//! ```
+//!
+//! `F` is the frame's data size: 1024 on the CometBFT wire (sealed frame 1044
+//! bytes). Other values are a p2p-conn-only profile; both ends must agree.
+//!
+//! # Guarantees
+//! * Every frame on the wire has exactly the same sealed length.
+//! * Padding is zeroed on send and ignored on receive.
+//! * Each direction's counter starts at 0 (the handshake's frame #0) and rises by
+//!   one per frame. Counters `0..=u64::MAX` are each used once; after that every
+//!   call fails with [`ProtocolError::NonceExhausted`] *before* sealing or
+//!   opening, so a nonce is never reused and nothing wraps or panics.
+//! * A seal of `n` bytes is all-or-nothing: if the counter cannot cover every
+//!   frame of the message, nothing is appended.
+//! * After an open fails (tag or length), the [`Opener`] refuses every later
+//!   frame: the stream cannot be resynchronised.
+//!
+//! # Not provided
+//! No I/O, no buffering policy (see [`super::stream`]), no rekeying.
+
+use std::ops::Range;
+
+use super::aead::{Cipher, NONCE_LEN, TAG_LEN};
+use super::error::ProtocolError;
+
+/// Bytes of the little-endian length prefix inside each frame.
+pub const LEN_PREFIX: usize = 4;
+/// Data bytes per frame on the standard CometBFT wire.
+pub const STANDARD_FRAME_SIZE: usize = 1024;
+/// Sealed bytes per frame on the standard CometBFT wire (1044).
+pub const STANDARD_SEALED_FRAME: usize = LEN_PREFIX + STANDARD_FRAME_SIZE + TAG_LEN;
+/// Smallest frame data size accepted in a non-standard profile.
+pub const MIN_FRAME_SIZE: usize = 64;
+/// Largest frame data size accepted in a non-standard profile (1 MiB).
+pub const MAX_FRAME_SIZE: usize = 1 << 20;
+
+/// Sealed length of one frame of `frame_size` data bytes.
+pub const fn sealed_frame_len(frame_size: usize) -> usize {
+    LEN_PREFIX + frame_size + TAG_LEN
+}
+
+/// Check a frame data size for use in a [`Sealer`] / [`Opener`].
+pub fn validate_frame_size(frame_size: usize) -> Result<(), ProtocolError> {
+    if (MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&frame_size) {
+        Ok(())
+    } else {
+        Err(ProtocolError::InvalidFrameSize(frame_size))
+    }
+}
+
+/// The 12-byte nonce of frame number `counter`.
+pub fn nonce_bytes(counter: u64) -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    n[4..].copy_from_slice(&counter.to_le_bytes());
+    n
+}
+
+/// A per-direction frame counter that refuses to wrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counter {
+    /// Next counter to use; meaningless once `exhausted`.
+    next: u64,
+    /// Every value `0..=u64::MAX` has been used.
+    exhausted: bool,
+}
+
+impl Counter {
+    fn starting_at(next: u64) -> Self {
+        Counter {
+            next,
+            exhausted: false,
+        }
+    }
+
+    /// How many counters remain (up to 2^64).
+    fn remaining(&self) -> u128 {
+        if self.exhausted {
+            0
+        } else {
+            u128::from(u64::MAX - self.next) + 1
+        }
+    }
+
+    /// Take one counter value.
+    fn take(&mut self) -> Result<u64, ProtocolError> {
+        if self.exhausted {
+            return Err(ProtocolError::NonceExhausted);
+        }
+        let n = self.next;
+        match n.checked_add(1) {
+            Some(next) => self.next = next,
+            None => self.exhausted = true,
+        }
+        Ok(n)
+    }
+}
+
+/// A growable byte buffer that frames can be sealed onto the end of.
+///
+/// Implemented for `Vec<u8>` and `bytes::BytesMut`, so the std/tokio writers and
+/// the tokio-util encoder seal straight into their own buffers.
+pub trait SealBuf: std::ops::DerefMut<Target = [u8]> {
+    /// Reserve room for `additional` more bytes.
+    fn reserve_more(&mut self, additional: usize);
+    /// Append bytes.
+    fn put_slice(&mut self, s: &[u8]);
+    /// Append `n` zero bytes.
+    fn put_zeros(&mut self, n: usize);
+}
+
+impl SealBuf for Vec<u8> {
+    fn reserve_more(&mut self, additional: usize) {
+        self.reserve(additional);
+    }
+    fn put_slice(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+    fn put_zeros(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+}
+
+impl SealBuf for bytes::BytesMut {
+    fn reserve_more(&mut self, additional: usize) {
+        self.reserve(additional);
+    }
+    fn put_slice(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+    fn put_zeros(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+}
+
+/// Seals outgoing frames for one direction of a connection.
+#[derive(Debug)]
+pub struct Sealer {
+    cipher: Cipher,
+    counter: Counter,
+    frame_size: usize,
+}
+
+impl Sealer {
+    /// A sealer whose first frame uses counter 0.
+    pub fn new(cipher: Cipher, frame_size: usize) -> Result<Self, ProtocolError> {
+        Self::with_counter(cipher, frame_size, 0)
+    }
+
+    /// A sealer whose next frame uses `counter`. Intended for tests that need a
+    /// counter near exhaustion; a real connection always starts at 0.
+    pub fn with_counter(
+        cipher: Cipher,
+        frame_size: usize,
+        counter: u64,
+    ) -> Result<Self, ProtocolError> {
+        validate_frame_size(frame_size)?;
+        Ok(Sealer {
+            cipher,
+            counter: Counter::starting_at(counter),
+            frame_size,
+        })
+    }
+
+    /// Data bytes per frame.
+    pub fn frame_size(&self) -> usize {
+        self.frame_size
+    }
+
+    /// Sealed bytes per frame.
+    pub fn sealed_frame_len(&self) -> usize {
+        sealed_frame_len(self.frame_size)
+    }
+
+    /// Frames needed for `len` plaintext bytes (an empty message needs none).
+    pub fn frames_for(&self, len: usize) -> usize {
+        len.div_ceil(self.frame_size)
+    }
+
+    /// Sealed bytes produced for `len` plaintext bytes.
+    pub fn sealed_len(&self, len: usize) -> usize {
+        self.frames_for(len) * self.sealed_frame_len()
+    }
+
+    /// Seal all of `data` as consecutive frames appended to `out`.
+    ///
+    /// All-or-nothing: when the counter cannot cover every frame, nothing is
+    /// appended and [`ProtocolError::NonceExhausted`] is returned. An empty
+    /// `data` appends nothing. Returns the number of frames appended.
+    pub fn seal_append<B: SealBuf + ?Sized>(
+        &mut self,
+        data: &[u8],
+        out: &mut B,
+    ) -> Result<usize, ProtocolError> {
+        let frames = self.frames_for(data.len());
+        if (frames as u128) > self.counter.remaining() {
+            return Err(ProtocolError::NonceExhausted);
+        }
+        out.reserve_more(frames * self.sealed_frame_len());
+        for chunk in data.chunks(self.frame_size) {
+            self.seal_one(chunk, out)?;
+        }
+        Ok(frames)
+    }
+
+    /// Seal one frame carrying `chunk` (at most `frame_size` bytes; may be empty).
+    fn seal_one<B: SealBuf + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        out: &mut B,
+    ) -> Result<(), ProtocolError> {
+        debug_assert!(chunk.len() <= self.frame_size);
+        let counter = self.counter.take()?;
+        let start = out.len();
+        // Lengths fit: chunk.len() <= MAX_FRAME_SIZE < u32::MAX.
+        out.put_slice(&(chunk.len() as u32).to_le_bytes());
+        out.put_slice(chunk);
+        out.put_zeros(self.frame_size - chunk.len() + TAG_LEN);
+        let plain_end = start + LEN_PREFIX + self.frame_size;
+        let tag = self
+            .cipher
+            .seal_in_place(&nonce_bytes(counter), &mut out[start..plain_end]);
+        out[plain_end..plain_end + TAG_LEN].copy_from_slice(&tag);
+        Ok(())
+    }
+
+    /// Seal exactly one frame even when `chunk` is empty (the handshake's frame
+    /// #0 helper and tests use this; application writes never send empty frames).
+    pub fn seal_frame<B: SealBuf + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        out: &mut B,
+    ) -> Result<(), ProtocolError> {
+        if chunk.len() > self.frame_size {
+            return Err(ProtocolError::FrameTooLarge {
+                len: chunk.len() as u64,
+                max: self.frame_size,
+            });
+        }
+        self.seal_one(chunk, out)
+    }
+}
+
+/// Opens incoming frames for one direction of a connection.
+#[derive(Debug)]
+pub struct Opener {
+    cipher: Cipher,
+    counter: Counter,
+    frame_size: usize,
+    failed: Option<ProtocolError>,
+}
+
+impl Opener {
+    /// An opener whose first frame uses counter 0.
+    pub fn new(cipher: Cipher, frame_size: usize) -> Result<Self, ProtocolError> {
+        Self::with_counter(cipher, frame_size, 0)
+    }
+
+    /// An opener whose next frame uses `counter` (tests only; see [`Sealer::with_counter`]).
+    pub fn with_counter(
+        cipher: Cipher,
+        frame_size: usize,
+        counter: u64,
+    ) -> Result<Self, ProtocolError> {
+        validate_frame_size(frame_size)?;
+        Ok(Opener {
+            cipher,
+            counter: Counter::starting_at(counter),
+            frame_size,
+            failed: None,
+        })
+    }
+
+    /// Data bytes per frame.
+    pub fn frame_size(&self) -> usize {
+        self.frame_size
+    }
+
+    /// Sealed bytes per frame.
+    pub fn sealed_frame_len(&self) -> usize {
+        sealed_frame_len(self.frame_size)
+    }
+
+    /// Counter of the next frame to open (meaningless after exhaustion).
+    pub fn next_counter(&self) -> u64 {
+        self.counter.next
+    }
+
+    /// Open one sealed frame in place and return the range of its data bytes
+    /// within `frame`. `frame` must be exactly [`Self::sealed_frame_len`] bytes.
+    ///
+    /// The counter advances only on success. Any failure is sticky: every later
+    /// call returns the same error.
+    pub fn open_in_place(&mut self, frame: &mut [u8]) -> Result<Range<usize>, ProtocolError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.open_inner(frame);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn open_inner(&mut self, frame: &mut [u8]) -> Result<Range<usize>, ProtocolError> {
+        if frame.len() != self.sealed_frame_len() {
+            return Err(ProtocolError::FrameTooLarge {
+                len: frame.len() as u64,
+                max: self.sealed_frame_len(),
+            });
+        }
+        if self.counter.exhausted {
+            return Err(ProtocolError::NonceExhausted);
+        }
+        let counter = self.counter.next;
+        self.cipher
+            .open_in_place(&nonce_bytes(counter), frame)
+            .map_err(|_| ProtocolError::FrameAuthentication { counter })?;
+        self.counter.take()?;
+        let mut len_bytes = [0u8; LEN_PREFIX];
+        len_bytes.copy_from_slice(&frame[..LEN_PREFIX]);
+        let len = u32::from_le_bytes(len_bytes) as usize;
+        if len > self.frame_size {
+            return Err(ProtocolError::FrameTooLarge {
+                len: len as u64,
+                max: self.frame_size,
+            });
+        }
+        Ok(LEN_PREFIX..LEN_PREFIX + len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::aead::Backend;
+    use super::*;
+
+    fn pair(backend: Backend, fs: usize, counter: u64) -> (Sealer, Opener) {
+        let key = [3u8; 32];
+        (
+            Sealer::with_counter(Cipher::new(backend, &key), fs, counter).unwrap(),
+            Opener::with_counter(Cipher::new(backend, &key), fs, counter).unwrap(),
+        )
+    }
+
+    #[test]
+    fn nonce_layout() {
+        assert_eq!(hex::encode(nonce_bytes(0)), "000000000000000000000000");
+        assert_eq!(hex::encode(nonce_bytes(1)), "000000000100000000000000");
+        assert_eq!(hex::encode(nonce_bytes(256)), "000000000001000000000000");
+    }
+
+    #[test]
+    fn split_sizes_and_roundtrip() {
+        for b in Backend::ALL {
+            for (len, frames) in [
+                (0usize, 0usize),
+                (1, 1),
+                (1023, 1),
+                (1024, 1),
+                (1025, 2),
+                (4096, 4),
+            ] {
+                let (mut s, mut o) = pair(b, 1024, 0);
+                let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+                let mut out = Vec::new();
+                assert_eq!(s.seal_append(&data, &mut out).unwrap(), frames);
+                assert_eq!(out.len(), frames * STANDARD_SEALED_FRAME);
+                let mut got = Vec::new();
+                for f in out.chunks_mut(STANDARD_SEALED_FRAME) {
+                    let r = o.open_in_place(f).unwrap();
+                    got.extend_from_slice(&f[r]);
+                }
+                assert_eq!(got, data);
+            }
+        }
+    }
+
+    #[test]
+    fn padding_is_zero_on_send() {
+        let (mut s, _) = pair(Backend::Ring, 1024, 0);
+        let mut out = Vec::new();
+        s.seal_append(b"abc", &mut out).unwrap();
+        let c = Cipher::new(Backend::RustCrypto, &[3u8; 32]);
+        c.open_in_place(&nonce_bytes(0), &mut out).unwrap();
+        assert_eq!(&out[..7], &[3, 0, 0, 0, b'a', b'b', b'c']);
+        assert!(out[7..1028].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn nonce_exhaustion_is_an_error_not_a_wrap() {
+        let (mut s, mut o) = pair(Backend::Ring, 1024, u64::MAX - 1);
+        let mut out = Vec::new();
+        // Three frames need counters MAX-1, MAX, and one more: refused whole.
+        assert_eq!(
+            s.seal_append(&[1u8; 3000], &mut out),
+            Err(ProtocolError::NonceExhausted)
+        );
+        assert!(out.is_empty());
+        // Two frames fit exactly.
+        assert_eq!(s.seal_append(&[1u8; 2000], &mut out).unwrap(), 2);
+        assert_eq!(
+            s.seal_append(b"x", &mut out),
+            Err(ProtocolError::NonceExhausted)
+        );
+        assert_eq!(
+            s.seal_frame(b"", &mut out),
+            Err(ProtocolError::NonceExhausted)
+        );
+        assert_eq!(out.len(), 2 * STANDARD_SEALED_FRAME);
+        for f in out.chunks_mut(STANDARD_SEALED_FRAME) {
+            o.open_in_place(f).unwrap();
+        }
+        let mut extra = vec![0u8; STANDARD_SEALED_FRAME];
+        assert_eq!(
+            o.open_in_place(&mut extra),
+            Err(ProtocolError::NonceExhausted)
+        );
+    }
+
+    #[test]
+    fn failures_are_sticky() {
+        let (mut s, mut o) = pair(Backend::RustCrypto, 1024, 0);
+        let mut out = Vec::new();
+        s.seal_append(&[9u8; 2048], &mut out).unwrap();
+        out[10] ^= 0x80;
+        let (a, b) = out.split_at_mut(STANDARD_SEALED_FRAME);
+        assert_eq!(
+            o.open_in_place(a),
+            Err(ProtocolError::FrameAuthentication { counter: 0 })
+        );
+        // The second frame is intact but the stream is dead.
+        assert!(o.open_in_place(b).is_err());
+    }
+
+    #[test]
+    fn length_above_frame_size_is_rejected() {
+        let c = Cipher::new(Backend::Ring, &[3u8; 32]);
+        let mut plain = vec![0u8; 1028];
+        plain[..4].copy_from_slice(&1025u32.to_le_bytes());
+        let tag = c.seal_in_place(&nonce_bytes(0), &mut plain);
+        plain.extend_from_slice(&tag);
+        let (_, mut o) = pair(Backend::Ring, 1024, 0);
+        assert_eq!(
+            o.open_in_place(&mut plain),
+            Err(ProtocolError::FrameTooLarge {
+                len: 1025,
+                max: 1024
+            })
+        );
+    }
+
+    #[test]
+    fn non_standard_frame_size() {
+        let (mut s, mut o) = pair(Backend::Ring, 16384, 0);
+        let data = vec![5u8; 40000];
+        let mut out = Vec::new();
+        assert_eq!(s.seal_append(&data, &mut out).unwrap(), 3);
+        let mut got = Vec::new();
+        for f in out.chunks_mut(sealed_frame_len(16384)) {
+            let r = o.open_in_place(f).unwrap();
+            got.extend_from_slice(&f[r]);
+        }
+        assert_eq!(got, data);
+        assert!(validate_frame_size(MIN_FRAME_SIZE - 1).is_err());
+        assert!(validate_frame_size(MAX_FRAME_SIZE + 1).is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! The sans-IO core: the handshake state machine and the frame sealer/opener.
+//!
+//! Nothing in this module performs I/O, reads a clock, or spawns a task. It
+//! consumes and produces byte buffers, so the tokio, std and codec adapters,
+//! the fuzzers and the tests all exercise exactly the same protocol code.
+
+pub mod aead;
+pub mod auth_sig;
+mod error;
+pub mod frame;
+pub mod handshake;
+pub mod kdf;
+
+pub use aead::Backend;
+pub use error::ProtocolError;
+pub use frame::{
+    sealed_frame_len, validate_frame_size, Opener, SealBuf, Sealer, STANDARD_FRAME_SIZE,
+    STANDARD_SEALED_FRAME,
+};
+pub use handshake::{Established, Handshake, HandshakeParams, Stage};

@@ -1,0 +1,81 @@
+//! p2p-conn against itself over real loopback TCP, both adapters.
+
+use std::io::{Read, Write};
+
+use p2p_conn::io::{blocking, tokio as ptokio};
+use p2p_conn::{Config, Identity};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_pair_roundtrip_and_ids() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server_id = Identity::generate();
+    let client_id = Identity::generate();
+    let client_pub = client_id.public_key();
+    let server_node = server_id.node_id();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let conn = ptokio::handshake(tcp, &server_id, &Config::default())
+            .await
+            .unwrap();
+        assert_eq!(conn.remote_public_key(), client_pub);
+        let (mut r, mut w) = conn.into_split();
+        let mut buf = vec![0u8; 70_000];
+        r.read_exact(&mut buf).await.unwrap();
+        w.write_all(&buf).await.unwrap();
+        w.shutdown().await.unwrap();
+    });
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let cfg = Config::default().expect_peer(server_node);
+    let mut conn = ptokio::handshake(tcp, &client_id, &cfg).await.unwrap();
+    assert_eq!(conn.remote_node_id(), server_node);
+    let data = pattern(70_000, 3);
+    conn.write_all(&data).await.unwrap();
+    conn.flush().await.unwrap();
+    let mut back = Vec::new();
+    conn.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, data);
+    server.await.unwrap();
+}
+
+#[test]
+fn std_pair_roundtrip_small_reads() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).unwrap();
+        let (mut r, mut w) = conn.split().unwrap();
+        let mut got = Vec::new();
+        let mut one = [0u8; 7];
+        loop {
+            let n = r.read(&mut one).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&one[..n]);
+        }
+        w.write_all(&got).unwrap();
+        w.shutdown().unwrap();
+    });
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).unwrap();
+    let (mut r, mut w) = conn.split().unwrap();
+    let data = pattern(5000, 9);
+    w.write_all(&data).unwrap();
+    w.shutdown().unwrap();
+    let mut back = Vec::new();
+    let mut one = [0u8; 1];
+    while r.read(&mut one).unwrap() == 1 {
+        back.push(one[0]);
+    }
+    assert_eq!(back, data);
+    t.join().unwrap();
+}
