@@ -59,3 +59,8 @@ pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
 pub use proto::{Backend, ProtocolError};
+
+/// The README's Rust examples, compiled as doctests so they stay correct.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

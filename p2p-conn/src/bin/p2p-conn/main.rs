@@ -1,1 +1,231 @@
-fn main() {}
+//! `p2p-conn`: a netcat for CometBFT secret connections, plus key tools and a
+//! loopback benchmark.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use p2p_conn::io::tokio as ptokio;
+use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
+use tokio::io::{AsyncWriteExt, BufReader};
+
+mod bench;
+
+#[derive(Parser)]
+#[command(
+    name = "p2p-conn",
+    version,
+    about = "CometBFT-compatible secret connections: netcat-style client/server, keys, benchmark"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct ConnArgs {
+    /// node_key.json to authenticate with (default: a fresh ephemeral identity)
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Bound on the whole handshake, in seconds
+    #[arg(long, default_value_t = 20.0)]
+    handshake_timeout: f64,
+    /// Require the peer to authenticate as this node ID (40 hex digits)
+    #[arg(long)]
+    peer_id: Option<NodeId>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate a CometBFT node_key.json and print its node ID
+    Keygen {
+        /// Where to write the key (refuses to overwrite an existing file)
+        #[arg(long, default_value = "node_key.json")]
+        out: PathBuf,
+    },
+    /// Print the node ID of a node_key.json
+    Id {
+        /// The node_key.json
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Accept one connection, then copy stdin to it and it to stdout
+    Listen {
+        /// Address to listen on, e.g. 127.0.0.1:26656
+        addr: SocketAddr,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
+    Dial {
+        /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
+        addr: String,
+        #[command(flatten)]
+        conn: ConnArgs,
+    },
+    /// Loopback benchmark: handshake, then stream messages and verify them
+    Bench(bench::BenchArgs),
+}
+
+/// A failure with the one line the CLI prints for it.
+struct Failure(String);
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure(describe(&e))
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure(describe(&Error::from_io(e)))
+    }
+}
+
+/// One line naming the cause: handshake, authentication, peer-ID mismatch,
+/// timeout, or I/O.
+fn describe(e: &Error) -> String {
+    match e {
+        Error::Protocol(
+            p @ (ProtocolError::InvalidSignature
+            | ProtocolError::UnsupportedKeyType(_)
+            | ProtocolError::MalformedAuthMessage(_)),
+        ) => format!("authentication failed: {p}"),
+        Error::Protocol(
+            p @ (ProtocolError::FrameAuthentication { .. } | ProtocolError::FrameTooLarge { .. }),
+        ) => {
+            format!("connection failed: {p}")
+        }
+        Error::Protocol(p) => format!("handshake failed: {p}"),
+        Error::HandshakeEof { .. } => e.to_string(),
+        Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
+        Error::PeerIdMismatch { .. } => e.to_string(),
+        Error::Io(io) => format!("I/O error: {io}"),
+        other => other.to_string(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Keygen { out } => keygen(out),
+        Cmd::Id { key } => Identity::load(&key)
+            .map(|id| println!("{}", id.node_id()))
+            .map_err(|e| Failure(e.to_string())),
+        Cmd::Listen { addr, conn } => run_async(listen(addr, conn)),
+        Cmd::Dial { addr, conn } => run_async(dial(addr, conn)),
+        Cmd::Bench(args) => bench::run(args).map_err(Failure),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn keygen(out: PathBuf) -> Result<(), Failure> {
+    if out.exists() {
+        return Err(Failure(format!(
+            "{} already exists; not overwriting it",
+            out.display()
+        )));
+    }
+    let id = Identity::generate();
+    id.save(&out).map_err(|e| Failure(e.to_string()))?;
+    println!("{}", id.node_id());
+    Ok(())
+}
+
+fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Result<(), Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure(format!("I/O error: cannot start the runtime: {e}")))?;
+    let r = rt.block_on(fut);
+    // Standard input is read on a blocking thread that may still be waiting
+    // for input; do not wait for it.
+    rt.shutdown_background();
+    r
+}
+
+fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
+    let identity = match &args.key {
+        Some(path) => Identity::load(path).map_err(|e| Failure(e.to_string()))?,
+        None => Identity::generate(),
+    };
+    if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0) {
+        return Err(Failure(
+            "--handshake-timeout must be a positive number of seconds".into(),
+        ));
+    }
+    let mut cfg =
+        Config::default().handshake_timeout(Duration::from_secs_f64(args.handshake_timeout));
+    if let (Some(a), Some(b)) = (args.peer_id, dialed) {
+        if a != b {
+            return Err(Failure(format!(
+                "--peer-id {a} contradicts the ID in the address ({b})"
+            )));
+        }
+    }
+    cfg.expected_peer_id = args.peer_id.or(dialed);
+    Ok((identity, cfg))
+}
+
+async fn listen(addr: SocketAddr, args: ConnArgs) -> Result<(), Failure> {
+    let (identity, cfg) = config(&args, None)?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let (tcp, _) = listener.accept().await?;
+    drop(listener);
+    pipe(tcp, &identity, &cfg).await
+}
+
+async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
+    let (id, host) = match addr.split_once('@') {
+        Some((id, host)) => (
+            Some(id.parse::<NodeId>().map_err(|e| Failure(e.to_string()))?),
+            host.to_string(),
+        ),
+        None => (None, addr),
+    };
+    let (identity, cfg) = config(&args, id)?;
+    let tcp = tokio::net::TcpStream::connect(&host).await?;
+    pipe(tcp, &identity, &cfg).await
+}
+
+/// Handshake, announce the peer, then copy both ways until the peer's stream ends.
+async fn pipe(
+    tcp: tokio::net::TcpStream,
+    identity: &Identity,
+    cfg: &Config,
+) -> Result<(), Failure> {
+    tcp.set_nodelay(true)?;
+    let conn = ptokio::handshake(tcp, identity, cfg).await?;
+    eprintln!("peer {}", conn.remote_node_id());
+    let (mut r, mut w) = conn.into_split();
+    let upload = async move {
+        let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+        tokio::io::copy_buf(&mut stdin, &mut w).await?;
+        // End of stdin: flush and half-close our TCP write side.
+        w.shutdown().await?;
+        Ok::<_, std::io::Error>(())
+    };
+    let download = async move {
+        let mut stdout = tokio::io::stdout();
+        tokio::io::copy(&mut r, &mut stdout).await?;
+        stdout.flush().await?;
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::pin!(upload, download);
+    let mut upload_done = false;
+    loop {
+        tokio::select! {
+            r = &mut upload, if !upload_done => { r?; upload_done = true; }
+            r = &mut download => { r?; return Ok(()); }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The `p2p-conn` binary as a user runs it: keys, netcat-style exchange,
+//! failure exits.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("p2p-conn-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Wait for a child with a deadline, draining its output meanwhile (a full
+/// pipe would otherwise stall it); kill it and fail if it overstays.
+fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
+    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                r.read_to_end(&mut v).ok();
+            }
+            v
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            child.wait().ok();
+            let e = err.join().unwrap();
+            panic!(
+                "process still running after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&e)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+fn spawn(args: &[&str], stdin: &[u8]) -> Child {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    std::thread::spawn(move || {
+        input.write_all(&data).ok();
+        // dropping closes stdin
+    });
+    child
+}
+
+/// Start a listener and wait until its port accepts connections.
+fn spawn_listener(port: u16, extra: &[&str], stdin: &[u8]) -> Child {
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["listen", addr.as_str()];
+    args.extend_from_slice(extra);
+    spawn(&args, stdin)
+}
+
+fn connect_when_ready(port: u16) {
+    // The dialer retries nothing itself; give the listener a moment to bind.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        // A probe connection would be accepted as the one connection, so only
+        // check the port is bound by trying to bind it ourselves.
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("listener never bound port {port}");
+}
+
+#[test]
+fn keygen_and_id() {
+    let dir = tmp("keygen");
+    let key = dir.join("node_key.json");
+    let out = run(&["keygen", "--out", key.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(printed.len(), 40);
+    let id = p2p_conn::Identity::load(&key).unwrap();
+    assert_eq!(printed, id.node_id().to_string());
+    let out = run(&["id", "--key", key.to_str().unwrap()]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), printed);
+    // Never overwrites a key.
+    let out = run(&["keygen", "--out", key.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+}
+
+#[test]
+fn netcat_exchange_both_ways_with_half_close() {
+    let dir = tmp("nc");
+    let lkey = dir.join("l.json");
+    let dkey = dir.join("d.json");
+    let lid = p2p_conn::Identity::generate();
+    lid.save(&lkey).unwrap();
+    let did = p2p_conn::Identity::generate();
+    did.save(&dkey).unwrap();
+    let up: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let down: Vec<u8> = (0..70_001u32).map(|i| (i % 13) as u8).collect();
+    let port = free_port();
+    let listener = spawn_listener(port, &["--key", lkey.to_str().unwrap()], &down);
+    connect_when_ready(port);
+    let target = format!("{}@127.0.0.1:{port}", lid.node_id());
+    let dialer = spawn(&["dial", &target, "--key", dkey.to_str().unwrap()], &up);
+    let d = wait_with_deadline(dialer, Duration::from_secs(30));
+    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    assert!(
+        d.status.success(),
+        "dialer: {}",
+        String::from_utf8_lossy(&d.stderr)
+    );
+    assert!(
+        l.status.success(),
+        "listener: {}",
+        String::from_utf8_lossy(&l.stderr)
+    );
+    assert_eq!(l.stdout, up);
+    assert_eq!(d.stdout, down);
+    assert_eq!(
+        String::from_utf8(d.stderr).unwrap(),
+        format!("peer {}\n", lid.node_id())
+    );
+    assert_eq!(
+        String::from_utf8(l.stderr).unwrap(),
+        format!("peer {}\n", did.node_id())
+    );
+}
+
+#[test]
+fn peer_id_mismatch_fails_with_one_line() {
+    let port = free_port();
+    let listener = spawn_listener(port, &[], b"");
+    connect_when_ready(port);
+    let wrong = "00".repeat(20);
+    let out = wait_with_deadline(
+        spawn(
+            &["dial", &format!("127.0.0.1:{port}"), "--peer-id", &wrong],
+            b"",
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: peer ID mismatch"), "{err}");
+    let _ = wait_with_deadline(listener, Duration::from_secs(30));
+}
+
+#[test]
+fn stalled_peer_times_out() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let holder = std::thread::spawn(move || {
+        let (mut s, _) = silent.accept().unwrap();
+        let mut b = [0u8; 64];
+        // Read and ignore until the dialer gives up.
+        while let Ok(n) = s.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let out = wait_with_deadline(
+        spawn(
+            &[
+                "dial",
+                &format!("127.0.0.1:{port}"),
+                "--handshake-timeout",
+                "0.5",
+            ],
+            b"",
+        ),
+        Duration::from_secs(10),
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: timeout"), "{err}");
+    holder.join().unwrap();
+}
+
+#[test]
+fn connection_refused_is_an_io_error() {
+    let port = free_port();
+    let out = run(&["dial", &format!("127.0.0.1:{port}")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: I/O error"), "{err}");
+}
+
+#[test]
+fn bench_runs_small() {
+    let out = run(&["bench", "--mib", "2", "--size", "4096"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("MB/s") && text.contains("content verified"),
+        "{text}"
+    );
+    let out = run(&[
+        "bench",
+        "--mib",
+        "1",
+        "--size",
+        "1000",
+        "--json",
+        "--backend",
+        "rustcrypto",
+        "--frame-size",
+        "4096",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["backend"], "rustcrypto");
+    assert_eq!(v["frame_size"], 4096);
+    assert!(v["mb_per_s"].as_f64().unwrap() > 0.0);
+}
