@@ -31,12 +31,17 @@
 //!   `Ok(0)`; end of stream inside a frame is `UnexpectedEof`.
 //! * A frame that fails to open kills the reader for good.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::ops::Range;
 use std::task::Poll;
 
 use crate::proto::{Handshake, Opener, ProtocolError, Sealer};
 use crate::Error;
+
+/// A write buffer larger than this is freed once its bytes are on the wire
+/// (sending a large message again costs one allocation, no zeroing); a smaller
+/// one is kept for the next message.
+pub const WRITE_BUFFER_KEEP: usize = 16 * 1024;
 
 fn protocol_io(e: ProtocolError) -> io::Error {
     Error::Protocol(e).into_io()
@@ -178,35 +183,101 @@ impl FrameWriter {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        self.buf.clear();
+        // Everything is on the wire. Keep a small buffer for the next message;
+        // give a large one back so an idle connection holds little memory.
+        if self.buf.capacity() > WRITE_BUFFER_KEEP {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
         self.pos = 0;
         Poll::Ready(Ok(()))
     }
 
     /// Accept and send one message (or its first `max_chunk` bytes).
-    pub fn poll_write_with<W>(&mut self, data: &[u8], mut write: W) -> Poll<io::Result<usize>>
+    pub fn poll_write_with<W>(&mut self, data: &[u8], write: W) -> Poll<io::Result<usize>>
     where
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        self.poll_write_vectored_with(&[data], write)
+    }
+
+    /// Accept and send the concatenation of `parts` as one message (or its
+    /// first `max_chunk` bytes): frames are filled across part boundaries and
+    /// all sealed bytes go to the transport in one write.
+    pub fn poll_write_vectored_with<S, W>(
+        &mut self,
+        parts: &[S],
+        mut write: W,
+    ) -> Poll<io::Result<usize>>
+    where
+        S: std::ops::Deref<Target = [u8]>,
         W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
     {
         if self.poisoned {
             return Poll::Ready(Err(Self::poisoned_err()));
         }
-        if data.is_empty() {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total == 0 {
             return Poll::Ready(Ok(0));
         }
         match self.poll_drain(&mut write) {
             Poll::Ready(Ok(())) => {}
             other => return other.map(|r| r.map(|()| 0)),
         }
-        let n = data.len().min(self.max_chunk);
-        if let Err(e) = self.sealer.seal_append(&data[..n], &mut self.buf) {
-            return Poll::Ready(Err(protocol_io(e)));
-        }
+        let sealed = if total <= self.max_chunk {
+            self.sealer
+                .seal_append_vectored(parts, &mut self.buf)
+                .map(|_| total)
+        } else {
+            // Take whole parts while they fit, then a prefix of the next one.
+            let mut taken: Vec<&[u8]> = Vec::new();
+            let mut room = self.max_chunk;
+            for p in parts {
+                let k = room.min(p.len());
+                taken.push(&p[..k]);
+                room -= k;
+                if room == 0 {
+                    break;
+                }
+            }
+            self.sealer
+                .seal_append_vectored(&taken, &mut self.buf)
+                .map(|_| self.max_chunk)
+        };
+        let n = match sealed {
+            Ok(n) => n,
+            Err(e) => return Poll::Ready(Err(protocol_io(e))),
+        };
         // The message is accepted now; try to send it at once. Whatever the
         // transport does not take stays buffered for the next call.
         match self.poll_drain(&mut write) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             _ => Poll::Ready(Ok(n)),
+        }
+    }
+
+    /// Send a whole message: accept it in `max_chunk` pieces (one transport
+    /// write each), then flush. `bufs` is advanced past what was accepted, so a
+    /// caller that is interrupted (or whose future is dropped) can resume with
+    /// exactly the unsent remainder.
+    pub fn poll_send_with<W>(
+        &mut self,
+        bufs: &mut &mut [IoSlice<'_>],
+        mut write: W,
+    ) -> Poll<io::Result<()>>
+    where
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        loop {
+            if bufs.iter().all(|b| b.is_empty()) {
+                return self.poll_flush_with(write);
+            }
+            match self.poll_write_vectored_with(bufs, &mut write) {
+                Poll::Ready(Ok(n)) => IoSlice::advance_slices(bufs, n),
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 
@@ -238,6 +309,8 @@ pub struct FrameReader {
     leftover_pos: usize,
     eof: bool,
     broken: Option<ProtocolError>,
+    /// Size to allocate the next time the buffer is (re)allocated.
+    next_alloc: usize,
 }
 
 impl FrameReader {
@@ -256,12 +329,22 @@ impl FrameReader {
             leftover_pos: 0,
             eof: false,
             broken: None,
+            next_alloc: 0,
         }
     }
 
     /// Bytes of buffer memory held.
     pub fn buffer_capacity(&self) -> usize {
         self.buf.capacity() + self.leftover.capacity()
+    }
+
+    /// Size the buffer before a read: at least one sealed frame, grown to the
+    /// configured size once a read fills it.
+    fn prepare_buffer(&mut self, sealed: usize) {
+        let want = self.next_alloc.clamp(sealed, self.buf_size);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
     }
 
     /// Free the receive buffer if it holds no undelivered bytes.
@@ -339,9 +422,6 @@ impl FrameReader {
                     ),
                 )));
             }
-            if self.buf.is_empty() {
-                self.buf = vec![0u8; self.buf_size];
-            }
             if self.start == self.end {
                 self.start = 0;
                 self.end = 0;
@@ -350,12 +430,32 @@ impl FrameReader {
                 self.end -= self.start;
                 self.start = 0;
             }
+            self.prepare_buffer(sealed);
+            let space = self.buf.len() - self.end;
             match read(&mut self.buf[self.end..]) {
                 Poll::Ready(Ok(0)) => self.eof = true,
-                Poll::Ready(Ok(n)) => self.end += n.min(self.buf.len() - self.end),
+                Poll::Ready(Ok(n)) => {
+                    let n = n.min(space);
+                    self.end += n;
+                    // A read that filled the buffer means more is queued: use
+                    // the full size from now on. Otherwise remember roughly
+                    // how much arrives at once.
+                    self.next_alloc = if n == space {
+                        self.buf_size
+                    } else {
+                        (self.end - self.start).next_power_of_two()
+                    };
+                }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    // Nothing buffered and nothing arriving: the connection is
+                    // idle, so give the buffer back until data comes.
+                    if self.start == self.end {
+                        self.release_buffer();
+                    }
+                    return Poll::Pending;
+                }
             }
         }
     }
@@ -382,18 +482,27 @@ impl FrameReader {
     }
 }
 
+/// Check the authenticated peer against `config.expected_peer_id`.
+pub(crate) fn check_peer(
+    est: &crate::proto::Established,
+    config: &crate::Config,
+) -> Result<(), Error> {
+    if let Some(expected) = config.expected_peer_id {
+        let actual = est.remote_public_key.node_id();
+        if actual != expected {
+            return Err(Error::PeerIdMismatch { expected, actual });
+        }
+    }
+    Ok(())
+}
+
 /// Check the peer against the configured expectation and build the engines.
 pub(crate) fn establish(
     est: crate::proto::Established,
     config: &crate::Config,
 ) -> Result<(FrameReader, FrameWriter, crate::PublicKey), Error> {
+    check_peer(&est, config)?;
     let remote = est.remote_public_key;
-    if let Some(expected) = config.expected_peer_id {
-        let actual = remote.node_id();
-        if actual != expected {
-            return Err(Error::PeerIdMismatch { expected, actual });
-        }
-    }
     Ok((
         FrameReader::new(est.opener, config.read_buffer_size, est.initial_plaintext),
         FrameWriter::new(est.sealer, config.flush_size),

@@ -14,7 +14,7 @@
 //! [`handshake`] over a generic stream has no timeout (a generic `Read + Write`
 //! has no way to set one); use [`handshake_tcp`] or set timeouts on the stream.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::task::Poll;
 use std::time::Instant;
@@ -179,6 +179,13 @@ impl<T> SecretConnection<T> {
     pub fn buffer_capacity(&self) -> usize {
         self.reader.buffer_capacity() + self.writer.buffer_capacity()
     }
+    /// Free the read and write buffers if they hold no undelivered bytes. A
+    /// blocking reader keeps its buffer while it waits in `read`; call this
+    /// from your own idle policy.
+    pub fn release_buffers(&mut self) {
+        self.reader.release_buffer();
+        self.writer.release_buffer();
+    }
 }
 
 fn read_impl<R: Read>(reader: &mut FrameReader, io: &mut R, buf: &mut [u8]) -> io::Result<usize> {
@@ -187,6 +194,23 @@ fn read_impl<R: Read>(reader: &mut FrameReader, io: &mut R, buf: &mut [u8]) -> i
 
 fn write_impl<W: Write>(writer: &mut FrameWriter, io: &mut W, data: &[u8]) -> io::Result<usize> {
     unpoll(writer.poll_write_with(data, |b| ready(io.write(b))))
+}
+
+fn write_vectored_impl<W: Write>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    bufs: &[IoSlice<'_>],
+) -> io::Result<usize> {
+    unpoll(writer.poll_write_vectored_with(bufs, |b| ready(io.write(b))))
+}
+
+fn send_impl<W: Write>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    mut bufs: &mut [IoSlice<'_>],
+) -> Result<(), Error> {
+    unpoll(writer.poll_send_with(&mut bufs, |b| ready(io.write(b)))).map_err(Error::from_io)?;
+    io.flush().map_err(Error::Io)
 }
 
 fn flush_impl<W: Write>(writer: &mut FrameWriter, io: &mut W) -> io::Result<()> {
@@ -200,14 +224,40 @@ impl<T: Read> Read for SecretConnection<T> {
     }
 }
 
-impl<T: Write> Write for SecretConnection<T> {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        write_impl(&mut self.writer, &mut self.io, data)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        flush_impl(&mut self.writer, &mut self.io)
-    }
+/// `Write` (one call = one message, up to `flush_size` sealed bytes) and the
+/// explicit `send` API, for the whole connection and the write half alike.
+macro_rules! impl_write {
+    ($ty:ty, $($gen:tt)*) => {
+        impl<$($gen)*> Write for $ty {
+            fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+                write_impl(&mut self.writer, &mut self.io, data)
+            }
+            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+                write_vectored_impl(&mut self.writer, &mut self.io, bufs)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                flush_impl(&mut self.writer, &mut self.io)
+            }
+        }
+
+        impl<$($gen)*> $ty {
+            /// Send `msg` as one logical message and flush: one transport write
+            /// per `flush_size` sealed bytes.
+            pub fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
+                send_impl(&mut self.writer, &mut self.io, &mut [IoSlice::new(msg)])
+            }
+            /// Send the concatenation of `bufs` as one logical message (frames
+            /// are filled across slice boundaries) and flush. `bufs` is advanced
+            /// past what was accepted.
+            pub fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
+                send_impl(&mut self.writer, &mut self.io, bufs)
+            }
+        }
+    };
 }
+
+impl_write!(SecretConnection<T>, T: Write);
+impl_write!(WriteHalf,);
 
 impl SecretConnection<TcpStream> {
     /// Split into halves usable from two threads (the socket is cloned).
@@ -264,14 +314,5 @@ impl WriteHalf {
     pub fn shutdown(&mut self) -> io::Result<()> {
         self.flush()?;
         self.io.shutdown(Shutdown::Write)
-    }
-}
-
-impl Write for WriteHalf {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        write_impl(&mut self.writer, &mut self.io, data)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        flush_impl(&mut self.writer, &mut self.io)
     }
 }

@@ -2,4 +2,5 @@
 //! [`crate::engine`]) to real transports.
 
 pub mod blocking;
+pub mod codec;
 pub mod tokio;

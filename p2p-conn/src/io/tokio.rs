@@ -19,14 +19,14 @@
 //! No timeouts after the handshake (wrap calls in `tokio::time::timeout`), no
 //! keepalive, no message framing above the byte stream.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
-use crate::proto::Handshake;
+use crate::proto::{Established, Handshake};
 use crate::{Config, Error, Identity, NodeId, PublicKey};
 
 struct TokioIo<'a, 'b, T> {
@@ -66,21 +66,35 @@ pub async fn handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    config.validate()?;
-    let mut hs = Handshake::new(identity, config.handshake_params())?;
-    let drive =
-        std::future::poll_fn(|cx| poll_handshake(&mut hs, &mut TokioIo { io: &mut io, cx }));
-    match tokio::time::timeout(config.handshake_timeout, drive).await {
-        Ok(r) => r?,
-        Err(_) => return Err(Error::Timeout(config.handshake_timeout)),
-    }
-    let (reader, writer, remote) = establish(hs.into_established()?, config)?;
+    let est = run_handshake(&mut io, identity, config).await?;
+    let (reader, writer, remote) = establish(est, config)?;
     Ok(SecretConnection {
         io,
         reader,
         writer,
         remote,
     })
+}
+
+/// The handshake alone, shared with the codec adapter: drive the state machine
+/// over `io` under the timeout and return its keys.
+pub(crate) async fn run_handshake<T>(
+    io: &mut T,
+    identity: &Identity,
+    config: &Config,
+) -> Result<Established, Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    config.validate()?;
+    let mut hs = Handshake::new(identity, config.handshake_params())?;
+    let drive =
+        std::future::poll_fn(|cx| poll_handshake(&mut hs, &mut TokioIo { io: &mut *io, cx }));
+    match tokio::time::timeout(config.handshake_timeout, drive).await {
+        Ok(r) => r?,
+        Err(_) => return Err(Error::Timeout(config.handshake_timeout)),
+    }
+    Ok(hs.into_established()?)
 }
 
 /// An authenticated, encrypted byte stream over `T`.
@@ -115,6 +129,14 @@ impl<T> SecretConnection<T> {
     /// Bytes of buffer memory this connection holds now.
     pub fn buffer_capacity(&self) -> usize {
         self.reader.buffer_capacity() + self.writer.buffer_capacity()
+    }
+    /// Free the read and write buffers if they hold no undelivered bytes
+    /// (they are reallocated on next use). The connection already does this by
+    /// itself when a read finds nothing to do; this is for callers with their
+    /// own idle policy.
+    pub fn release_buffers(&mut self) {
+        self.reader.release_buffer();
+        self.writer.release_buffer();
     }
 }
 
@@ -164,6 +186,27 @@ fn poll_write_impl<W: AsyncWrite + Unpin>(
     writer.poll_write_with(data, |b| Pin::new(&mut *io).poll_write(cx, b))
 }
 
+fn poll_write_vectored_impl<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    cx: &mut Context<'_>,
+    bufs: &[IoSlice<'_>],
+) -> Poll<io::Result<usize>> {
+    writer.poll_write_vectored_with(bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
+}
+
+async fn send_impl<W: AsyncWrite + Unpin>(
+    writer: &mut FrameWriter,
+    io: &mut W,
+    mut bufs: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    std::future::poll_fn(|cx| {
+        writer.poll_send_with(&mut bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
+    })
+    .await?;
+    std::future::poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await
+}
+
 fn poll_flush_impl<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter,
     io: &mut W,
@@ -197,6 +240,17 @@ macro_rules! impl_async_write {
                 let me = self.get_mut();
                 poll_write_impl(&mut me.writer, &mut me.io, cx, data)
             }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                let me = self.get_mut();
+                poll_write_vectored_impl(&mut me.writer, &mut me.io, cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 let me = self.get_mut();
                 poll_flush_impl(&mut me.writer, &mut me.io, cx)
@@ -204,6 +258,28 @@ macro_rules! impl_async_write {
             fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 let me = self.get_mut();
                 poll_shutdown_impl(&mut me.writer, &mut me.io, cx)
+            }
+        }
+
+        impl<T: $bound> $ty<T> {
+            /// Send `msg` as one logical message and flush: one transport write
+            /// per `flush_size` sealed bytes, and the call returns once every
+            /// byte is handed to the transport.
+            ///
+            /// Cancellation: like `write_all` + `flush`; if the future is
+            /// dropped, the pieces already accepted (whole `flush_size` chunks)
+            /// stay queued and go out with the next write or flush.
+            pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
+                self.send_vectored(&mut [IoSlice::new(msg)]).await
+            }
+
+            /// Send the concatenation of `bufs` as one logical message (frames
+            /// are filled across slice boundaries) and flush. `bufs` is advanced
+            /// past what was accepted. Same cancellation rule as [`Self::send`].
+            pub async fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
+                send_impl(&mut self.writer, &mut self.io, bufs)
+                    .await
+                    .map_err(Error::from_io)
             }
         }
     };

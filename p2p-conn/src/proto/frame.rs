@@ -199,15 +199,68 @@ impl Sealer {
         data: &[u8],
         out: &mut B,
     ) -> Result<usize, ProtocolError> {
-        let frames = self.frames_for(data.len());
+        self.seal_append_vectored(&[data], out)
+    }
+
+    /// Seal the concatenation of `parts` as one message: frames are filled
+    /// across part boundaries exactly as if the parts were one slice. Same
+    /// all-or-nothing rule as [`Self::seal_append`].
+    pub fn seal_append_vectored<S, B>(
+        &mut self,
+        parts: &[S],
+        out: &mut B,
+    ) -> Result<usize, ProtocolError>
+    where
+        S: std::ops::Deref<Target = [u8]>,
+        B: SealBuf + ?Sized,
+    {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let frames = self.frames_for(total);
         if (frames as u128) > self.counter.remaining() {
             return Err(ProtocolError::NonceExhausted);
         }
         out.reserve_more(frames * self.sealed_frame_len());
-        for chunk in data.chunks(self.frame_size) {
-            self.seal_one(chunk, out)?;
+        let mut parts = parts.iter().map(|p| &p[..]).filter(|p| !p.is_empty());
+        let mut current: &[u8] = parts.next().unwrap_or(&[]);
+        let mut left = total;
+        while left > 0 {
+            let take = left.min(self.frame_size);
+            let counter = self.counter.take()?;
+            let start = out.len();
+            // Lengths fit: take <= MAX_FRAME_SIZE < u32::MAX.
+            out.put_slice(&(take as u32).to_le_bytes());
+            let mut need = take;
+            while need > 0 {
+                if current.is_empty() {
+                    current = parts.next().unwrap_or(&[]);
+                    continue;
+                }
+                let k = need.min(current.len());
+                out.put_slice(&current[..k]);
+                current = &current[k..];
+                need -= k;
+            }
+            self.finish_frame(start, take, counter, out);
+            left -= take;
         }
         Ok(frames)
+    }
+
+    /// Pad the frame whose plaintext starts at `start` and carries `len` data
+    /// bytes, seal it in place and append its tag.
+    fn finish_frame<B: SealBuf + ?Sized>(
+        &self,
+        start: usize,
+        len: usize,
+        counter: u64,
+        out: &mut B,
+    ) {
+        out.put_zeros(self.frame_size - len + TAG_LEN);
+        let plain_end = start + LEN_PREFIX + self.frame_size;
+        let tag = self
+            .cipher
+            .seal_in_place(&nonce_bytes(counter), &mut out[start..plain_end]);
+        out[plain_end..plain_end + TAG_LEN].copy_from_slice(&tag);
     }
 
     /// Seal one frame carrying `chunk` (at most `frame_size` bytes; may be empty).
@@ -216,18 +269,11 @@ impl Sealer {
         chunk: &[u8],
         out: &mut B,
     ) -> Result<(), ProtocolError> {
-        debug_assert!(chunk.len() <= self.frame_size);
         let counter = self.counter.take()?;
         let start = out.len();
-        // Lengths fit: chunk.len() <= MAX_FRAME_SIZE < u32::MAX.
         out.put_slice(&(chunk.len() as u32).to_le_bytes());
         out.put_slice(chunk);
-        out.put_zeros(self.frame_size - chunk.len() + TAG_LEN);
-        let plain_end = start + LEN_PREFIX + self.frame_size;
-        let tag = self
-            .cipher
-            .seal_in_place(&nonce_bytes(counter), &mut out[start..plain_end]);
-        out[plain_end..plain_end + TAG_LEN].copy_from_slice(&tag);
+        self.finish_frame(start, chunk.len(), counter, out);
         Ok(())
     }
 
@@ -455,6 +501,30 @@ mod tests {
                 max: 1024
             })
         );
+    }
+
+    #[test]
+    fn vectored_equals_contiguous() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
+        for cuts in [
+            vec![0usize, 5000],
+            vec![0, 0, 1, 1024, 1025, 4999, 5000],
+            vec![0, 3000, 3000, 5000],
+        ] {
+            let parts: Vec<&[u8]> = cuts.windows(2).map(|w| &data[w[0]..w[1]]).collect();
+            let (mut a, _) = pair(Backend::Ring, 1024, 0);
+            let (mut b, _) = pair(Backend::Ring, 1024, 0);
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            a.seal_append(&data, &mut x).unwrap();
+            b.seal_append_vectored(&parts, &mut y).unwrap();
+            assert_eq!(x, y, "{cuts:?}");
+        }
+        let (mut a, _) = pair(Backend::Ring, 1024, 0);
+        let mut x = Vec::new();
+        let empty: [&[u8]; 2] = [&[], &[]];
+        assert_eq!(a.seal_append_vectored(&empty, &mut x).unwrap(), 0);
+        assert!(x.is_empty());
     }
 
     #[test]

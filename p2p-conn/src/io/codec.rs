@@ -1,0 +1,202 @@
+//! tokio-util codec adapter: a [`SecretEncoder`] / [`SecretDecoder`] pair for
+//! `FramedWrite` / `FramedRead` (or [`SecretCodec`] for `Framed`), with no
+//! `BufWriter` in between.
+//!
+//! * The encoder seals each item straight into `FramedWrite`'s buffer: one item
+//!   is one logical message, split into frames with no copy of sealed bytes.
+//!   [`handshake`] sets the backpressure boundary to `flush_size`, so
+//!   `FramedWrite` writes the buffer (one transport write) once it holds a
+//!   flush's worth, and on every flush.
+//! * The decoder opens each frame in place in `FramedRead`'s buffer and yields
+//!   its data as a [`Bytes`] slice of that buffer: no copy. One read fills the
+//!   buffer with as many frames as the transport has (the read capacity is
+//!   `read_buffer_size`).
+//! * Items are frame payloads, not your messages: message boundaries are not on
+//!   the wire (a sender's message may arrive as several items, several messages
+//!   never share an item only because each message starts a new frame).
+//!   Zero-length frames yield nothing.
+//!
+//! # Not provided
+//! Flow control beyond `FramedWrite`'s boundary: a single huge item is sealed
+//! whole into the write buffer; split very large messages yourself.
+
+use std::io;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
+
+use crate::engine::check_peer;
+use crate::proto::{Established, Opener, ProtocolError, Sealer};
+use crate::{Config, Error, Identity, PublicKey};
+
+fn protocol_io(e: ProtocolError) -> io::Error {
+    Error::Protocol(e).into_io()
+}
+
+/// Seals items into frames. Encodes anything that is `AsRef<[u8]>`.
+#[derive(Debug)]
+pub struct SecretEncoder {
+    sealer: Sealer,
+}
+
+impl<T: AsRef<[u8]>> Encoder<T> for SecretEncoder {
+    type Error = io::Error;
+
+    fn encode(&mut self, item: T, dst: &mut BytesMut) -> io::Result<()> {
+        self.sealer
+            .seal_append(item.as_ref(), dst)
+            .map(|_| ())
+            .map_err(protocol_io)
+    }
+}
+
+/// Opens frames; yields each frame's data as a zero-copy [`Bytes`].
+#[derive(Debug)]
+pub struct SecretDecoder {
+    opener: Opener,
+    initial: Option<Bytes>,
+    read_capacity: usize,
+}
+
+impl Decoder for SecretDecoder {
+    type Item = Bytes;
+    type Error = io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
+        if let Some(first) = self.initial.take() {
+            return Ok(Some(first));
+        }
+        let sealed = self.opener.sealed_frame_len();
+        loop {
+            if src.len() < sealed {
+                // Make room for a full read (many frames), not just the rest of
+                // this one.
+                if src.capacity() - src.len() < self.read_capacity / 2 {
+                    src.reserve(self.read_capacity);
+                }
+                return Ok(None);
+            }
+            let mut frame = src.split_to(sealed);
+            let range = self.opener.open_in_place(&mut frame).map_err(protocol_io)?;
+            if !range.is_empty() {
+                return Ok(Some(frame.freeze().slice(range)));
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
+        match self.decode(src)? {
+            Some(item) => Ok(Some(item)),
+            None if src.is_empty() => Ok(None),
+            None => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "peer closed the connection inside a frame ({} of {} sealed bytes received)",
+                    src.len(),
+                    self.opener.sealed_frame_len()
+                ),
+            )),
+        }
+    }
+}
+
+/// Encoder and decoder in one, for `Framed`.
+#[derive(Debug)]
+pub struct SecretCodec {
+    encoder: SecretEncoder,
+    decoder: SecretDecoder,
+    remote: PublicKey,
+}
+
+impl SecretCodec {
+    /// Build the codec from a finished handshake (see [`crate::proto::Handshake`]).
+    /// Checks `config.expected_peer_id`.
+    pub fn new(est: Established, config: &Config) -> Result<Self, Error> {
+        check_peer(&est, config)?;
+        let initial =
+            (!est.initial_plaintext.is_empty()).then(|| Bytes::from(est.initial_plaintext));
+        Ok(SecretCodec {
+            encoder: SecretEncoder { sealer: est.sealer },
+            decoder: SecretDecoder {
+                opener: est.opener,
+                initial,
+                read_capacity: config.read_buffer_size.max(1),
+            },
+            remote: est.remote_public_key,
+        })
+    }
+
+    /// The peer's authenticated public key.
+    pub fn remote_public_key(&self) -> PublicKey {
+        self.remote
+    }
+
+    /// Separate encoder and decoder, for `FramedWrite` and `FramedRead`.
+    pub fn split(self) -> (SecretEncoder, SecretDecoder) {
+        (self.encoder, self.decoder)
+    }
+}
+
+impl<T: AsRef<[u8]>> Encoder<T> for SecretCodec {
+    type Error = io::Error;
+    fn encode(&mut self, item: T, dst: &mut BytesMut) -> io::Result<()> {
+        self.encoder.encode(item, dst)
+    }
+}
+
+impl Decoder for SecretCodec {
+    type Item = Bytes;
+    type Error = io::Error;
+    fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
+        self.decoder.decode(src)
+    }
+    fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
+        self.decoder.decode_eof(src)
+    }
+}
+
+/// Run the handshake (as [`crate::io::tokio::handshake`]) and return a
+/// `Framed` transport with the read capacity and backpressure boundary set
+/// from `config`.
+pub async fn handshake<T>(
+    mut io: T,
+    identity: &Identity,
+    config: &Config,
+) -> Result<Framed<T, SecretCodec>, Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
+    let codec = SecretCodec::new(est, config)?;
+    let mut framed = Framed::with_capacity(io, codec, config.read_buffer_size);
+    framed.set_backpressure_boundary(config.flush_size);
+    Ok(framed)
+}
+
+/// Read and write halves for separate tasks.
+pub type FramedHalves<T> = (
+    FramedRead<tokio::io::ReadHalf<T>, SecretDecoder>,
+    FramedWrite<tokio::io::WriteHalf<T>, SecretEncoder>,
+);
+
+/// Run the handshake and return `FramedRead` / `FramedWrite` halves (through
+/// `tokio::io::split`), configured from `config`.
+pub async fn handshake_split<T>(
+    mut io: T,
+    identity: &Identity,
+    config: &Config,
+) -> Result<(FramedHalves<T>, PublicKey), Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
+    let codec = SecretCodec::new(est, config)?;
+    let remote = codec.remote_public_key();
+    let (enc, dec) = codec.split();
+    let (r, w) = tokio::io::split(io);
+    let read = FramedRead::with_capacity(r, dec, config.read_buffer_size);
+    let mut write = FramedWrite::new(w, enc);
+    write.set_backpressure_boundary(config.flush_size);
+    Ok(((read, write), remote))
+}
