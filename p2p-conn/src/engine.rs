@@ -258,12 +258,13 @@ impl FrameWriter {
     }
 
     /// Send a whole message: accept it in `max_chunk` pieces (one transport
-    /// write each), then flush. `bufs` is advanced past what was accepted, so a
-    /// caller that is interrupted (or whose future is dropped) can resume with
-    /// exactly the unsent remainder.
+    /// write each), then flush. Every slice of `bufs` is advanced in place past
+    /// what was accepted, so a caller that is interrupted (or whose future is
+    /// dropped) can call again with the same `bufs` and send exactly the
+    /// remainder.
     pub fn poll_send_with<W>(
         &mut self,
-        bufs: &mut &mut [IoSlice<'_>],
+        bufs: &mut [IoSlice<'_>],
         mut write: W,
     ) -> Poll<io::Result<()>>
     where
@@ -274,7 +275,16 @@ impl FrameWriter {
                 return self.poll_flush_with(write);
             }
             match self.poll_write_vectored_with(bufs, &mut write) {
-                Poll::Ready(Ok(n)) => IoSlice::advance_slices(bufs, n),
+                Poll::Ready(Ok(mut n)) => {
+                    for b in bufs.iter_mut() {
+                        let k = n.min(b.len());
+                        b.advance(k);
+                        n -= k;
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }

@@ -2,7 +2,9 @@
 //! secret connection, over real loopback TCP.
 //!
 //! One driver ([`run`]) handles every combination of our TCP role (dialer or
-//! acceptor), our adapter (tokio or blocking) and our read buffer size. Both
+//! acceptor), our adapter (tokio, blocking, or the tokio-util codec through
+//! `codec::handshake_split` or `codec::handshake`), our write API (`write` +
+//! `write_all` + `flush`, or `send`) and our read buffer size. Both
 //! sides check each other's identity, then send their messages and receive the
 //! other's at the same time (a send and a receive thread or task per side),
 //! and verify every byte. The tendermint side also records how much each of
@@ -27,8 +29,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use ed25519_consensus::SigningKey;
-use p2p_conn::io::{blocking, tokio as ptokio};
+use futures::{Sink, SinkExt, Stream, StreamExt};
+use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::{Config, Error, Identity, NodeId};
 use rand_core::OsRng;
 use tendermint_p2p::secret_connection::{
@@ -162,6 +166,65 @@ async fn send_tokio(w: &mut (impl AsyncWrite + Unpin), who: &str, dir: u8, sizes
     w.flush()
         .await
         .unwrap_or_else(|e| panic!("{who}: flush: {e}"));
+}
+
+/// Send `sizes` (direction `dir`) with one `send` per message (it accepts the
+/// whole message and flushes).
+fn send_std_api(w: &mut blocking::WriteHalf, who: &str, dir: u8, sizes: &[usize]) {
+    for (i, &len) in sizes.iter().enumerate() {
+        w.send(&message(dir, i, len))
+            .unwrap_or_else(|e| panic!("{who}: send of message {i} ({len} bytes): {e}"));
+    }
+}
+
+async fn send_tokio_api<T>(w: &mut ptokio::WriteHalf<T>, who: &str, dir: u8, sizes: &[usize])
+where
+    T: AsyncRead + AsyncWrite,
+{
+    for (i, &len) in sizes.iter().enumerate() {
+        w.send(&message(dir, i, len))
+            .await
+            .unwrap_or_else(|e| panic!("{who}: send of message {i} ({len} bytes): {e}"));
+    }
+}
+
+/// Feed every message to a codec sink as one item, then flush.
+async fn send_codec<S>(w: &mut S, who: &str, dir: u8, sizes: &[usize])
+where
+    S: Sink<Bytes, Error = std::io::Error> + Unpin,
+{
+    for (i, &len) in sizes.iter().enumerate() {
+        w.feed(Bytes::from(message(dir, i, len)))
+            .await
+            .unwrap_or_else(|e| panic!("{who}: feed of message {i} ({len} bytes): {e}"));
+    }
+    w.flush()
+        .await
+        .unwrap_or_else(|e| panic!("{who}: flush: {e}"));
+}
+
+/// Collect codec items (frame payloads, never empty) until `total` bytes,
+/// then expect end of stream.
+async fn recv_codec<S>(r: &mut S, who: &str, total: usize) -> Vec<u8>
+where
+    S: Stream<Item = std::io::Result<Bytes>> + Unpin,
+{
+    let mut got = Vec::with_capacity(total);
+    while got.len() < total {
+        match r.next().await {
+            Some(Ok(item)) => {
+                assert!(
+                    !item.is_empty() && item.len() <= FRAME,
+                    "{who}: item of {} bytes",
+                    item.len()
+                );
+                got.extend_from_slice(&item);
+            }
+            Some(Err(e)) => panic!("{who}: read after {} of {total} bytes: {e}", got.len()),
+            None => panic!("{who}: end of stream after {} of {total} bytes", got.len()),
+        }
+    }
+    got
 }
 
 /// Read exactly `total` bytes with `buf_len`-byte reads; `on_read` sees the
@@ -298,6 +361,22 @@ enum Role {
 enum Adapter {
     Tokio,
     Blocking,
+    /// `codec::handshake_split`: `FramedRead` / `FramedWrite` in two tasks;
+    /// the scenario's `read_buf` is the read capacity (`read_buffer_size`).
+    CodecSplit,
+    /// `codec::handshake`: one `Framed`, split with `StreamExt::split`;
+    /// `read_buf` as for `CodecSplit`.
+    CodecFramed,
+}
+
+/// How the tokio and blocking adapters send (the codec always feeds each
+/// message as one item, then flushes).
+#[derive(Clone, Copy, Debug)]
+enum WriteApi {
+    /// One `write` per message, then `write_all` of the rest; `flush` at the end.
+    WriteAll,
+    /// One `send` per message.
+    Send,
 }
 
 /// A connected loopback pair: (p2p-conn's end, tendermint-p2p's end).
@@ -359,6 +438,8 @@ struct Scenario {
     theirs: &'static [usize],
     /// Set `Config::expected_peer_id` to the tendermint peer's node ID.
     expect_peer: bool,
+    /// Our write API (tokio and blocking adapters).
+    api: WriteApi,
 }
 
 impl Scenario {
@@ -370,6 +451,7 @@ impl Scenario {
             ours: sizes,
             theirs: sizes,
             expect_peer: false,
+            api: WriteApi::WriteAll,
         }
     }
 }
@@ -388,6 +470,9 @@ fn run(s: Scenario) {
     let mut config = Config::default();
     if s.expect_peer {
         config = config.expect_peer(tm_node_id(&tm_key));
+    }
+    if matches!(s.adapter, Adapter::CodecSplit | Adapter::CodecFramed) {
+        config = config.read_buffer_size(s.read_buf);
     }
 
     supervise(|crew| {
@@ -436,8 +521,9 @@ fn run(s: Scenario) {
                     "p2p-conn sees the wrong peer key"
                 );
                 let (mut r, mut w) = conn.split().expect("p2p-conn split");
-                sub.spawn("us-send", move || {
-                    send_std(&mut w, "p2p-conn", US_TO_TM, s.ours);
+                sub.spawn("us-send", move || match s.api {
+                    WriteApi::WriteAll => send_std(&mut w, "p2p-conn", US_TO_TM, s.ours),
+                    WriteApi::Send => send_std_api(&mut w, "p2p-conn", US_TO_TM, s.ours),
                 });
                 let got = recv_std(&mut r, "p2p-conn", s.read_buf, total, |_| {});
                 check_stream("p2p-conn received", &got, TM_TO_US, s.theirs);
@@ -456,7 +542,14 @@ fn run(s: Scenario) {
                     );
                     let (mut r, mut w) = conn.into_split();
                     let send = tokio::spawn(async move {
-                        send_tokio(&mut w, "p2p-conn", US_TO_TM, s.ours).await;
+                        match s.api {
+                            WriteApi::WriteAll => {
+                                send_tokio(&mut w, "p2p-conn", US_TO_TM, s.ours).await
+                            }
+                            WriteApi::Send => {
+                                send_tokio_api(&mut w, "p2p-conn", US_TO_TM, s.ours).await
+                            }
+                        }
                         w // keep the write half alive until the end
                     });
                     let recv = tokio::spawn(async move {
@@ -473,15 +566,73 @@ fn run(s: Scenario) {
                     }
                 });
             }),
+            Adapter::CodecSplit | Adapter::CodecFramed => crew.spawn("us-codec", move || {
+                tokio_runtime().block_on(async move {
+                    let tcp = tokio_stream(ours);
+                    if let Adapter::CodecSplit = s.adapter {
+                        let ((r, w), remote) = codec::handshake_split(tcp, &identity, &config)
+                            .await
+                            .expect("p2p-conn codec handshake");
+                        assert_eq!(
+                            *remote.as_bytes(),
+                            tm_pub,
+                            "p2p-conn sees the wrong peer key"
+                        );
+                        codec_duplex(w, r, s, total).await;
+                    } else {
+                        let framed = codec::handshake(tcp, &identity, &config)
+                            .await
+                            .expect("p2p-conn codec handshake");
+                        assert_eq!(
+                            *framed.codec().remote_public_key().as_bytes(),
+                            tm_pub,
+                            "p2p-conn sees the wrong peer key"
+                        );
+                        let (w, r) = StreamExt::split::<Bytes>(framed);
+                        codec_duplex(w, r, s, total).await;
+                    }
+                });
+            }),
         }
     });
+    let api = match s.adapter {
+        Adapter::CodecSplit | Adapter::CodecFramed => "feed+flush".to_string(),
+        Adapter::Tokio | Adapter::Blocking => format!("{:?}", s.api),
+    };
     eprintln!(
-        "{:?} {:?}, {}-byte reads: {:?}",
+        "{:?} {api} {:?}, {}-byte reads: {:?}",
         s.adapter,
         s.role,
         s.read_buf,
         started.elapsed()
     );
+}
+
+/// Our codec side after the handshake: send and receive in two tasks, then
+/// a clean end of stream once tendermint-p2p (having everything) drops its
+/// connection. The sink lives until both are done.
+async fn codec_duplex<W, R>(mut w: W, mut r: R, s: Scenario, total: usize)
+where
+    W: Sink<Bytes, Error = std::io::Error> + Unpin + Send + 'static,
+    R: Stream<Item = std::io::Result<Bytes>> + Unpin + Send + 'static,
+{
+    let send = tokio::spawn(async move {
+        send_codec(&mut w, "p2p-conn", US_TO_TM, s.ours).await;
+        w
+    });
+    let recv = tokio::spawn(async move {
+        let got = recv_codec(&mut r, "p2p-conn", total).await;
+        check_stream("p2p-conn received", &got, TM_TO_US, s.theirs);
+        if let Some(item) = r.next().await {
+            panic!(
+                "p2p-conn: expected end of stream, got {:?}",
+                item.map(|b| b.len())
+            );
+        }
+    });
+    if let Err(e) = tokio::try_join!(send, recv) {
+        rethrow(e);
+    }
 }
 
 /// Run-length summary of a read-size list, e.g. `[1, 1023, 1024 x3, 1]`.
@@ -574,6 +725,67 @@ fn blocking_dialer_7_byte_reads() {
 }
 
 // ---------------------------------------------------------------------------
+// Our other write paths and the codec adapter, full duplex, all sizes, both
+// TCP roles each.
+
+/// `send()` instead of `write` + `write_all` + `flush`.
+#[test]
+fn tokio_send_acceptor() {
+    run(Scenario {
+        api: WriteApi::Send,
+        ..Scenario::new(Role::Acceptor, Adapter::Tokio, LARGE_READ_BUF, ALL_SIZES)
+    });
+}
+
+#[test]
+fn blocking_send_dialer_7_byte_reads() {
+    run(Scenario {
+        api: WriteApi::Send,
+        ..Scenario::new(Role::Dialer, Adapter::Blocking, 7, ALL_SIZES)
+    });
+}
+
+/// `codec::handshake_split`; our read capacity 64 KiB.
+#[test]
+fn codec_split_dialer() {
+    run(Scenario::new(
+        Role::Dialer,
+        Adapter::CodecSplit,
+        LARGE_READ_BUF,
+        ALL_SIZES,
+    ));
+}
+
+/// `codec::handshake_split`; a 3000-byte read capacity, so frames straddle
+/// reads.
+#[test]
+fn codec_split_acceptor_3000_byte_capacity() {
+    run(Scenario::new(
+        Role::Acceptor,
+        Adapter::CodecSplit,
+        3000,
+        ALL_SIZES,
+    ));
+}
+
+/// `codec::handshake` (one `Framed`, split with `StreamExt::split`).
+#[test]
+fn codec_framed_both_roles() {
+    run(Scenario::new(
+        Role::Acceptor,
+        Adapter::CodecFramed,
+        LARGE_READ_BUF,
+        ALL_SIZES,
+    ));
+    run(Scenario::new(
+        Role::Dialer,
+        Adapter::CodecFramed,
+        1044,
+        SIZES_TO_64K,
+    ));
+}
+
+// ---------------------------------------------------------------------------
 // Framing as tendermint-p2p sees it.
 
 /// A 1000-byte write is one frame: tendermint-p2p's single read with a
@@ -641,6 +853,16 @@ fn peer_id_mismatch(role: Role, adapter: Adapter) {
                         .await
                         .map(drop)
                 }),
+                Adapter::CodecSplit => tokio_runtime().block_on(async {
+                    codec::handshake_split(tokio_stream(ours), &identity, &config)
+                        .await
+                        .map(drop)
+                }),
+                Adapter::CodecFramed => tokio_runtime().block_on(async {
+                    codec::handshake(tokio_stream(ours), &identity, &config)
+                        .await
+                        .map(drop)
+                }),
             };
             match result {
                 Err(Error::PeerIdMismatch { expected, actual }) => {
@@ -661,6 +883,12 @@ fn expected_peer_id_mismatch_tokio_dialer() {
 #[test]
 fn expected_peer_id_mismatch_blocking_acceptor() {
     peer_id_mismatch(Role::Acceptor, Adapter::Blocking);
+}
+
+#[test]
+fn expected_peer_id_mismatch_codec() {
+    peer_id_mismatch(Role::Acceptor, Adapter::CodecSplit);
+    peer_id_mismatch(Role::Dialer, Adapter::CodecFramed);
 }
 
 /// The test's own premise: contents differ per direction and per message from

@@ -207,9 +207,9 @@ fn write_vectored_impl<W: Write>(
 fn send_impl<W: Write>(
     writer: &mut FrameWriter,
     io: &mut W,
-    mut bufs: &mut [IoSlice<'_>],
+    bufs: &mut [IoSlice<'_>],
 ) -> Result<(), Error> {
-    unpoll(writer.poll_send_with(&mut bufs, |b| ready(io.write(b)))).map_err(Error::from_io)?;
+    unpoll(writer.poll_send_with(bufs, |b| ready(io.write(b)))).map_err(Error::from_io)?;
     io.flush().map_err(Error::Io)
 }
 

@@ -12,8 +12,9 @@
 //!   buffer with as many frames as the transport has (the read capacity is
 //!   `read_buffer_size`).
 //! * Items are frame payloads, not your messages: message boundaries are not on
-//!   the wire (a sender's message may arrive as several items, several messages
-//!   never share an item only because each message starts a new frame).
+//!   the wire. A message of more than one frame arrives as several items; an
+//!   item never mixes two of the sender's writes only because every write
+//!   starts a new frame, which other implementations need not do.
 //!   Zero-length frames yield nothing.
 //!
 //! # Not provided

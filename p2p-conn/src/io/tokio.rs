@@ -198,10 +198,10 @@ fn poll_write_vectored_impl<W: AsyncWrite + Unpin>(
 async fn send_impl<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter,
     io: &mut W,
-    mut bufs: &mut [IoSlice<'_>],
+    bufs: &mut [IoSlice<'_>],
 ) -> io::Result<()> {
     std::future::poll_fn(|cx| {
-        writer.poll_send_with(&mut bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
+        writer.poll_send_with(bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
     })
     .await?;
     std::future::poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await

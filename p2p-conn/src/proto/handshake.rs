@@ -357,10 +357,12 @@ impl Handshake {
         let signature = self.signing.sign(&challenge).to_bytes();
         let public = self.signing.verifying_key().to_bytes();
         let msg = auth_sig::encode(&public, &signature);
-        // Frame #0 carries the AuthSigMessage alone (tendermint-p2p requires it).
+        // Frame #0 carries the AuthSigMessage alone (tendermint-p2p requires
+        // it). A non-standard frame size below 103 bytes spreads it over the
+        // first frames, which the reading side accepts.
         self.out.drain(..self.out_pos);
         self.out_pos = 0;
-        sealer.seal_frame(&msg, &mut self.out)?;
+        sealer.seal_append(&msg, &mut self.out)?;
         self.expect_input(opener.sealed_frame_len());
         self.sealer = Some(sealer);
         self.opener = Some(opener);
