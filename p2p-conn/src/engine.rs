@@ -56,6 +56,31 @@ pub trait PollIo {
     fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>>;
 }
 
+/// The peer hanging up during the handshake (cleanly or with a reset) is
+/// reported as such, with how far the current message got.
+fn hung_up(hs: &Handshake, e: Option<io::Error>) -> Error {
+    match e {
+        Some(e)
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            Error::Io(e)
+        }
+        _ => {
+            let (received, expected) = hs.read_progress();
+            Error::HandshakeEof {
+                stage: hs.stage(),
+                received,
+                expected,
+            }
+        }
+    }
+}
+
 /// Drive a [`Handshake`] to completion: write whatever it has to send and read
 /// exactly what it asks for, both in the same poll so neither side waits on
 /// the other.
@@ -64,43 +89,33 @@ pub fn poll_handshake<T: PollIo + ?Sized>(
     io: &mut T,
 ) -> Poll<Result<(), Error>> {
     loop {
-        let mut progressed = false;
-        if !hs.outgoing().is_empty() {
+        // Write everything we have before reading: on a blocking transport a
+        // read would otherwise wait for a peer that is waiting for our bytes.
+        while !hs.outgoing().is_empty() {
             match io.poll_write_some(hs.outgoing()) {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err(Error::Io(io::ErrorKind::WriteZero.into())))
                 }
-                Poll::Ready(Ok(n)) => {
-                    hs.advance_outgoing(n);
-                    progressed = true;
-                }
-                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => progressed = true,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                Poll::Pending => {}
+                Poll::Ready(Ok(n)) => hs.advance_outgoing(n),
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(hung_up(hs, Some(e)))),
+                Poll::Pending => break,
             }
         }
         if hs.is_finished() {
             return Poll::Ready(Ok(()));
         }
-        let stage = hs.stage();
         let buf = hs.read_buffer();
-        if !buf.is_empty() {
-            match io.poll_read_some(buf) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(Error::HandshakeEof { stage })),
-                Poll::Ready(Ok(n)) => {
-                    hs.advance_read(n)?;
-                    progressed = true;
-                }
-                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => progressed = true,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                Poll::Pending => {}
-            }
-        }
-        if hs.is_finished() {
-            return Poll::Ready(Ok(()));
-        }
-        if !progressed {
+        if buf.is_empty() {
+            // Only our last bytes are left to write, and the transport is busy.
             return Poll::Pending;
+        }
+        match io.poll_read_some(buf) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(hung_up(hs, None))),
+            Poll::Ready(Ok(n)) => hs.advance_read(n)?,
+            Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(hung_up(hs, Some(e)))),
+            Poll::Pending => return Poll::Pending,
         }
     }
 }

@@ -15,11 +15,18 @@ pub enum Error {
     /// The peer broke the protocol (see [`ProtocolError`]). Drop the connection.
     #[error("{0}")]
     Protocol(#[from] ProtocolError),
-    /// The peer closed the connection before the handshake finished.
-    #[error("handshake failed: peer closed the connection while we awaited its {stage}")]
+    /// The peer closed (or reset) the connection before the handshake
+    /// finished. While we await its authentication message, a likely cause is
+    /// a `frame_size` mismatch: the peer could not open our frame #0 and hung up.
+    #[error("{}", eof_message(*.stage, *.received, *.expected))]
     HandshakeEof {
         /// What we were waiting for.
         stage: Stage,
+        /// Bytes of that message (for the authentication message: of the
+        /// current sealed frame) received before the end of stream.
+        received: usize,
+        /// Length of that message or frame.
+        expected: usize,
     },
     /// The handshake did not finish within the configured timeout (the peer
     /// stalled or the network is too slow; raise `handshake_timeout` for the latter).
@@ -47,6 +54,18 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
+}
+
+fn eof_message(stage: Stage, received: usize, expected: usize) -> String {
+    let mut m = format!(
+        "handshake failed: peer closed the connection while we awaited its {stage} ({received} of {expected} bytes received)"
+    );
+    if stage == Stage::AuthSignature && received > 0 {
+        m.push_str(
+            ": it hung up inside frame #0, so the peers' frame_size settings probably differ",
+        );
+    }
+    m
 }
 
 impl Error {

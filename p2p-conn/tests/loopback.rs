@@ -79,3 +79,77 @@ fn std_pair_roundtrip_small_reads() {
     assert_eq!(back, data);
     t.join().unwrap();
 }
+
+/// Two p2p-conn peers with different frame sizes: both handshakes fail, and
+/// both errors name the frame-size setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frame_size_mismatch_is_named() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let cfg = Config::default().frame_size(16 * 1024);
+        ptokio::handshake(tcp, &Identity::generate(), &cfg)
+            .await
+            .map(|_| ())
+    });
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let client = ptokio::handshake(tcp, &Identity::generate(), &Config::default())
+        .await
+        .map(|_| ());
+    let server = server.await.unwrap();
+    let (c, s) = (client.unwrap_err(), server.unwrap_err());
+    // The 1024-byte side reads the first 1044 bytes of a 16404-byte frame.
+    assert!(
+        matches!(
+            c,
+            p2p_conn::Error::Protocol(p2p_conn::ProtocolError::FrameAuthentication { counter: 0 })
+        ),
+        "{c:?}"
+    );
+    // The 16 KiB side gets 1044 bytes of the frame it waits for, then the hang-up.
+    assert!(
+        matches!(
+            s,
+            p2p_conn::Error::HandshakeEof {
+                received: 1044,
+                expected: 16404,
+                ..
+            }
+        ),
+        "{s:?}"
+    );
+    for e in [c.to_string(), s.to_string()] {
+        assert!(e.contains("frame_size"), "{e}");
+    }
+}
+
+/// Non-standard frame sizes work end to end when both sides agree, including
+/// sizes too small for the 103-byte authentication message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matching_non_standard_frame_sizes() {
+    for fs in [64usize, 103, 4096, 16 * 1024] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = Config::default().frame_size(fs);
+        let scfg = cfg.clone();
+        let data = pattern(100_000, fs as u8);
+        let expect = data.clone();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut conn = ptokio::handshake(tcp, &Identity::generate(), &scfg)
+                .await
+                .unwrap();
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, expect, "frame size {fs}");
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut conn = ptokio::handshake(tcp, &Identity::generate(), &cfg)
+            .await
+            .unwrap();
+        conn.write_all(&data).await.unwrap();
+        conn.shutdown().await.unwrap();
+        server.await.unwrap();
+    }
+}

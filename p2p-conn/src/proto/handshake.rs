@@ -211,6 +211,17 @@ impl Handshake {
         }
     }
 
+    /// Bytes received so far of the message being read, and that message's
+    /// length (one sealed frame while awaiting the authentication message).
+    pub fn read_progress(&self) -> (usize, usize) {
+        match self.state {
+            State::Done { .. } | State::Failed(_) => (0, 0),
+            State::EphBody => (self.filled + 1, EPH_MSG_LEN),
+            State::EphLen => (self.filled, EPH_MSG_LEN),
+            State::Auth { .. } => (self.filled, self.input.len()),
+        }
+    }
+
     /// Record that `n` bytes were read into [`Self::read_buffer`], and process
     /// the message once it is complete.
     pub fn advance_read(&mut self, n: usize) -> Result<(), ProtocolError> {

@@ -1,0 +1,983 @@
+//! Scripted malicious peers ("evil peers") against both adapters.
+//!
+//! One evil peer ([`evil_peer`]) speaks raw bytes over a std `TcpStream`,
+//! built from the public sans-IO pieces (`kdf`, `auth_sig`, `Cipher`,
+//! `Sealer`, `frame::nonce_bytes`). One harness ([`run`]) drives either
+//! adapter (`io::tokio::handshake` over a tokio `TcpStream`,
+//! `io::blocking::handshake_tcp` over a std `TcpStream`) against it on
+//! 127.0.0.1, and every test runs its scenarios against both adapters.
+//!
+//! Each failure must surface as its typed [`Error`] within the configured
+//! handshake timeout. The sans-IO state machine is checked directly for the
+//! exhaustive low-order-point and reflection cases at the end.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::Signer;
+use p2p_conn::io::{blocking, tokio as ptokio};
+use p2p_conn::proto::aead::Cipher;
+use p2p_conn::proto::frame::{nonce_bytes, LEN_PREFIX};
+use p2p_conn::proto::handshake::{Handshake, HandshakeParams, Stage, EPH_MSG_LEN};
+use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
+use tokio::io::AsyncReadExt;
+use x25519_dalek::{PublicKey as XPublic, StaticSecret};
+
+// ---------------------------------------------------------------------------
+// The evil peer
+// ---------------------------------------------------------------------------
+
+/// The evil peer's identity seed (its node ID is [`peer_node_id`]).
+const PEER_SEED: [u8; 32] = [0x42; 32];
+/// The evil peer's ephemeral X25519 secret (the victim's is random).
+const PEER_EPH_SECRET: [u8; 32] = [0x17; 32];
+/// The evil peer seals with the backend the victim does not use by default,
+/// so every scenario also crosses AEAD implementations.
+const PEER_BACKEND: Backend = Backend::RustCrypto;
+
+/// Handshake timeout for scenarios that must fail on their own, quickly.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshake timeout for the stalling peers.
+const STALL_TIMEOUT: Duration = Duration::from_millis(300);
+/// Bound on each post-handshake read, so a bug cannot hang the suite.
+const READ_LIMIT: Duration = Duration::from_secs(10);
+
+fn peer_node_id() -> NodeId {
+    Identity::from_seed(&PEER_SEED).node_id()
+}
+
+/// `0x22 0x0a 0x20 || key`: the plaintext ephemeral-key message.
+fn eph_msg(key: &[u8; 32]) -> Vec<u8> {
+    let mut m = vec![0x22, 0x0a, 0x20];
+    m.extend_from_slice(key);
+    m
+}
+
+/// What the evil peer does after reading the victim's ephemeral-key message.
+#[derive(Clone, Debug)]
+enum Scenario {
+    /// The honest byte stream (ephemeral message ‖ frame #0) cut after this
+    /// many bytes, then end of stream.
+    CutAfter(usize),
+    /// These bytes instead of the ephemeral-key message, then end of stream.
+    FirstMessage(Vec<u8>),
+    /// A well-formed ephemeral-key message carrying this key, then end of stream.
+    EphemeralKey([u8; 32]),
+    /// Echo the victim's own ephemeral key back, then end of stream.
+    Reflect,
+    /// Optionally send the ephemeral message, then go silent without closing.
+    Stall { send_ephemeral: bool },
+    /// Send the honest stream one byte per interval (never finishing in time).
+    Dribble(Duration),
+    /// A valid ephemeral message, then sealed empty frames, one per interval,
+    /// forever (frame #0 never carries the AuthSigMessage).
+    EmptyFrames(Duration),
+    /// A mirror: echo the victim's ephemeral key with bit 255 set (so it is
+    /// not byte-equal to the victim's own), then echo the victim's frame #0.
+    Mirror,
+    /// A valid ephemeral message, then this authentication, then these
+    /// frames, then end of stream.
+    Authenticate(Auth, Vec<After>),
+}
+
+/// How the evil peer authenticates (frame #0 and possibly more frames).
+#[derive(Clone, Debug)]
+enum Auth {
+    /// The honest 103-byte AuthSigMessage alone in frame #0.
+    Honest,
+    /// A correctly signed AuthSigMessage whose key is secp256k1 (oneof field 2).
+    Secp256k1Key,
+    /// An Ed25519 signature over the wrong bytes (challenge with a bit flipped).
+    WrongSignature,
+    /// The honest frame #0 with one ciphertext bit flipped.
+    TamperedFrame0,
+    /// The honest AuthSigMessage split over frames #0 and #1 (valid).
+    SplitAcrossFrames,
+    /// The honest AuthSigMessage followed by application data in frame #0 (valid).
+    WithData(Vec<u8>),
+    /// A delimited message declaring a 100000-byte body.
+    OversizedLength,
+    /// A length prefix that never ends (eleven 0xff bytes).
+    OverflowingLength,
+    /// The honest message with a non-minimal 2-byte length prefix `e6 00` (valid).
+    NonMinimalLength,
+    /// The honest fields in reverse order, `sig` before `pub_key` (valid).
+    ReorderedFields,
+}
+
+/// Frames the evil peer sends after authenticating.
+#[derive(Clone, Debug)]
+enum After {
+    /// Ordinary application data.
+    Data(Vec<u8>),
+    /// A frame with a zero length field.
+    Empty,
+    /// A correctly sealed frame whose length field says this many bytes.
+    DeclaredLen(u32),
+    /// The first half of the sealed frame carrying this data.
+    Truncated(Vec<u8>),
+    /// The sealed frame carrying this data, one ciphertext bit flipped.
+    Tampered(Vec<u8>),
+}
+
+/// The evil peer's keys, derived exactly as `proto::handshake` does.
+struct PeerSession {
+    eph_public: [u8; 32],
+    challenge: [u8; 32],
+    send_key: [u8; 32],
+    sealer: Sealer,
+    /// Frames sealed so far (= the next frame's counter).
+    sent: u64,
+}
+
+impl PeerSession {
+    fn new(victim_eph: &[u8; 32]) -> Self {
+        let secret = StaticSecret::from(PEER_EPH_SECRET);
+        let eph_public = XPublic::from(&secret).to_bytes();
+        let dh = secret
+            .diffie_hellman(&XPublic::from(*victim_eph))
+            .to_bytes();
+        let (lower, upper, local_is_least) = kdf::sort_keys(&eph_public, victim_eph);
+        let challenge = kdf::challenge(lower, upper, &dh);
+        let keys = kdf::derive_keys(&dh, local_is_least);
+        let send_key = keys.send;
+        PeerSession {
+            eph_public,
+            challenge,
+            send_key,
+            sealer: sealer_at(&send_key, 0),
+            sent: 0,
+        }
+    }
+
+    fn ephemeral_message(&self) -> Vec<u8> {
+        eph_msg(&self.eph_public)
+    }
+
+    fn sign(msg: &[u8]) -> [u8; 64] {
+        ed25519_dalek::SigningKey::from_bytes(&PEER_SEED)
+            .sign(msg)
+            .to_bytes()
+    }
+
+    fn public_key() -> [u8; 32] {
+        *Identity::from_seed(&PEER_SEED).public_key().as_bytes()
+    }
+
+    fn honest_auth(&self) -> [u8; auth_sig::AUTH_SIG_MSG_LEN] {
+        auth_sig::encode(&Self::public_key(), &Self::sign(&self.challenge))
+    }
+
+    /// Exactly one sealed frame carrying `chunk` (possibly empty).
+    fn frame(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.sealer.seal_frame(chunk, &mut out).unwrap();
+        self.sent += 1;
+        out
+    }
+
+    /// `data` split into sealed frames as an application write would be.
+    fn data(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.sent += self.sealer.seal_append(data, &mut out).unwrap() as u64;
+        out
+    }
+
+    /// A frame sealed by hand whose length field says `declared` (which the
+    /// `Sealer` would refuse to produce when above the frame size).
+    fn raw_frame(&mut self, declared: u32, body: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; LEN_PREFIX + STANDARD_FRAME_SIZE];
+        f[..LEN_PREFIX].copy_from_slice(&declared.to_le_bytes());
+        f[LEN_PREFIX..LEN_PREFIX + body.len()].copy_from_slice(body);
+        let tag = Cipher::new(PEER_BACKEND, &self.send_key)
+            .seal_in_place(&nonce_bytes(self.sent), &mut f);
+        f.extend_from_slice(&tag);
+        self.sent += 1;
+        self.sealer = sealer_at(&self.send_key, self.sent);
+        f
+    }
+}
+
+fn sealer_at(key: &[u8; 32], counter: u64) -> Sealer {
+    Sealer::with_counter(Cipher::new(PEER_BACKEND, key), STANDARD_FRAME_SIZE, counter).unwrap()
+}
+
+/// The frames that carry the evil peer's authentication.
+fn auth_frames(s: &mut PeerSession, auth: &Auth) -> Vec<u8> {
+    let honest = s.honest_auth();
+    match auth {
+        Auth::Honest => s.frame(&honest),
+        Auth::Secp256k1Key => {
+            // AuthSigMessage { pub_key: PublicKey { secp256k1: 33 bytes }, sig: 64 bytes }
+            let mut body = vec![0x0a, 0x23, 0x12, 0x21];
+            body.extend_from_slice(&[0x02; 33]);
+            body.extend_from_slice(&[0x12, 0x40]);
+            body.extend_from_slice(&PeerSession::sign(&s.challenge));
+            let mut msg = vec![body.len() as u8];
+            msg.extend_from_slice(&body);
+            assert_eq!(msg[0], 0x67);
+            s.frame(&msg)
+        }
+        Auth::WrongSignature => {
+            let mut wrong = s.challenge;
+            wrong[0] ^= 1;
+            let msg = auth_sig::encode(&PeerSession::public_key(), &PeerSession::sign(&wrong));
+            s.frame(&msg)
+        }
+        Auth::TamperedFrame0 => {
+            let mut f = s.frame(&honest);
+            f[200] ^= 0x04;
+            f
+        }
+        Auth::SplitAcrossFrames => {
+            let mut out = s.frame(&honest[..50]);
+            out.extend(s.frame(&honest[50..]));
+            out
+        }
+        Auth::WithData(d) => {
+            let mut m = honest.to_vec();
+            m.extend_from_slice(d);
+            s.frame(&m)
+        }
+        Auth::OversizedLength => {
+            // uvarint(100000) = a0 8d 06, then the honest body.
+            let mut m = vec![0xa0, 0x8d, 0x06];
+            m.extend_from_slice(&honest[1..]);
+            s.frame(&m)
+        }
+        Auth::OverflowingLength => s.frame(&[0xff; 11]),
+        Auth::NonMinimalLength => {
+            let mut m = vec![0xe6, 0x00];
+            m.extend_from_slice(&honest[1..]);
+            s.frame(&m)
+        }
+        Auth::ReorderedFields => {
+            // 66 | 12 40 <sig> | 0a 22 0a 20 <pk>
+            let mut m = vec![0x66];
+            m.extend_from_slice(&honest[37..]);
+            m.extend_from_slice(&honest[1..37]);
+            s.frame(&m)
+        }
+    }
+}
+
+/// The bytes of one post-handshake step.
+fn after_frames(s: &mut PeerSession, after: &After) -> Vec<u8> {
+    match after {
+        After::Data(d) => s.data(d),
+        After::Empty => s.frame(&[]),
+        After::DeclaredLen(n) => s.raw_frame(*n, b"oversized"),
+        After::Truncated(d) => {
+            let f = s.frame(d);
+            f[..f.len() / 2].to_vec()
+        }
+        After::Tampered(d) => {
+            let mut f = s.frame(d);
+            f[LEN_PREFIX + 1] ^= 0x80;
+            f
+        }
+    }
+}
+
+/// Play `scenario` against the victim on `sock`. Written once; both adapters
+/// face exactly these bytes.
+fn evil_peer(scenario: &Scenario, mut sock: TcpStream) {
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    sock.set_nodelay(true).unwrap();
+    let mut first = [0u8; EPH_MSG_LEN];
+    if sock.read_exact(&mut first).is_err() {
+        return;
+    }
+    assert_eq!(first[..3], [0x22, 0x0a, 0x20], "victim's first message");
+    let victim_eph: [u8; 32] = first[3..].try_into().unwrap();
+    let mut s = PeerSession::new(&victim_eph);
+    let mut honest_stream = s.ephemeral_message();
+    let (bytes, close) = match scenario {
+        Scenario::CutAfter(n) => {
+            let auth = s.honest_auth();
+            honest_stream.extend(s.frame(&auth));
+            honest_stream.truncate(*n);
+            (honest_stream, true)
+        }
+        Scenario::FirstMessage(m) => (m.clone(), true),
+        Scenario::EphemeralKey(k) => (eph_msg(k), true),
+        Scenario::Reflect => (eph_msg(&victim_eph), true),
+        Scenario::Stall { send_ephemeral } => {
+            let b = if *send_ephemeral {
+                honest_stream
+            } else {
+                Vec::new()
+            };
+            (b, false)
+        }
+        Scenario::Dribble(gap) => {
+            let auth = s.honest_auth();
+            honest_stream.extend(s.frame(&auth));
+            for byte in honest_stream {
+                if sock.write_all(&[byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(*gap);
+            }
+            (Vec::new(), true)
+        }
+        Scenario::EmptyFrames(gap) => {
+            if sock.write_all(&honest_stream).is_err() {
+                return;
+            }
+            loop {
+                std::thread::sleep(*gap);
+                if sock.write_all(&s.frame(&[])).is_err() {
+                    return;
+                }
+            }
+        }
+        Scenario::Mirror => {
+            let mut mirrored = victim_eph;
+            mirrored[31] |= 0x80;
+            let _ = sock.write_all(&eph_msg(&mirrored));
+            let mut frame0 = vec![0u8; STANDARD_SEALED_FRAME];
+            if sock.read_exact(&mut frame0).is_err() {
+                return;
+            }
+            (frame0, true)
+        }
+        Scenario::Authenticate(auth, after) => {
+            honest_stream.extend(auth_frames(&mut s, auth));
+            for a in after {
+                honest_stream.extend(after_frames(&mut s, a));
+            }
+            (honest_stream, true)
+        }
+    };
+    // One write: the victim must not over-read the plaintext message into
+    // the encrypted frames that follow it.
+    let _ = sock.write_all(&bytes);
+    if close {
+        let _ = sock.shutdown(Shutdown::Write);
+    }
+    // Read and discard until the victim hangs up, so that our close never
+    // races the victim's own writes (a reset would mask the expected error).
+    let mut sink = [0u8; 4096];
+    while matches!(sock.read(&mut sink), Ok(n) if n > 0) {}
+}
+
+// ---------------------------------------------------------------------------
+// The harness: one victim per adapter
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+enum Adapter {
+    Tokio,
+    Blocking,
+}
+
+const ADAPTERS: [Adapter; 2] = [Adapter::Tokio, Adapter::Blocking];
+
+/// What the victim saw.
+struct Outcome {
+    /// Time spent in the handshake call.
+    elapsed: Duration,
+    result: Result<Session, Error>,
+}
+
+/// A victim connection that completed its handshake, read until the end.
+struct Session {
+    remote: NodeId,
+    /// Every non-empty read, in order (buffer of 4096 bytes).
+    reads: Vec<Vec<u8>>,
+    /// `Ok` at a clean end of stream, else the read error that ended it.
+    end: io::Result<()>,
+}
+
+impl Session {
+    fn data(&self) -> Vec<u8> {
+        self.reads.concat()
+    }
+}
+
+/// Run `scenario` against a victim using `adapter` with `config`.
+fn run(adapter: Adapter, scenario: &Scenario, config: &Config) -> Outcome {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let script = scenario.clone();
+    let peer = std::thread::spawn(move || {
+        let (sock, _) = listener.accept().unwrap();
+        evil_peer(&script, sock);
+    });
+    let identity = Identity::generate();
+    let outcome = match adapter {
+        Adapter::Blocking => {
+            let tcp = TcpStream::connect(addr).unwrap();
+            let start = Instant::now();
+            let r = blocking::handshake_tcp(tcp, &identity, config);
+            let elapsed = start.elapsed();
+            let result = r.map(|mut conn| {
+                conn.get_ref().set_read_timeout(Some(READ_LIMIT)).unwrap();
+                let mut reads = Vec::new();
+                let end = loop {
+                    let mut buf = vec![0u8; 4096];
+                    match conn.read(&mut buf) {
+                        Ok(0) => break Ok(()),
+                        Ok(n) => reads.push(buf[..n].to_vec()),
+                        Err(e) => break Err(e),
+                    }
+                };
+                Session {
+                    remote: conn.remote_node_id(),
+                    reads,
+                    end,
+                }
+            });
+            Outcome { elapsed, result }
+        }
+        Adapter::Tokio => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let start = Instant::now();
+                let r = ptokio::handshake(tcp, &identity, config).await;
+                let elapsed = start.elapsed();
+                let result = match r {
+                    Ok(mut conn) => {
+                        let mut reads = Vec::new();
+                        let end = loop {
+                            let mut buf = vec![0u8; 4096];
+                            match tokio::time::timeout(READ_LIMIT, conn.read(&mut buf)).await {
+                                Err(_) => break Err(io::ErrorKind::TimedOut.into()),
+                                Ok(Ok(0)) => break Ok(()),
+                                Ok(Ok(n)) => reads.push(buf[..n].to_vec()),
+                                Ok(Err(e)) => break Err(e),
+                            }
+                        };
+                        Ok(Session {
+                            remote: conn.remote_node_id(),
+                            reads,
+                            end,
+                        })
+                    }
+                    Err(e) => Err(e),
+                };
+                Outcome { elapsed, result }
+            })
+        }
+    };
+    peer.join().expect("evil peer panicked");
+    outcome
+}
+
+fn config() -> Config {
+    Config::default().handshake_timeout(HANDSHAKE_TIMEOUT)
+}
+
+/// Run `scenario` against both adapters; the handshake must fail with an
+/// error matching the pattern, within the configured handshake timeout.
+macro_rules! assert_handshake_fails {
+    ($scenario:expr, $config:expr, $pat:pat $(if $guard:expr)?) => {{
+        let scenario: Scenario = $scenario;
+        let config: Config = $config;
+        for adapter in ADAPTERS {
+            let o = run(adapter, &scenario, &config);
+            match &o.result {
+                Err(e) => assert!(
+                    matches!(e, $pat $(if $guard)?),
+                    "{adapter:?} / {scenario:?}: expected {}, got {e:?} ({e})",
+                    stringify!($pat)
+                ),
+                Ok(s) => panic!(
+                    "{adapter:?} / {scenario:?}: handshake succeeded (peer {}), expected {}",
+                    s.remote,
+                    stringify!($pat)
+                ),
+            }
+            assert!(
+                o.elapsed < config.handshake_timeout,
+                "{adapter:?} / {scenario:?}: took {:?}, timeout {:?}",
+                o.elapsed,
+                config.handshake_timeout
+            );
+        }
+    }};
+}
+
+/// Run `scenario` against both adapters; the handshake must succeed with the
+/// evil peer's identity. Returns each adapter's session.
+fn sessions(scenario: Scenario) -> Vec<(Adapter, Session)> {
+    ADAPTERS
+        .iter()
+        .map(|&adapter| {
+            let o = run(adapter, &scenario, &config().expect_peer(peer_node_id()));
+            match o.result {
+                Ok(s) => {
+                    assert_eq!(s.remote, peer_node_id(), "{adapter:?} / {scenario:?}");
+                    (adapter, s)
+                }
+                Err(e) => panic!("{adapter:?} / {scenario:?}: handshake failed: {e:?} ({e})"),
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Adapter tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn honest_peer_control() {
+    let data = b"hello from an honest peer".to_vec();
+    let scenario = Scenario::Authenticate(Auth::Honest, vec![After::Data(data.clone())]);
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), data, "{adapter:?}");
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+    }
+}
+
+#[test]
+fn eof_at_each_handshake_step() {
+    let last_byte_of_frame0 = EPH_MSG_LEN + STANDARD_SEALED_FRAME - 1;
+    let cases = [
+        (0, Stage::EphemeralKey),                    // before any byte
+        (1, Stage::EphemeralKey),                    // after the length prefix
+        (20, Stage::EphemeralKey),                   // inside the key
+        (EPH_MSG_LEN, Stage::AuthSignature),         // before frame #0
+        (EPH_MSG_LEN + 1, Stage::AuthSignature),     // first byte of frame #0
+        (EPH_MSG_LEN + 500, Stage::AuthSignature),   // middle of frame #0
+        (last_byte_of_frame0, Stage::AuthSignature), // one byte short
+    ];
+    for (cut, stage) in cases {
+        assert_handshake_fails!(
+            Scenario::CutAfter(cut),
+            config(),
+            Error::HandshakeEof { stage: s, .. } if *s == stage
+        );
+    }
+}
+
+#[test]
+fn malformed_first_message() {
+    let key = [9u8; 32];
+    let mut wrong_prefix = vec![0x21, 0x0a, 0x20];
+    wrong_prefix.extend_from_slice(&key[..31]);
+    let mut wrong_tag = vec![0x22, 0x12, 0x20];
+    wrong_tag.extend_from_slice(&key);
+    // CometBFT's evil test: a delimited BytesValue{"drop users;"}.
+    let mut drop_users = vec![0x0d, 0x0a, 0x0b];
+    drop_users.extend_from_slice(b"drop users;");
+    // The right outer length, but a 31-byte value (Go would zero-pad it).
+    let mut short_value = vec![0x22, 0x0a, 0x1f];
+    short_value.extend_from_slice(&key[..31]);
+    short_value.push(0);
+    // The right outer length, but an over-long value length.
+    let mut long_value = vec![0x22, 0x0a, 0x21];
+    long_value.extend_from_slice(&key);
+    for m in [wrong_prefix, wrong_tag, drop_users, short_value, long_value] {
+        assert_handshake_fails!(
+            Scenario::FirstMessage(m),
+            config(),
+            Error::Protocol(ProtocolError::MalformedEphemeralMessage(_))
+        );
+    }
+}
+
+#[test]
+fn low_order_keys_via_adapters() {
+    let points = low_order_points();
+    // 0, 5f9c…1157 with the high bit, p, p-1 with the high bit.
+    for k in [points[0], points[3 + 7], points[5], points[4 + 7]] {
+        assert_handshake_fails!(
+            Scenario::EphemeralKey(k),
+            config(),
+            Error::Protocol(ProtocolError::LowOrderEphemeralKey)
+        );
+    }
+}
+
+#[test]
+fn reflected_key() {
+    assert_handshake_fails!(
+        Scenario::Reflect,
+        config(),
+        Error::Protocol(ProtocolError::ReflectedEphemeralKey)
+    );
+}
+
+#[test]
+fn secp256k1_key_is_unsupported() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::Secp256k1Key, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::UnsupportedKeyType(_))
+    );
+}
+
+#[test]
+fn signature_over_wrong_bytes() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::WrongSignature, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::InvalidSignature)
+    );
+}
+
+#[test]
+fn tampered_frame0() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::TamperedFrame0, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::FrameAuthentication { counter: 0 })
+    );
+}
+
+#[test]
+fn oversized_auth_sig_length() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::OversizedLength, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::MalformedAuthMessage(_))
+    );
+}
+
+#[test]
+fn overflowing_auth_sig_length() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::OverflowingLength, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::MalformedAuthMessage(_))
+    );
+}
+
+/// A peer echoing our own bytes (with the ephemeral key made unequal to ours)
+/// cannot pass our frame #0 off as its own: the two directions use
+/// different keys.
+#[test]
+fn mirrored_handshake_fails_authentication() {
+    assert_handshake_fails!(
+        Scenario::Mirror,
+        config(),
+        Error::Protocol(ProtocolError::FrameAuthentication { counter: 0 })
+    );
+}
+
+/// Encodings CometBFT's decoder accepts must be accepted too.
+#[test]
+fn lenient_auth_sig_encodings_are_accepted() {
+    for auth in [Auth::NonMinimalLength, Auth::ReorderedFields] {
+        let data = format!("after {auth:?}").into_bytes();
+        let scenario = Scenario::Authenticate(auth, vec![After::Data(data.clone())]);
+        for (adapter, s) in sessions(scenario) {
+            assert_eq!(s.data(), data, "{adapter:?}");
+            assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+        }
+    }
+}
+
+#[test]
+fn peer_id_mismatch() {
+    let other = Identity::generate().node_id();
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::Honest, vec![]),
+        config().expect_peer(other),
+        Error::PeerIdMismatch { expected, actual }
+            if *expected == other && *actual == peer_node_id()
+    );
+}
+
+fn assert_times_out(scenario: Scenario) {
+    let config = config().handshake_timeout(STALL_TIMEOUT);
+    for adapter in ADAPTERS {
+        let o = run(adapter, &scenario, &config);
+        match &o.result {
+            Err(Error::Timeout(t)) => assert_eq!(*t, STALL_TIMEOUT),
+            Err(e) => panic!("{adapter:?} / {scenario:?}: expected Timeout, got {e:?} ({e})"),
+            Ok(_) => panic!("{adapter:?} / {scenario:?}: handshake succeeded"),
+        }
+        assert!(
+            o.elapsed >= STALL_TIMEOUT / 2 && o.elapsed < STALL_TIMEOUT * 3,
+            "{adapter:?} / {scenario:?}: returned after {:?} (timeout {STALL_TIMEOUT:?})",
+            o.elapsed
+        );
+    }
+}
+
+#[test]
+fn silent_peer_times_out() {
+    assert_times_out(Scenario::Stall {
+        send_ephemeral: false,
+    });
+}
+
+#[test]
+fn peer_stalling_after_ephemeral_key_times_out() {
+    assert_times_out(Scenario::Stall {
+        send_ephemeral: true,
+    });
+}
+
+#[test]
+fn dribbling_peer_times_out_as_a_whole() {
+    // Each byte arrives well within the timeout; the handshake as a whole does not.
+    assert_times_out(Scenario::Dribble(Duration::from_millis(40)));
+}
+
+#[test]
+fn endless_empty_frames_time_out() {
+    // Each frame is valid and arrives promptly; the AuthSigMessage never does.
+    assert_times_out(Scenario::EmptyFrames(Duration::from_millis(10)));
+}
+
+#[test]
+fn auth_sig_split_across_two_frames() {
+    let data = b"after a split AuthSigMessage".to_vec();
+    let scenario = Scenario::Authenticate(Auth::SplitAcrossFrames, vec![After::Data(data.clone())]);
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), data, "{adapter:?}");
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+    }
+}
+
+#[test]
+fn auth_sig_followed_by_data_in_frame0() {
+    let early = b"early application bytes in frame #0".to_vec();
+    let later = b"and a later frame".to_vec();
+    let scenario = Scenario::Authenticate(
+        Auth::WithData(early.clone()),
+        vec![After::Data(later.clone())],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.reads.first(), Some(&early), "{adapter:?}: first read");
+        assert_eq!(
+            s.data(),
+            [early.clone(), later.clone()].concat(),
+            "{adapter:?}"
+        );
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+    }
+}
+
+#[test]
+fn frame_declaring_too_much_data() {
+    for declared in [1025u32, u32::MAX] {
+        let scenario = Scenario::Authenticate(
+            Auth::Honest,
+            vec![
+                After::Data(b"before".to_vec()),
+                After::DeclaredLen(declared),
+            ],
+        );
+        for (adapter, s) in sessions(scenario) {
+            assert_eq!(s.data(), b"before", "{adapter:?}");
+            let e = s.end.expect_err("read must fail");
+            match Error::from_io(e) {
+                Error::Protocol(ProtocolError::FrameTooLarge { len, max }) => {
+                    assert_eq!((len, max), (u64::from(declared), 1024), "{adapter:?}")
+                }
+                other => panic!("{adapter:?}: expected FrameTooLarge, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn zero_length_frames_are_not_eof() {
+    let data = b"data after empty frames".to_vec();
+    let scenario = Scenario::Authenticate(
+        Auth::Honest,
+        vec![
+            After::Empty,
+            After::Empty,
+            After::Data(data.clone()),
+            After::Empty,
+        ],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.reads.first(), Some(&data), "{adapter:?}: first read");
+        assert_eq!(s.data(), data, "{adapter:?}");
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+    }
+}
+
+#[test]
+fn eof_inside_a_frame_after_handshake() {
+    let scenario = Scenario::Authenticate(
+        Auth::Honest,
+        vec![
+            After::Data(b"whole".to_vec()),
+            After::Truncated(b"partial".to_vec()),
+        ],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), b"whole", "{adapter:?}");
+        let e = s.end.expect_err("read must fail");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{adapter:?}: {e}");
+    }
+}
+
+#[test]
+fn tampered_frame_after_handshake() {
+    let scenario = Scenario::Authenticate(
+        Auth::Honest,
+        vec![
+            After::Data(b"good".to_vec()),
+            After::Tampered(b"bad".to_vec()),
+            After::Data(b"never delivered".to_vec()),
+        ],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), b"good", "{adapter:?}");
+        let e = s.end.expect_err("read must fail");
+        match Error::from_io(e) {
+            Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
+                assert_eq!(counter, 2, "{adapter:?}")
+            }
+            other => panic!("{adapter:?}: expected FrameAuthentication, got {other:?}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sans-IO: the state machine directly
+// ---------------------------------------------------------------------------
+
+/// The 7 blacklisted points of protocol.md §1.3, then their high-bit variants.
+fn low_order_points() -> Vec<[u8; 32]> {
+    let hex32 = |s: &str| -> [u8; 32] { hex::decode(s).unwrap().try_into().unwrap() };
+    let mut p_minus_1 = [0xff; 32];
+    p_minus_1[0] = 0xec;
+    p_minus_1[31] = 0x7f;
+    let mut p = p_minus_1;
+    p[0] = 0xed;
+    let mut p_plus_1 = p_minus_1;
+    p_plus_1[0] = 0xee;
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    let base = [
+        [0u8; 32],
+        one,
+        hex32("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800"),
+        hex32("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157"),
+        p_minus_1,
+        p,
+        p_plus_1,
+    ];
+    let mut all = base.to_vec();
+    for mut k in base {
+        k[31] |= 0x80;
+        all.push(k);
+    }
+    all
+}
+
+/// Feed `bytes` into the handshake's read side, in as few calls as it allows.
+fn feed(hs: &mut Handshake, mut bytes: &[u8]) -> Result<(), ProtocolError> {
+    while !bytes.is_empty() {
+        let buf = hs.read_buffer();
+        assert!(!buf.is_empty(), "handshake wants no more input");
+        let n = buf.len().min(bytes.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        hs.advance_read(n)?;
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+#[test]
+fn all_14_low_order_keys_rejected_by_state_machine() {
+    let points = low_order_points();
+    assert_eq!(points.len(), 14);
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+    let id = Identity::generate();
+    for backend in Backend::ALL {
+        let params = HandshakeParams {
+            backend,
+            ..HandshakeParams::default()
+        };
+        for k in &points {
+            let mut hs = Handshake::new(&id, params).unwrap();
+            let first = hs.outgoing().to_vec();
+            assert_eq!(
+                feed(&mut hs, &eph_msg(k)),
+                Err(ProtocolError::LowOrderEphemeralKey),
+                "key {}",
+                hex::encode(k)
+            );
+            // Nothing was signed or sealed for a low-order peer, and the
+            // failure is sticky.
+            assert_eq!(hs.outgoing(), &first[..], "key {}", hex::encode(k));
+            assert_eq!(hs.advance_read(0), Err(ProtocolError::LowOrderEphemeralKey));
+            assert!(hs.read_buffer().is_empty());
+            assert!(!hs.is_finished());
+        }
+    }
+    // Control: an honest key is accepted and frame #0 is queued.
+    let mut hs = Handshake::new(&id, HandshakeParams::default()).unwrap();
+    let honest = XPublic::from(&StaticSecret::from([5u8; 32])).to_bytes();
+    feed(&mut hs, &eph_msg(&honest)).unwrap();
+    assert_eq!(hs.outgoing().len(), EPH_MSG_LEN + STANDARD_SEALED_FRAME);
+    assert_eq!(hs.stage(), Stage::AuthSignature);
+}
+
+#[test]
+fn reflected_key_rejected_by_state_machine() {
+    let id = Identity::generate();
+    let mut hs = Handshake::new(&id, HandshakeParams::default()).unwrap();
+    let own = hs.local_ephemeral_key();
+    let first = hs.outgoing().to_vec();
+    assert_eq!(
+        feed(&mut hs, &eph_msg(&own)),
+        Err(ProtocolError::ReflectedEphemeralKey)
+    );
+    assert_eq!(hs.outgoing(), &first[..]);
+}
+
+/// The honest sans-IO machine can play the peer too: complete a handshake
+/// with `Handshake::with_ephemeral_secret`, then seal a frame with its sealer.
+#[test]
+fn state_machine_as_peer_matches_hand_derived_keys() {
+    let victim_id = Identity::generate();
+    let mut victim = Handshake::new(&victim_id, HandshakeParams::default()).unwrap();
+    let victim_eph = victim.local_ephemeral_key();
+    let mut peer = Handshake::with_ephemeral_secret(
+        &Identity::from_seed(&PEER_SEED),
+        HandshakeParams {
+            backend: PEER_BACKEND,
+            ..HandshakeParams::default()
+        },
+        PEER_EPH_SECRET,
+    )
+    .unwrap();
+    // Exchange everything.
+    let v_out = victim.outgoing().to_vec();
+    feed(&mut peer, &v_out).unwrap();
+    victim.advance_outgoing(v_out.len());
+    let p_out = peer.outgoing().to_vec();
+    // The hand-built evil peer produces byte-identical output.
+    let mut s = PeerSession::new(&victim_eph);
+    let mut expected = s.ephemeral_message();
+    let auth = s.honest_auth();
+    expected.extend(s.frame(&auth));
+    assert_eq!(p_out, expected);
+    feed(&mut victim, &p_out).unwrap();
+    peer.advance_outgoing(p_out.len());
+    let v_out = victim.outgoing().to_vec();
+    feed(&mut peer, &v_out).unwrap();
+    victim.advance_outgoing(v_out.len());
+    let mut victim = victim.into_established().unwrap();
+    let mut peer = peer.into_established().unwrap();
+    assert_eq!(victim.remote_public_key.node_id(), peer_node_id());
+    assert_eq!(peer.remote_public_key, victim_id.public_key());
+    let mut f1 = Vec::new();
+    peer.sealer.seal_append(b"frame one", &mut f1).unwrap();
+    assert_eq!(f1, s.data(b"frame one"));
+    let r = victim.opener.open_in_place(&mut f1).unwrap();
+    assert_eq!(&f1[r], b"frame one");
+}

@@ -1,0 +1,784 @@
+//! Property tests.
+//!
+//! * Stream round-trips through both adapters with the real handshake on both
+//!   ends, over in-memory transports that cut the bytes into arbitrary pieces:
+//!   a std `Read + Write` fake with random short reads/writes (and spurious
+//!   `Interrupted` errors) for `io::blocking`, and a small-capacity
+//!   `tokio::io::duplex` for `io::tokio`. Arbitrary messages, write chunkings,
+//!   read-buffer sizes, flush sizes and receive-buffer sizes.
+//! * The sans-IO `Sealer` / `Opener`: round-trip, sealed length, and
+//!   single-bit-flip detection, across both AEAD backends.
+//! * `auth_sig::decode` and the handshake state machine never panic on
+//!   arbitrary input.
+//!
+//! Case counts are modest so the file runs quickly in debug builds; set
+//! `PROPTEST_CASES` to run more.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use p2p_conn::io::{blocking, tokio as ptokio};
+use p2p_conn::proto::aead::Cipher;
+use p2p_conn::proto::auth_sig;
+use p2p_conn::proto::{
+    sealed_frame_len, Backend, Handshake, HandshakeParams, Opener, ProtocolError, Sealer,
+    STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME,
+};
+use p2p_conn::{Config, Identity};
+use proptest::prelude::*;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
+/// written (proptest prints the minimal failing input instead).
+fn proptest_config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// splitmix64: deterministic randomness for fakes and payloads.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `1..=max`.
+    fn between_1_and(&mut self, max: usize) -> usize {
+        1 + (self.next_u64() % max as u64) as usize
+    }
+}
+
+fn payload(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        v.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+// ---------------------------------------------------------------------------
+// A std in-memory transport with random short reads and writes
+// ---------------------------------------------------------------------------
+
+#[derive(Default)]
+struct PipeState {
+    data: VecDeque<u8>,
+    closed: bool,
+}
+
+/// One direction: an unbounded byte queue (writes never block, so a side may
+/// write everything before it reads without deadlock).
+#[derive(Default)]
+struct Pipe {
+    state: Mutex<PipeState>,
+    ready: Condvar,
+}
+
+impl Pipe {
+    fn close(&self) {
+        self.state.lock().unwrap().closed = true;
+        self.ready.notify_all();
+    }
+}
+
+/// How one end of the fake moves bytes.
+#[derive(Debug, Clone, Copy)]
+struct Pieces {
+    /// Each `read` returns a random 1..=`max_read` bytes (bounded by what is
+    /// available and by the buffer).
+    max_read: usize,
+    /// Each `write` takes a random 1..=`max_write` bytes.
+    max_write: usize,
+    /// When calls fail with `Interrupted` (moving no bytes).
+    interrupts: Interrupts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interrupts {
+    Never,
+    /// One call in 16, reads and writes alike.
+    Random,
+    /// Only the very first `write`.
+    FirstWrite,
+}
+
+/// One end of a duplex in-memory transport with random short reads and
+/// writes (see [`Pieces`]); writes never block (unbounded queue). Reads block until bytes or end of stream arrive,
+/// for at most [`FAKE_READ_LIMIT`] (then `TimedOut`: a deadlock).
+struct FakeEnd {
+    rx: Arc<Pipe>,
+    tx: Arc<Pipe>,
+    rng: Rng,
+    pieces: Pieces,
+    writes: u64,
+}
+
+/// A read that waits this long is a deadlock (every read in these tests is
+/// otherwise satisfied within microseconds).
+const FAKE_READ_LIMIT: Duration = Duration::from_secs(3);
+
+impl FakeEnd {
+    fn pair(a: Pieces, b: Pieces, seed: u64) -> (FakeEnd, FakeEnd) {
+        let ab = Arc::new(Pipe::default());
+        let ba = Arc::new(Pipe::default());
+        (
+            FakeEnd {
+                rx: ba.clone(),
+                tx: ab.clone(),
+                rng: Rng(seed),
+                pieces: a,
+                writes: 0,
+            },
+            FakeEnd {
+                rx: ab,
+                tx: ba,
+                rng: Rng(!seed),
+                pieces: b,
+                writes: 0,
+            },
+        )
+    }
+
+    /// Half-close: the peer reads end of stream once it drained our bytes.
+    fn close_write(&self) {
+        self.tx.close();
+    }
+
+    fn interrupted(&mut self) -> bool {
+        self.pieces.interrupts == Interrupts::Random && self.rng.next_u64() % 16 == 0
+    }
+}
+
+impl Drop for FakeEnd {
+    fn drop(&mut self) {
+        self.tx.close();
+        self.rx.close();
+    }
+}
+
+impl Read for FakeEnd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if self.interrupted() {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        let piece = self.rng.between_1_and(self.pieces.max_read.min(buf.len()));
+        let rx = self.rx.clone();
+        let deadline = Instant::now() + FAKE_READ_LIMIT;
+        let mut s = rx.state.lock().unwrap();
+        while s.data.is_empty() && !s.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "fake transport: nothing to read for 3 s (deadlock)",
+                ));
+            }
+            s = rx.ready.wait_timeout(s, left).unwrap().0;
+        }
+        let n = piece.min(s.data.len());
+        for (dst, b) in buf.iter_mut().zip(s.data.drain(..n)) {
+            *dst = b;
+        }
+        Ok(n)
+    }
+}
+
+impl Write for FakeEnd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.writes += 1;
+        if self.interrupted()
+            || (self.writes == 1 && self.pieces.interrupts == Interrupts::FirstWrite)
+        {
+            return Err(io::ErrorKind::Interrupted.into());
+        }
+        let n = self.rng.between_1_and(self.pieces.max_write.min(buf.len()));
+        let mut s = self.tx.state.lock().unwrap();
+        if s.closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        s.data.extend(&buf[..n]);
+        drop(s);
+        self.tx.ready.notify_all();
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stream round-trip through the adapters
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct StreamCase {
+    /// Message lengths A→B and B→A (contents derive from `seed`).
+    a_to_b: Vec<usize>,
+    b_to_a: Vec<usize>,
+    seed: u64,
+    /// Write-call sizes, cycled across each side's messages.
+    write_chunks: Vec<usize>,
+    /// Read-buffer sizes, cycled.
+    read_sizes: Vec<usize>,
+    /// Largest piece the transport moves at once: the fake's reads, and the
+    /// duplex pipe's capacity.
+    piece: usize,
+    /// Largest piece one write to the fake takes.
+    write_piece: usize,
+    flush_size: usize,
+    read_buffer_size: usize,
+    /// Flush after every message (else only at the end).
+    flush_each: bool,
+}
+
+impl StreamCase {
+    fn messages(&self, a_side: bool) -> Vec<Vec<u8>> {
+        let (lens, salt) = if a_side {
+            (&self.a_to_b, 0xa000)
+        } else {
+            (&self.b_to_a, 0xb000)
+        };
+        lens.iter()
+            .enumerate()
+            .map(|(i, &len)| payload(len, self.seed ^ (salt + i as u64)))
+            .collect()
+    }
+
+    fn config(&self) -> Config {
+        Config::default()
+            .flush_size(self.flush_size)
+            .read_buffer_size(self.read_buffer_size)
+    }
+
+    /// Each message cut into write calls by cycling `write_chunks`; `None`
+    /// marks the end of a message.
+    fn writes(&self, a_side: bool) -> Vec<Option<Vec<u8>>> {
+        let mut sizes = self.write_chunks.iter().cycle();
+        let mut out = Vec::new();
+        for m in self.messages(a_side) {
+            let mut rest = &m[..];
+            while !rest.is_empty() {
+                let n = (*sizes.next().unwrap()).min(rest.len());
+                out.push(Some(rest[..n].to_vec()));
+                rest = &rest[n..];
+            }
+            out.push(None);
+        }
+        out
+    }
+}
+
+fn stream_case() -> impl Strategy<Value = StreamCase> {
+    let lens = || prop::collection::vec(0usize..5000, 0..=20);
+    (
+        (lens(), lens(), any::<u64>()),
+        (
+            prop::collection::vec(1usize..=6000, 1..6),
+            prop::collection::vec(1usize..=3000, 1..6),
+        ),
+        (
+            prop_oneof![1 => 1usize..=16, 3 => 17usize..=4096],
+            prop_oneof![1 => 1usize..=16, 3 => 17usize..=4096],
+            prop_oneof![3 => 1usize..=200_000, 1 => Just(p2p_conn::DEFAULT_FLUSH_SIZE)],
+            prop_oneof![3 => 1usize..=70_000, 1 => Just(p2p_conn::DEFAULT_READ_BUFFER)],
+            any::<bool>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (a_to_b, b_to_a, seed),
+                (write_chunks, read_sizes),
+                (piece, write_piece, flush_size, read_buffer_size, flush_each),
+            )| StreamCase {
+                a_to_b,
+                b_to_a,
+                seed,
+                write_chunks,
+                read_sizes,
+                piece,
+                write_piece,
+                flush_size,
+                read_buffer_size,
+                flush_each,
+            },
+        )
+}
+
+/// The write-size guarantee: a write of up to one frame's data is accepted
+/// whole (one frame); larger writes accept at least one full frame.
+fn check_write_len(asked: usize, accepted: usize) {
+    assert!(
+        accepted > 0 && accepted <= asked,
+        "write({asked}) -> {accepted}"
+    );
+    assert!(
+        accepted >= asked.min(STANDARD_FRAME_SIZE),
+        "write({asked}) accepted only {accepted}: a write of up to 1024 bytes must be one frame"
+    );
+}
+
+/// A read returns at most one frame's payload (protocol.md §7.11).
+fn check_read_len(asked: usize, got: usize) {
+    assert!(got <= asked, "read({asked}) -> {got}");
+    assert!(
+        got <= STANDARD_FRAME_SIZE,
+        "read({asked}) -> {got}: more than one frame"
+    );
+}
+
+/// One side over the std fake: handshake, write everything, half-close, then
+/// read the peer's stream to its end.
+fn std_side(end: FakeEnd, case: &StreamCase, a_side: bool) -> Vec<u8> {
+    let identity = Identity::generate();
+    let mut conn = blocking::handshake(end, &identity, &case.config()).expect("handshake");
+    for w in case.writes(a_side) {
+        match w {
+            Some(chunk) => {
+                let mut rest = &chunk[..];
+                while !rest.is_empty() {
+                    match conn.write(rest) {
+                        Ok(n) => {
+                            check_write_len(rest.len(), n);
+                            rest = &rest[n..];
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => panic!("write: {e}"),
+                    }
+                }
+            }
+            None if case.flush_each => conn.flush().expect("flush"),
+            None => {}
+        }
+    }
+    conn.flush().expect("flush");
+    conn.get_ref().close_write();
+    let mut got = Vec::new();
+    let mut sizes = case.read_sizes.iter().cycle();
+    loop {
+        let mut buf = vec![0u8; *sizes.next().unwrap()];
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                check_read_len(buf.len(), n);
+                got.extend_from_slice(&buf[..n]);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    got
+}
+
+fn std_roundtrip(case: &StreamCase) {
+    let pieces = Pieces {
+        max_read: case.piece,
+        max_write: case.write_piece,
+        interrupts: Interrupts::Random,
+    };
+    let (a, b) = FakeEnd::pair(pieces, pieces, case.seed);
+    let case_a = case.clone();
+    let side_a = std::thread::spawn(move || std_side(a, &case_a, true));
+    let got_by_b = std_side(b, case, false);
+    let got_by_a = side_a.join().expect("side A panicked");
+    assert!(
+        got_by_b == case.messages(true).concat(),
+        "A→B stream differs"
+    );
+    assert!(
+        got_by_a == case.messages(false).concat(),
+        "B→A stream differs"
+    );
+}
+
+/// Run the blocking handshake on both ends of a fake; both must succeed.
+fn blocking_handshake_pair(a: Pieces, b: Pieces) {
+    let (a, b) = FakeEnd::pair(a, b, 7);
+    let side_a = std::thread::spawn(move || {
+        blocking::handshake(a, &Identity::generate(), &Config::default()).map(|_| ())
+    });
+    let rb = blocking::handshake(b, &Identity::generate(), &Config::default()).map(|_| ());
+    let ra = side_a.join().expect("side A panicked");
+    assert!(
+        ra.is_ok() && rb.is_ok(),
+        "blocking handshake failed: A: {ra:?}, B: {rb:?}"
+    );
+}
+
+const WHOLE: Pieces = Pieces {
+    max_read: usize::MAX,
+    max_write: usize::MAX,
+    interrupts: Interrupts::Never,
+};
+
+/// Deterministic reduction of what `blocking_stream_roundtrip` finds: a
+/// blocking `Read + Write` whose `write` takes fewer bytes than offered (legal
+/// for `std::io::Write`). Side A's transport takes whole writes; side B's
+/// takes one byte per `write`.
+///
+/// B receives A's whole 35-byte ephemeral message after writing only a few
+/// of its own 35 bytes, queues frame #0, writes one more byte and then blocks
+/// reading A's frame #0, while A blocks reading the rest of B's ephemeral
+/// message: neither side can progress. The handshake must write everything it
+/// has before blocking in a read (as `write_all` then `read_exact` would).
+#[test]
+fn blocking_handshake_over_short_writing_transport() {
+    blocking_handshake_pair(
+        WHOLE,
+        Pieces {
+            max_write: 1,
+            ..WHOLE
+        },
+    );
+}
+
+/// Same root cause, smallest trigger: each side's first `write` fails with
+/// `Interrupted` (EINTR, which std callers are expected to retry) and moves
+/// no bytes. The driver counts that as progress but then blocks in a read
+/// before writing anything, so both sides wait for an ephemeral key that
+/// neither has sent.
+#[test]
+fn blocking_handshake_with_interrupted_first_write() {
+    let interrupted = Pieces {
+        interrupts: Interrupts::FirstWrite,
+        ..WHOLE
+    };
+    blocking_handshake_pair(interrupted, interrupted);
+}
+
+async fn tokio_write_side<W: AsyncWrite + Unpin>(
+    mut w: W,
+    writes: Vec<Option<Vec<u8>>>,
+    flush_each: bool,
+) {
+    for chunk in writes {
+        match chunk {
+            Some(chunk) => {
+                let mut rest = &chunk[..];
+                while !rest.is_empty() {
+                    let n = w.write(rest).await.expect("write");
+                    check_write_len(rest.len(), n);
+                    rest = &rest[n..];
+                }
+            }
+            None if flush_each => w.flush().await.expect("flush"),
+            None => {}
+        }
+    }
+    w.shutdown().await.expect("shutdown");
+}
+
+async fn tokio_read_side<R: AsyncRead + Unpin>(mut r: R, read_sizes: Vec<usize>) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut sizes = read_sizes.iter().cycle();
+    loop {
+        let mut buf = vec![0u8; *sizes.next().unwrap()];
+        let n = r.read(&mut buf).await.expect("read");
+        if n == 0 {
+            return got;
+        }
+        check_read_len(buf.len(), n);
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+fn tokio_roundtrip(case: &StreamCase) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let run = async {
+            let (a, b) = tokio::io::duplex(case.piece);
+            let (ida, idb) = (Identity::generate(), Identity::generate());
+            let cfg = case.config();
+            let (ca, cb) = tokio::join!(
+                ptokio::handshake(a, &ida, &cfg),
+                ptokio::handshake(b, &idb, &cfg)
+            );
+            let (ca, cb) = (ca.expect("handshake A"), cb.expect("handshake B"));
+            assert_eq!(ca.remote_public_key(), idb.public_key());
+            assert_eq!(cb.remote_public_key(), ida.public_key());
+            let (ra, wa) = ca.into_split();
+            let (rb, wb) = cb.into_split();
+            let (got_by_a, got_by_b, (), ()) = tokio::join!(
+                tokio_read_side(ra, case.read_sizes.clone()),
+                tokio_read_side(rb, case.read_sizes.clone()),
+                tokio_write_side(wa, case.writes(true), case.flush_each),
+                tokio_write_side(wb, case.writes(false), case.flush_each),
+            );
+            assert!(
+                got_by_b == case.messages(true).concat(),
+                "A→B stream differs"
+            );
+            assert!(
+                got_by_a == case.messages(false).concat(),
+                "B→A stream differs"
+            );
+        };
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("round trip timed out");
+    });
+}
+
+proptest! {
+    // A failure here can be a deadlock (each attempt then costs
+    // FAKE_READ_LIMIT), so shrinking is time-boxed.
+    #![proptest_config(ProptestConfig {
+        max_shrink_time: 10_000,
+        ..proptest_config(32)
+    })]
+
+    /// io::blocking over a fake with random short reads/writes and
+    /// `Interrupted` errors: both directions round-trip byte-identically.
+    #[test]
+    fn blocking_stream_roundtrip(case in stream_case()) {
+        std_roundtrip(&case);
+    }
+
+    /// io::tokio over a small-capacity duplex pipe: both directions, run
+    /// concurrently, round-trip byte-identically.
+    #[test]
+    fn tokio_stream_roundtrip(case in stream_case()) {
+        tokio_roundtrip(&case);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sans-IO Sealer / Opener
+// ---------------------------------------------------------------------------
+
+fn backend(i: usize) -> Backend {
+    Backend::ALL[i % Backend::ALL.len()]
+}
+
+proptest! {
+    #![proptest_config(proptest_config(64))]
+
+    /// Seal with one backend, open with the other (or the same): the data
+    /// round-trips, the sealed length is frames × (frame_size + 20), and any
+    /// single bit flip makes the affected frame fail (and every later one).
+    #[test]
+    fn sealer_opener_roundtrip_and_bit_flips(
+        seal_backend in 0usize..2,
+        open_backend in 0usize..2,
+        key in any::<[u8; 32]>(),
+        frame_size in 64usize..=20_000,
+        len in prop_oneof![0usize..=3000, 0usize..=60_000],
+        seed in any::<u64>(),
+        flip in any::<prop::sample::Index>(),
+        bit in 0u8..8,
+    ) {
+        let data = payload(len, seed);
+        let mut sealer = Sealer::new(Cipher::new(backend(seal_backend), &key), frame_size).unwrap();
+        let mut sealed = Vec::new();
+        let frames = sealer.seal_append(&data, &mut sealed).unwrap();
+        let flen = frame_size + 20;
+        prop_assert_eq!(flen, sealed_frame_len(frame_size));
+        prop_assert_eq!(frames, len.div_ceil(frame_size));
+        prop_assert_eq!(sealed.len(), frames * flen);
+        prop_assert_eq!(sealed.len(), sealer.sealed_len(len));
+
+        let opener = || Opener::new(Cipher::new(backend(open_backend), &key), frame_size).unwrap();
+        let mut o = opener();
+        let mut got = Vec::new();
+        let mut copy = sealed.clone();
+        for (i, f) in copy.chunks_mut(flen).enumerate() {
+            let r = o.open_in_place(f).unwrap();
+            // Every frame is full except the last.
+            if i + 1 < frames {
+                prop_assert_eq!(r.len(), frame_size);
+            }
+            got.extend_from_slice(&f[r]);
+        }
+        prop_assert_eq!(o.next_counter(), frames as u64);
+        prop_assert!(got == data, "round trip differs");
+
+        if !sealed.is_empty() {
+            let at = flip.index(sealed.len());
+            let mut bad = sealed.clone();
+            bad[at] ^= 1 << bit;
+            let hit = at / flen;
+            let mut o = opener();
+            for (i, f) in bad.chunks_mut(flen).enumerate() {
+                let r = o.open_in_place(f);
+                if i < hit {
+                    prop_assert!(r.is_ok(), "frame {} before the flip failed", i);
+                } else if i == hit {
+                    prop_assert_eq!(r, Err(ProtocolError::FrameAuthentication { counter: i as u64 }));
+                } else {
+                    prop_assert!(r.is_err(), "frame {} after a failure opened", i);
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Decoders never panic
+// ---------------------------------------------------------------------------
+
+/// Protobuf-ish bodies: a few fields with random numbers, wire types and
+/// payloads (often nested AuthSig-like structures), so the decoder is
+/// exercised beyond its first byte.
+fn protobuf_like() -> impl Strategy<Value = Vec<u8>> {
+    let field = (
+        0u64..8,
+        0u8..8,
+        prop::collection::vec(any::<u8>(), 0..80),
+        any::<bool>(),
+    )
+        .prop_map(|(number, wire, payload, honest_len)| {
+            let mut out = Vec::new();
+            push_uvarint(&mut out, (number << 3) | u64::from(wire));
+            match wire {
+                0 => push_uvarint(&mut out, payload.len() as u64 * 977),
+                2 => {
+                    let len = if honest_len {
+                        payload.len() as u64
+                    } else {
+                        payload.len() as u64 + 3
+                    };
+                    push_uvarint(&mut out, len);
+                    out.extend_from_slice(&payload);
+                }
+                _ => out.extend_from_slice(&payload[..payload.len().min(8)]),
+            }
+            out
+        });
+    prop::collection::vec(field, 0..5).prop_map(|v| v.concat())
+}
+
+fn push_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A valid AuthSig body with a few byte edits, insertions and a truncation.
+fn mutated_auth_sig() -> impl Strategy<Value = Vec<u8>> {
+    (
+        any::<[u8; 32]>(),
+        any::<[u8; 32]>(),
+        prop::collection::vec(
+            (any::<prop::sample::Index>(), any::<u8>(), any::<bool>()),
+            0..4,
+        ),
+        any::<Option<prop::sample::Index>>(),
+    )
+        .prop_map(|(pk, sig_half, edits, cut)| {
+            let mut sig = [0u8; 64];
+            sig[..32].copy_from_slice(&sig_half);
+            let mut body = auth_sig::encode(&pk, &sig)[1..].to_vec();
+            for (at, byte, insert) in edits {
+                let i = at.index(body.len());
+                if insert {
+                    body.insert(i, byte);
+                } else {
+                    body[i] = byte;
+                }
+            }
+            if let Some(cut) = cut {
+                body.truncate(cut.index(body.len() + 1));
+            }
+            body
+        })
+}
+
+proptest! {
+    #![proptest_config(proptest_config(512))]
+
+    /// `auth_sig::decode` returns Ok or Err on any input, never panics; when
+    /// it accepts, the key and signature have the right sizes by type.
+    #[test]
+    fn auth_sig_decode_never_panics(
+        body in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..300),
+            protobuf_like(),
+            mutated_auth_sig(),
+        ]
+    ) {
+        let _ = auth_sig::decode(&body);
+        let _ = auth_sig::read_uvarint(&body);
+    }
+
+    /// Encoding then decoding any key and signature is the identity.
+    #[test]
+    fn auth_sig_roundtrip(pk in any::<[u8; 32]>(), s1 in any::<[u8; 32]>(), s2 in any::<[u8; 32]>()) {
+        let mut sig = [0u8; 64];
+        sig[..32].copy_from_slice(&s1);
+        sig[32..].copy_from_slice(&s2);
+        let m = auth_sig::encode(&pk, &sig);
+        prop_assert_eq!(m.len(), 103);
+        prop_assert_eq!(auth_sig::decode(&m[1..]), Ok((pk, sig)));
+    }
+}
+
+proptest! {
+    #![proptest_config(proptest_config(64))]
+
+    /// The handshake state machine fed arbitrary peer bytes in arbitrary
+    /// pieces: no panic, it never asks for more than one sealed frame at a
+    /// time, and once it fails it stays failed.
+    #[test]
+    fn handshake_never_panics_on_arbitrary_input(
+        input in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..3000),
+            // A well-formed first message with an arbitrary key, then noise.
+            (any::<[u8; 32]>(), prop::collection::vec(any::<u8>(), 0..3000)).prop_map(|(k, rest)| {
+                let mut m = vec![0x22, 0x0a, 0x20];
+                m.extend_from_slice(&k);
+                m.extend_from_slice(&rest);
+                m
+            }),
+        ],
+        pieces in prop::collection::vec(1usize..200, 1..8),
+    ) {
+        let mut hs = Handshake::new(&Identity::generate(), HandshakeParams::default()).unwrap();
+        let mut rest = &input[..];
+        let mut sizes = pieces.iter().cycle();
+        let mut failed = None;
+        while !rest.is_empty() {
+            let buf = hs.read_buffer();
+            prop_assert!(buf.len() <= STANDARD_SEALED_FRAME);
+            if buf.is_empty() {
+                break;
+            }
+            let n = buf.len().min(rest.len()).min(*sizes.next().unwrap());
+            buf[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if let Err(e) = hs.advance_read(n) {
+                failed = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            prop_assert!(hs.read_buffer().is_empty());
+            prop_assert_eq!(hs.advance_read(0), Err(e));
+            prop_assert!(!hs.is_finished());
+        }
+    }
+}
