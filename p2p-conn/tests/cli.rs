@@ -132,12 +132,54 @@ fn netcat_exchange_both_ways_with_half_close() {
     let up: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let down: Vec<u8> = (0..70_001u32).map(|i| (i % 13) as u8).collect();
     let port = free_port();
-    let listener = spawn_listener(port, &["--key", lkey.to_str().unwrap()], &down);
+    // The listener's stdin stays open until the listener has printed the
+    // whole upload, as a person typing would: each side exits when its
+    // peer's stream ends, so closing it earlier would let the dialer exit
+    // before its own upload is through.
+    let mut listener = Command::new(BIN)
+        .args([
+            "listen",
+            &format!("127.0.0.1:{port}"),
+            "--key",
+            lkey.to_str().unwrap(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (got_upload, upload_seen) = std::sync::mpsc::channel::<()>();
+    let mut lin = listener.stdin.take().unwrap();
+    let down_in = down.clone();
+    let feeder = std::thread::spawn(move || {
+        lin.write_all(&down_in).unwrap();
+        upload_seen.recv_timeout(Duration::from_secs(30)).ok();
+        // dropping `lin` ends the listener's stdin
+    });
+    let mut lout = listener.stdout.take().unwrap();
+    let up_len = up.len();
+    let collector = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut signalled = false;
+        loop {
+            match lout.read(&mut buf) {
+                Ok(0) | Err(_) => return all,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+            }
+            if !signalled && all.len() >= up_len {
+                got_upload.send(()).ok();
+                signalled = true;
+            }
+        }
+    });
     connect_when_ready(port);
     let target = format!("{}@127.0.0.1:{port}", lid.node_id());
     let dialer = spawn(&["dial", &target, "--key", dkey.to_str().unwrap()], &up);
     let d = wait_with_deadline(dialer, Duration::from_secs(30));
-    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    let mut l = wait_with_deadline(listener, Duration::from_secs(30));
+    l.stdout = collector.join().unwrap();
+    feeder.join().unwrap();
     assert!(
         d.status.success(),
         "dialer: {}",

@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// Also run the same workload through another implementation and print the ratio
     #[arg(long, value_enum)]
     baseline: Option<Baseline>,
+    /// Run the workload this many times (alternating with the baseline) and
+    /// summarise with medians
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Print one JSON object per result row instead of text
     #[arg(long)]
     json: bool,
@@ -175,26 +179,56 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             args.backend
         );
     }
-    let ours = match args.adapter {
-        Adapter::Tokio => tokio_runtime()?.block_on(run_tokio(&w, &cfg, false))?,
-        Adapter::Codec => tokio_runtime()?.block_on(run_tokio(&w, &cfg, true))?,
-        Adapter::Std => run_std(&w, &cfg)?,
-    };
-    print_row(&args, &ours);
-    if let Some(Baseline::TendermintP2p) = args.baseline {
-        let base = run_tendermint(&w)?;
-        print_row(&args, &base);
+    let mut ours_rows = Vec::new();
+    let mut base_rows = Vec::new();
+    for _ in 0..args.repeat.max(1) {
+        let ours = match args.adapter {
+            Adapter::Tokio => tokio_runtime()?.block_on(run_tokio(&w, &cfg, false))?,
+            Adapter::Codec => tokio_runtime()?.block_on(run_tokio(&w, &cfg, true))?,
+            Adapter::Std => run_std(&w, &cfg)?,
+        };
+        print_row(&args, &ours);
+        ours_rows.push(ours);
+        if let Some(Baseline::TendermintP2p) = args.baseline {
+            let base = run_tendermint(&w)?;
+            print_row(&args, &base);
+            base_rows.push(base);
+        }
+    }
+    let ours = median(&ours_rows);
+    let base = (!base_rows.is_empty()).then(|| median(&base_rows));
+    if args.repeat > 1 && !args.json {
+        println!("median of {} runs:", ours_rows.len());
+        print_row(&args, &ours);
+        if let Some(b) = &base {
+            print_row(&args, b);
+        }
+    }
+    if let Some(base) = base {
         let ratio = ours.mb_per_s() / base.mb_per_s();
         if args.json {
             println!("{{\"ratio\":{ratio:.3},\"over\":\"{}\"}}", base.name);
         } else {
             println!(
-                "ratio {:<8} {ratio:>10.2}x  ({} / {})",
+                "ratio {:<18} {ratio:>10.2}x  ({} / {})",
                 "", ours.name, base.name
             );
         }
     }
     Ok(())
+}
+
+/// The run with the median throughput.
+fn median(rows: &[Row]) -> Row {
+    let mut idx: Vec<usize> = (0..rows.len()).collect();
+    idx.sort_by(|&a, &b| rows[a].mb_per_s().total_cmp(&rows[b].mb_per_s()));
+    let r = &rows[idx[idx.len() / 2]];
+    Row {
+        name: r.name.clone(),
+        bytes: r.bytes,
+        messages: r.messages,
+        elapsed: r.elapsed,
+    }
 }
 
 fn print_row(args: &BenchArgs, row: &Row) {
