@@ -23,8 +23,9 @@
 //! * No panics on any peer input; nonce exhaustion is an error.
 //! * Before the peer authenticates, at most one sealed frame plus the bounded
 //!   AuthSigMessage is buffered; the peer cannot make us allocate more.
-//! * Secrets (identity key, ephemeral key, DH output, frame keys) are zeroized
-//!   on drop.
+//! * Secrets (identity key, ephemeral key, DH output, derived frame keys) are
+//!   zeroized on drop; the AEAD key schedule too with the RustCrypto backend
+//!   (`ring` does not wipe its own copy).
 //!
 //! ## Not provided
 //! * CometBFT's NodeInfo exchange and MConnection multiplexing above the byte

@@ -153,3 +153,67 @@ async fn matching_non_standard_frame_sizes() {
         server.await.unwrap();
     }
 }
+
+/// `AsyncBufRead` / `BufRead`: plaintext comes straight from the receive
+/// buffer, one frame's data at a time, and line reading works across frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buffered_reads_hand_out_frames() {
+    use tokio::io::AsyncBufReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut text = Vec::new();
+    for i in 0..500 {
+        text.extend_from_slice(format!("line {i} {}\n", "x".repeat(i % 37)).as_bytes());
+    }
+    let sent = text.clone();
+    let server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut conn = ptokio::handshake(tcp, &Identity::generate(), &Config::default())
+            .await
+            .unwrap();
+        conn.write_all(&sent).await.unwrap();
+        conn.shutdown().await.unwrap();
+    });
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let conn = ptokio::handshake(tcp, &Identity::generate(), &Config::default())
+        .await
+        .unwrap();
+    let (mut r, _w) = conn.into_split();
+    // The first fill returns at most one frame's data and does not advance.
+    let first = r.fill_buf().await.unwrap().to_vec();
+    assert!(!first.is_empty() && first.len() <= 1024);
+    assert_eq!(&first[..], &text[..first.len()]);
+    assert_eq!(r.fill_buf().await.unwrap(), &first[..]);
+    let mut lines = Vec::new();
+    let mut line = Vec::new();
+    while r.read_until(b'\n', &mut line).await.unwrap() > 0 {
+        lines.extend_from_slice(&line);
+        line.clear();
+    }
+    assert_eq!(lines, text);
+    server.await.unwrap();
+}
+
+#[test]
+fn std_buf_read_lines() {
+    use std::io::BufRead;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let text: String = (0..300)
+        .map(|i| format!("{i}:{}\n", "y".repeat(i % 50)))
+        .collect();
+    let sent = text.clone();
+    let t = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).unwrap();
+        let (_r, mut w) = conn.split().unwrap();
+        w.send(sent.as_bytes()).unwrap();
+        w.shutdown().unwrap();
+    });
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).unwrap();
+    let (r, _w) = conn.split().unwrap();
+    let got: Vec<String> = r.lines().map(|l| l.unwrap()).collect();
+    assert_eq!(got.join("\n") + "\n", text);
+    t.join().unwrap();
+}

@@ -14,7 +14,7 @@
 //! [`handshake`] over a generic stream has no timeout (a generic `Read + Write`
 //! has no way to set one); use [`handshake_tcp`] or set timeouts on the stream.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, BufRead, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::task::Poll;
 use std::time::Instant;
@@ -192,6 +192,11 @@ fn read_impl<R: Read>(reader: &mut FrameReader, io: &mut R, buf: &mut [u8]) -> i
     unpoll(reader.poll_read_with(buf, |b| ready(io.read(b))))
 }
 
+fn fill_buf_impl<'a, R: Read>(reader: &'a mut FrameReader, io: &mut R) -> io::Result<&'a [u8]> {
+    unpoll(reader.poll_fill_with(|b| ready(io.read(b))))?;
+    Ok(reader.available())
+}
+
 fn write_impl<W: Write>(writer: &mut FrameWriter, io: &mut W, data: &[u8]) -> io::Result<usize> {
     unpoll(writer.poll_write_with(data, |b| ready(io.write(b))))
 }
@@ -218,11 +223,29 @@ fn flush_impl<W: Write>(writer: &mut FrameWriter, io: &mut W) -> io::Result<()> 
     io.flush()
 }
 
-impl<T: Read> Read for SecretConnection<T> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        read_impl(&mut self.reader, &mut self.io, buf)
-    }
+/// `Read`, and `BufRead` handing out plaintext straight from the receive
+/// buffer (no copy), for the whole connection and the read half alike.
+macro_rules! impl_read {
+    ($ty:ty, $($gen:tt)*) => {
+        impl<$($gen)*> Read for $ty {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                read_impl(&mut self.reader, &mut self.io, buf)
+            }
+        }
+
+        impl<$($gen)*> BufRead for $ty {
+            fn fill_buf(&mut self) -> io::Result<&[u8]> {
+                fill_buf_impl(&mut self.reader, &mut self.io)
+            }
+            fn consume(&mut self, amt: usize) {
+                self.reader.consume(amt);
+            }
+        }
+    };
 }
+
+impl_read!(SecretConnection<T>, T: Read);
+impl_read!(ReadHalf,);
 
 /// `Write` (one call = one message, up to `flush_size` sealed bytes) and the
 /// explicit `send` API, for the whole connection and the write half alike.
@@ -289,12 +312,6 @@ impl ReadHalf {
     /// The peer's authenticated public key.
     pub fn remote_public_key(&self) -> PublicKey {
         self.remote
-    }
-}
-
-impl Read for ReadHalf {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        read_impl(&mut self.reader, &mut self.io, buf)
     }
 }
 

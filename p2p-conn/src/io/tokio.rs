@@ -12,8 +12,11 @@
 //!   chunks accepted before it is dropped, as with any `AsyncWrite`.
 //! * `poll_flush` / `poll_shutdown`: safe to drop and call again; buffered
 //!   sealed bytes are kept.
-//! * `poll_read`: safe to drop; bytes already read from the transport stay
-//!   buffered for the next call.
+//! * `poll_read` / `poll_fill_buf`: safe to drop; bytes already read from the
+//!   transport stay buffered for the next call.
+//!
+//! Both the connection and its read half implement `AsyncBufRead`, which hands
+//! out plaintext straight from the receive buffer without a copy.
 //!
 //! # Not provided
 //! No timeouts after the handshake (wrap calls in `tokio::time::timeout`), no
@@ -23,7 +26,7 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
 use crate::proto::{Established, Handshake};
@@ -177,6 +180,37 @@ fn poll_read_impl<R: AsyncRead + Unpin>(
     }
 }
 
+fn poll_fill_buf_impl<'a, R: AsyncRead + Unpin>(
+    reader: &'a mut FrameReader,
+    io: &mut R,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<&'a [u8]>> {
+    match reader.poll_fill_with(|b| poll_read_into(io, cx, b)) {
+        Poll::Ready(Ok(_)) => Poll::Ready(Ok(reader.available())),
+        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+/// `AsyncBufRead` hands out opened plaintext straight from the receive buffer
+/// (no copy into a caller's buffer).
+macro_rules! impl_async_buf_read {
+    ($ty:ident, $bound:path) => {
+        impl<T: $bound> AsyncBufRead for $ty<T> {
+            fn poll_fill_buf(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<io::Result<&[u8]>> {
+                let me = self.get_mut();
+                poll_fill_buf_impl(&mut me.reader, &mut me.io, cx)
+            }
+            fn consume(self: Pin<&mut Self>, amt: usize) {
+                self.get_mut().reader.consume(amt);
+            }
+        }
+    };
+}
+
 fn poll_write_impl<W: AsyncWrite + Unpin>(
     writer: &mut FrameWriter,
     io: &mut W,
@@ -301,6 +335,7 @@ pub trait Duplex: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Duplex for T {}
 
 impl_async_write!(SecretConnection, Duplex);
+impl_async_buf_read!(SecretConnection, Duplex);
 
 /// The receiving half of a split [`SecretConnection`].
 pub struct ReadHalf<T> {
@@ -346,3 +381,9 @@ pub trait Sink: AsyncWrite {}
 impl<T: AsyncWrite> Sink for T {}
 
 impl_async_write!(WriteHalf, Sink);
+
+/// Bound alias for the read half impls.
+pub trait Source: AsyncRead {}
+impl<T: AsyncRead> Source for T {}
+
+impl_async_buf_read!(ReadHalf, Source);

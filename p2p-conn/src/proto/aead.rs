@@ -71,9 +71,9 @@ pub struct OpenFailed;
 
 /// A keyed ChaCha20-Poly1305 instance of one backend.
 ///
-/// Key material is zeroized on drop by both backends (`ring` keeps its expanded
-/// key in memory it owns; the RustCrypto cipher holds the key in a zeroizing
-/// wrapper of the crate).
+/// Key material: the RustCrypto cipher wipes its key on drop. `ring` keeps its
+/// key schedule in memory it owns and does not wipe it; where that matters,
+/// use [`Backend::RustCrypto`].
 pub struct Cipher {
     inner: Inner,
 }
