@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
 use crate::proto::Handshake;
-use crate::{Config, Error, Identity, NodeId, PublicKey};
+use crate::{Config, Error, Identity, PublicKey};
 
 fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
     match r {
@@ -163,29 +163,7 @@ impl<T> SecretConnection<T> {
         })
     }
 
-    /// The peer's authenticated Ed25519 public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-    /// The peer's node ID.
-    pub fn remote_node_id(&self) -> NodeId {
-        self.remote.node_id()
-    }
-    /// The underlying transport.
-    pub fn get_ref(&self) -> &T {
-        &self.io
-    }
-    /// Bytes of buffer memory this connection holds now.
-    pub fn buffer_capacity(&self) -> usize {
-        self.reader.buffer_capacity() + self.writer.buffer_capacity()
-    }
-    /// Free the read and write buffers if they hold no undelivered bytes. A
-    /// blocking reader keeps its buffer while it waits in `read`; call this
-    /// from your own idle policy.
-    pub fn release_buffers(&mut self) {
-        self.reader.release_buffer();
-        self.writer.release_buffer();
-    }
+    crate::io::connection_accessors!();
 }
 
 fn read_impl<R: Read>(reader: &mut FrameReader, io: &mut R, buf: &mut [u8]) -> io::Result<usize> {

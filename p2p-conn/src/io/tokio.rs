@@ -30,7 +30,7 @@ use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
 use crate::proto::{Established, Handshake};
-use crate::{Config, Error, Identity, NodeId, PublicKey};
+use crate::{Config, Error, Identity, PublicKey};
 
 struct TokioIo<'a, 'b, T> {
     io: &'a mut T,
@@ -117,30 +117,7 @@ impl<T> std::fmt::Debug for SecretConnection<T> {
 }
 
 impl<T> SecretConnection<T> {
-    /// The peer's authenticated Ed25519 public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-    /// The peer's node ID.
-    pub fn remote_node_id(&self) -> NodeId {
-        self.remote.node_id()
-    }
-    /// The underlying transport.
-    pub fn get_ref(&self) -> &T {
-        &self.io
-    }
-    /// Bytes of buffer memory this connection holds now.
-    pub fn buffer_capacity(&self) -> usize {
-        self.reader.buffer_capacity() + self.writer.buffer_capacity()
-    }
-    /// Free the read and write buffers if they hold no undelivered bytes
-    /// (they are reallocated on next use). The connection already does this by
-    /// itself when a read finds nothing to do; this is for callers with their
-    /// own idle policy.
-    pub fn release_buffers(&mut self) {
-        self.reader.release_buffer();
-        self.writer.release_buffer();
-    }
+    crate::io::connection_accessors!();
 }
 
 impl<T: AsyncRead + AsyncWrite> SecretConnection<T> {
