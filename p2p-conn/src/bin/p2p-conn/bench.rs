@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::{Backend, Config, Identity};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Adapter {
@@ -287,13 +287,15 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
             let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg)
                 .await
                 .map_err(s)?;
-            let mut buf = vec![0u8; v.w.size.min(1 << 20)];
+            // Verify straight from the receive buffer (AsyncBufRead: no copy).
             loop {
-                let n = conn.read(&mut buf).await.map_err(s)?;
-                if n == 0 {
+                let chunk = conn.fill_buf().await.map_err(s)?;
+                if chunk.is_empty() {
                     break;
                 }
-                v.feed(&buf[..n])?;
+                let n = chunk.len();
+                v.feed(chunk)?;
+                conn.consume(n);
             }
         }
         if !v.done() {
