@@ -17,6 +17,14 @@
 //!   starts a new frame, which other implementations need not do.
 //!   Zero-length frames yield nothing.
 //!
+//! # Cancellation
+//! Dropping a [`handshake`] / [`handshake_split`] future abandons the
+//! handshake and drops the transport. Afterwards `Framed`'s own contracts
+//! apply: an item passed to `feed`/`send` is sealed into the write buffer when
+//! the sink accepts it (so it is never half-sealed), and stays there across a
+//! dropped `flush`; a dropped `next()` loses nothing (undecoded bytes stay in
+//! the read buffer).
+//!
 //! # Not provided
 //! Flow control beyond `FramedWrite`'s boundary: a single huge item is sealed
 //! whole into the write buffer; split very large messages yourself.
