@@ -7,6 +7,12 @@
 //! scripted fakes. So the buffering, cancellation and poisoning rules below are
 //! written once.
 //!
+//! # Handshake driver ([`poll_handshake`])
+//! Writes everything the state machine has to send before it reads, and reads
+//! exactly what the state machine asks for. On a non-blocking transport both
+//! directions progress in the same poll; on a blocking one a short or
+//! interrupted write can never leave both peers waiting in `read`.
+//!
 //! # Writer ([`FrameWriter`])
 //! * A call to [`FrameWriter::poll_write_with`] first finishes writing sealed
 //!   bytes left by an earlier short write. Only then does it accept new
@@ -30,6 +36,17 @@
 //! * Zero-length frames are skipped; end of stream between frames is a clean
 //!   `Ok(0)`; end of stream inside a frame is `UnexpectedEof`.
 //! * A frame that fails to open kills the reader for good.
+//!
+//! # Memory
+//! * Reader: the buffer is sized to the last burst (at least one sealed frame)
+//!   and grows to `read_buffer_size` when a read fills it; it is freed whenever
+//!   a read finds the transport empty (`Pending`) with nothing buffered.
+//! * Writer: a buffer above [`WRITE_BUFFER_KEEP`] is freed once its bytes are
+//!   on the wire; a smaller one is kept for the next message.
+//!
+//! # Not provided
+//! No locking (each engine has one owner: a connection or one of its halves),
+//! no timers, no I/O of its own.
 
 use std::io::{self, IoSlice};
 use std::ops::Range;
