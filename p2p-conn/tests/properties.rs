@@ -2,8 +2,8 @@
 //!
 //! * Stream round-trips through both adapters with the real handshake on both
 //!   ends, over in-memory transports that cut the bytes into arbitrary pieces:
-//!   a std `Read + Write` fake with random short reads/writes (and spurious
-//!   `Interrupted` errors) for `io::blocking`, and a small-capacity
+//!   the blocking pipe of `common` with random short reads/writes (and
+//!   spurious `Interrupted` errors) for `io::blocking`, and a small-capacity
 //!   `tokio::io::duplex` for `io::tokio`. Arbitrary messages, write chunkings,
 //!   read-buffer sizes, flush sizes and receive-buffer sizes.
 //! * The sans-IO `Sealer` / `Opener`: round-trip, sealed length, and
@@ -14,11 +14,12 @@
 //! Case counts are modest so the file runs quickly in debug builds; set
 //! `PROPTEST_CASES` to run more.
 
-use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+use common::{payload, pipe, proptest_config, End, Fault, Plan, Rates};
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::auth_sig;
@@ -30,201 +31,36 @@ use p2p_conn::{Config, Identity};
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
-/// written (proptest prints the minimal failing input instead).
-fn proptest_config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-/// splitmix64: deterministic randomness for fakes and payloads.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `1..=max`.
-    fn between_1_and(&mut self, max: usize) -> usize {
-        1 + (self.next_u64() % max as u64) as usize
-    }
-}
-
-fn payload(len: usize, seed: u64) -> Vec<u8> {
-    let mut rng = Rng(seed);
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        v.extend_from_slice(&rng.next_u64().to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
-
 // ---------------------------------------------------------------------------
-// A std in-memory transport with random short reads and writes
+// The std transport: `common`'s blocking pipe
 // ---------------------------------------------------------------------------
 
-#[derive(Default)]
-struct PipeState {
-    data: VecDeque<u8>,
-    closed: bool,
-}
-
-/// One direction: an unbounded byte queue (writes never block, so a side may
-/// write everything before it reads without deadlock).
-#[derive(Default)]
-struct Pipe {
-    state: Mutex<PipeState>,
-    ready: Condvar,
-}
-
-impl Pipe {
-    fn close(&self) {
-        self.state.lock().unwrap().closed = true;
-        self.ready.notify_all();
-    }
-}
-
-/// How one end of the fake moves bytes.
-#[derive(Debug, Clone, Copy)]
+/// How one end of the pipe moves bytes: the fault plans of its reads and of
+/// its writes.
+#[derive(Clone, Debug, Default)]
 struct Pieces {
-    /// Each `read` returns a random 1..=`max_read` bytes (bounded by what is
-    /// available and by the buffer).
-    max_read: usize,
-    /// Each `write` takes a random 1..=`max_write` bytes.
-    max_write: usize,
-    /// When calls fail with `Interrupted` (moving no bytes).
-    interrupts: Interrupts,
+    reads: Plan,
+    writes: Plan,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Interrupts {
-    Never,
-    /// One call in 16, reads and writes alike.
-    Random,
-    /// Only the very first `write`.
-    FirstWrite,
+/// Moves whole buffers (as much as is there), no faults.
+fn whole() -> Pieces {
+    Pieces::default()
 }
 
-/// One end of a duplex in-memory transport with random short reads and
-/// writes (see [`Pieces`]); writes never block (unbounded queue). Reads block until bytes or end of stream arrive,
-/// for at most [`FAKE_READ_LIMIT`] (then `TimedOut`: a deadlock).
-struct FakeEnd {
-    rx: Arc<Pipe>,
-    tx: Arc<Pipe>,
-    rng: Rng,
-    pieces: Pieces,
-    writes: u64,
-}
-
-/// A read that waits this long is a deadlock (every read in these tests is
-/// otherwise satisfied within microseconds).
-const FAKE_READ_LIMIT: Duration = Duration::from_secs(3);
-
-impl FakeEnd {
-    fn pair(a: Pieces, b: Pieces, seed: u64) -> (FakeEnd, FakeEnd) {
-        let ab = Arc::new(Pipe::default());
-        let ba = Arc::new(Pipe::default());
-        (
-            FakeEnd {
-                rx: ba.clone(),
-                tx: ab.clone(),
-                rng: Rng(seed),
-                pieces: a,
-                writes: 0,
-            },
-            FakeEnd {
-                rx: ab,
-                tx: ba,
-                rng: Rng(!seed),
-                pieces: b,
-                writes: 0,
-            },
-        )
+/// Two ends of a fresh blocking, unbounded pipe (reads wait for bytes or end
+/// of stream, for at most `common::DEADLOCK_LIMIT`, then fail with `TimedOut`:
+/// a deadlock); each end moves bytes as its [`Pieces`] say, with random faults
+/// seeded from `seed`.
+fn pipe_pair(a: Pieces, b: Pieces, seed: u64) -> (End, End) {
+    let (ea, eb) = pipe();
+    for (end, pieces, seed) in [(&ea, a, seed), (&eb, b, !seed)] {
+        let control = end.control();
+        control.seed(seed);
+        control.set_read_plan(pieces.reads);
+        control.set_write_plan(pieces.writes);
     }
-
-    /// Half-close: the peer reads end of stream once it drained our bytes.
-    fn close_write(&self) {
-        self.tx.close();
-    }
-
-    fn interrupted(&mut self) -> bool {
-        self.pieces.interrupts == Interrupts::Random && self.rng.next_u64() % 16 == 0
-    }
-}
-
-impl Drop for FakeEnd {
-    fn drop(&mut self) {
-        self.tx.close();
-        self.rx.close();
-    }
-}
-
-impl Read for FakeEnd {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        if self.interrupted() {
-            return Err(io::ErrorKind::Interrupted.into());
-        }
-        let piece = self.rng.between_1_and(self.pieces.max_read.min(buf.len()));
-        let rx = self.rx.clone();
-        let deadline = Instant::now() + FAKE_READ_LIMIT;
-        let mut s = rx.state.lock().unwrap();
-        while s.data.is_empty() && !s.closed {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "fake transport: nothing to read for 3 s (deadlock)",
-                ));
-            }
-            s = rx.ready.wait_timeout(s, left).unwrap().0;
-        }
-        let n = piece.min(s.data.len());
-        for (dst, b) in buf.iter_mut().zip(s.data.drain(..n)) {
-            *dst = b;
-        }
-        Ok(n)
-    }
-}
-
-impl Write for FakeEnd {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.writes += 1;
-        if self.interrupted()
-            || (self.writes == 1 && self.pieces.interrupts == Interrupts::FirstWrite)
-        {
-            return Err(io::ErrorKind::Interrupted.into());
-        }
-        let n = self.rng.between_1_and(self.pieces.max_write.min(buf.len()));
-        let mut s = self.tx.state.lock().unwrap();
-        if s.closed {
-            return Err(io::ErrorKind::BrokenPipe.into());
-        }
-        s.data.extend(&buf[..n]);
-        drop(s);
-        self.tx.ready.notify_all();
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    (ea, eb)
 }
 
 // ---------------------------------------------------------------------------
@@ -241,10 +77,10 @@ struct StreamCase {
     write_chunks: Vec<usize>,
     /// Read-buffer sizes, cycled.
     read_sizes: Vec<usize>,
-    /// Largest piece the transport moves at once: the fake's reads, and the
-    /// duplex pipe's capacity.
+    /// Largest piece the transport moves at once: the std pipe's reads, and
+    /// the duplex pipe's capacity.
     piece: usize,
-    /// Largest piece one write to the fake takes.
+    /// Largest piece one write to the std pipe takes.
     write_piece: usize,
     flush_size: usize,
     read_buffer_size: usize,
@@ -347,9 +183,9 @@ fn check_read_len(asked: usize, got: usize) {
     );
 }
 
-/// One side over the std fake: handshake, write everything, half-close, then
+/// One side over the std pipe: handshake, write everything, half-close, then
 /// read the peer's stream to its end.
-fn std_side(end: FakeEnd, case: &StreamCase, a_side: bool) -> Vec<u8> {
+fn std_side(end: End, case: &StreamCase, a_side: bool) -> Vec<u8> {
     let identity = Identity::generate();
     let mut conn = blocking::handshake(end, &identity, &case.config()).expect("handshake");
     for w in case.writes(a_side) {
@@ -391,12 +227,16 @@ fn std_side(end: FakeEnd, case: &StreamCase, a_side: bool) -> Vec<u8> {
 }
 
 fn std_roundtrip(case: &StreamCase) {
-    let pieces = Pieces {
-        max_read: case.piece,
-        max_write: case.write_piece,
-        interrupts: Interrupts::Random,
+    // Random short pieces, and `Interrupted` on about one call in 16.
+    let interrupts = Rates {
+        interrupted: 6,
+        ..Rates::default()
     };
-    let (a, b) = FakeEnd::pair(pieces, pieces, case.seed);
+    let pieces = Pieces {
+        reads: Plan::random(interrupts).max_piece(case.piece),
+        writes: Plan::random(interrupts).max_piece(case.write_piece),
+    };
+    let (a, b) = pipe_pair(pieces.clone(), pieces, case.seed);
     let case_a = case.clone();
     let side_a = std::thread::spawn(move || std_side(a, &case_a, true));
     let got_by_b = std_side(b, case, false);
@@ -411,9 +251,9 @@ fn std_roundtrip(case: &StreamCase) {
     );
 }
 
-/// Run the blocking handshake on both ends of a fake; both must succeed.
+/// Run the blocking handshake on both ends of a pipe; both must succeed.
 fn blocking_handshake_pair(a: Pieces, b: Pieces) {
-    let (a, b) = FakeEnd::pair(a, b, 7);
+    let (a, b) = pipe_pair(a, b, 7);
     let side_a = std::thread::spawn(move || {
         blocking::handshake(a, &Identity::generate(), &Config::default()).map(|_| ())
     });
@@ -424,12 +264,6 @@ fn blocking_handshake_pair(a: Pieces, b: Pieces) {
         "blocking handshake failed: A: {ra:?}, B: {rb:?}"
     );
 }
-
-const WHOLE: Pieces = Pieces {
-    max_read: usize::MAX,
-    max_write: usize::MAX,
-    interrupts: Interrupts::Never,
-};
 
 /// Deterministic reduction of what `blocking_stream_roundtrip` finds: a
 /// blocking `Read + Write` whose `write` takes fewer bytes than offered (legal
@@ -444,10 +278,10 @@ const WHOLE: Pieces = Pieces {
 #[test]
 fn blocking_handshake_over_short_writing_transport() {
     blocking_handshake_pair(
-        WHOLE,
+        whole(),
         Pieces {
-            max_write: 1,
-            ..WHOLE
+            writes: Plan::clean().max_piece(1),
+            ..whole()
         },
     );
 }
@@ -460,10 +294,10 @@ fn blocking_handshake_over_short_writing_transport() {
 #[test]
 fn blocking_handshake_with_interrupted_first_write() {
     let interrupted = Pieces {
-        interrupts: Interrupts::FirstWrite,
-        ..WHOLE
+        writes: Plan::script(&[Fault::Interrupted]),
+        ..whole()
     };
-    blocking_handshake_pair(interrupted, interrupted);
+    blocking_handshake_pair(interrupted.clone(), interrupted);
 }
 
 async fn tokio_write_side<W: AsyncWrite + Unpin>(
@@ -544,13 +378,13 @@ fn tokio_roundtrip(case: &StreamCase) {
 
 proptest! {
     // A failure here can be a deadlock (each attempt then costs
-    // FAKE_READ_LIMIT), so shrinking is time-boxed.
+    // common::DEADLOCK_LIMIT), so shrinking is time-boxed.
     #![proptest_config(ProptestConfig {
         max_shrink_time: 10_000,
         ..proptest_config(32)
     })]
 
-    /// io::blocking over a fake with random short reads/writes and
+    /// io::blocking over a pipe with random short reads/writes and
     /// `Interrupted` errors: both directions round-trip byte-identically.
     #[test]
     fn blocking_stream_roundtrip(case in stream_case()) {

@@ -31,8 +31,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{
-    block_on, connect, is_would_block, pair, payload, sealed_len, Conn, Control, End, Plan, Rates,
-    Rng, StdConn, TokioConn,
+    block_on, connect, is_would_block, pair, payload, proptest_config, sealed_len, Conn, Control,
+    End, Plan, Rates, Rng, StdConn, TokioConn,
 };
 use futures::poll;
 use p2p_conn::engine::{poll_handshake, FrameReader, PollIo};
@@ -45,19 +45,6 @@ use p2p_conn::{Config, Error, Identity};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};
-
-/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files.
-fn proptest_config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// Consecutive rounds without any progress before a driver declares a hang.
 const IDLE_LIMIT: u32 = 100_000;

@@ -9,16 +9,22 @@
 //! * bounded capacity per direction: a write takes at most the free room;
 //!   with no room it is `Pending` (tokio, waker registered) / `WouldBlock`
 //!   (std, non-blocking mode) or waits (std, blocking mode);
-//! * scripted or seeded-random faults per call: short reads/writes, `Pending`
+//! * std blocking mode: a read waits for data or end of stream, a write for
+//!   room; a call that waits [`DEADLOCK_LIMIT`] fails with `TimedOut`
+//!   ("... deadlock") instead of hanging the test;
+//! * scripted or seeded-random faults per call, in either mode: short
+//!   reads/writes (random, or in random pieces of at most N bytes), `Pending`
 //!   (tokio: the waker is woken at once) / `WouldBlock`, `Interrupted`, and a
 //!   hard error at a chosen call number or after a chosen number of bytes;
 //! * counters of calls, bytes, sizes, `Pending`/`WouldBlock` and errors, and a
 //!   log of every byte each end wrote (the wire).
 //!
-//! A fresh pipe is clean and blocking; [`connect`] / [`pair`] run the real
-//! handshake on both ends (one in a helper thread), then switch both ends to
-//! non-blocking, reset the counters and set the capacity, so faults only start
-//! once the test installs a plan.
+//! A fresh [`pipe`] is clean, blocking and unbounded; [`connect`] / [`pair`]
+//! run the real handshake on both ends (one in a helper thread), then switch
+//! both ends to non-blocking, reset the counters and set the capacity, so
+//! faults only start once the test installs a plan.
+//!
+//! Also shared by the test files: [`proptest_config`].
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -31,10 +37,27 @@ use std::time::Duration;
 use futures::FutureExt;
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::{Config, Error, Identity};
+use proptest::test_runner::Config as ProptestConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// How long a blocking call of the double may wait before the test fails.
-const BLOCK_LIMIT: Duration = Duration::from_secs(30);
+/// A blocking std call of the double that waits this long is a deadlock: it
+/// fails with `ErrorKind::TimedOut` (every wait in these tests is otherwise
+/// over within milliseconds).
+pub const DEADLOCK_LIMIT: Duration = Duration::from_secs(3);
+
+/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
+/// written (proptest prints the minimal failing input instead).
+pub fn proptest_config(cases: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Randomness
@@ -122,6 +145,9 @@ pub struct Plan {
     /// Exactly this many bytes move (a call crossing the limit is cut short);
     /// every call after that fails with this error.
     pub fail_after_bytes: Option<(u64, io::ErrorKind)>,
+    /// Each call moves at most a random 1..=`max_piece` bytes of the buffer
+    /// it is given (and no more than can move).
+    pub max_piece: Option<usize>,
 }
 
 impl Plan {
@@ -151,6 +177,11 @@ impl Plan {
     /// `kind` from the `call`-th call (1-based) on.
     pub fn fail_at_call(mut self, call: u64, kind: io::ErrorKind) -> Self {
         self.fail_at_call = Some((call, kind));
+        self
+    }
+    /// Move bytes in random pieces of 1..=`max` bytes.
+    pub fn max_piece(mut self, max: usize) -> Self {
+        self.max_piece = Some(max);
         self
     }
 }
@@ -230,6 +261,14 @@ impl Lane {
     fn room(&self) -> usize {
         self.capacity.saturating_sub(self.queued())
     }
+    /// Where the waker of a `Pending` writer (`write`) or reader waits.
+    fn waker_slot(&mut self, write: bool) -> &mut Option<Waker> {
+        if write {
+            &mut self.write_waker
+        } else {
+            &mut self.read_waker
+        }
+    }
     fn wake_all(&mut self) {
         if let Some(w) = self.read_waker.take() {
             w.wake();
@@ -257,8 +296,9 @@ struct EndState {
 }
 
 impl EndState {
-    /// Decide what this call does; `possible` is how many bytes could move.
-    fn draw(&mut self, write: bool, possible: usize) -> Fault {
+    /// Decide what this call does; `offered` is the caller's buffer length
+    /// (at least 1), `possible` how many bytes could move.
+    fn draw(&mut self, write: bool, offered: usize, possible: usize) -> Fault {
         let rng = &mut self.rng;
         let d = if write {
             &mut self.writes
@@ -272,6 +312,9 @@ impl EndState {
             }
         }
         let mut cap = possible;
+        if let Some(max) = d.plan.max_piece {
+            cap = cap.min(rng.range(1, max.min(offered).max(1)));
+        }
         if let Some((limit, kind)) = d.plan.fail_after_bytes {
             let left = limit.saturating_sub(d.bytes);
             if left == 0 {
@@ -299,6 +342,84 @@ impl EndState {
             other => other,
         }
     }
+
+    /// Draw this call's fault and carry out the ones that move no bytes:
+    /// `Ok(n)` means move `n` bytes (`n > 0`); `Err(result)` is the call's
+    /// result (an error, end of stream, or `Pending` with the waker woken or
+    /// registered in `lane`). The same for reads and writes of one end.
+    fn start(
+        &mut self,
+        lane: &mut Lane,
+        write: bool,
+        offered: usize,
+        possible: usize,
+        waker: Option<&Waker>,
+    ) -> Result<usize, Poll<io::Result<usize>>> {
+        let fault = self.draw(write, offered, possible);
+        let c = &mut self.counters;
+        let pending = if write {
+            &mut c.write_pending
+        } else {
+            &mut c.read_pending
+        };
+        match fault {
+            Fault::Fail(io::ErrorKind::WriteZero) if write => {
+                c.errors += 1;
+                Err(Poll::Ready(Ok(0)))
+            }
+            Fault::Fail(kind) => {
+                c.errors += 1;
+                Err(Poll::Ready(Err(kind.into())))
+            }
+            Fault::Interrupted => {
+                c.interrupted += 1;
+                Err(Poll::Ready(Err(io::ErrorKind::Interrupted.into())))
+            }
+            Fault::Pending => {
+                *pending += 1;
+                if let Some(w) = waker {
+                    w.wake_by_ref();
+                }
+                Err(Poll::Pending)
+            }
+            _ if possible == 0 && !write && lane.closed => {
+                c.eofs += 1;
+                Err(Poll::Ready(Ok(0)))
+            }
+            _ if possible == 0 => {
+                *pending += 1;
+                if let Some(w) = waker {
+                    *lane.waker_slot(write) = Some(w.clone());
+                }
+                Err(Poll::Pending)
+            }
+            Fault::Short(k) => Ok(k.min(possible)),
+            Fault::Pass => Ok(possible),
+        }
+    }
+
+    /// Account for `n` bytes this call moved through `lane`, and wake the
+    /// other side of it.
+    fn moved(&mut self, lane: &mut Lane, write: bool, n: usize) {
+        if let Some(w) = lane.waker_slot(!write).take() {
+            w.wake();
+        }
+        let d = if write {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        d.bytes += n as u64;
+        let c = &mut self.counters;
+        let (calls, bytes, sizes) = if write {
+            (&mut c.writes, &mut c.written, &mut c.write_sizes)
+        } else {
+            (&mut c.reads, &mut c.read_bytes, &mut c.read_sizes)
+        };
+        *calls += 1;
+        *bytes += n as u64;
+        sizes.push(n);
+    }
 }
 
 struct State {
@@ -315,16 +436,33 @@ impl Net {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let (guard, timeout) = self
+    /// A std call of end `side` in blocking mode (`waker` is `None`) waits
+    /// while `stalled` holds, at most [`DEADLOCK_LIMIT`]: then it fails with
+    /// `TimedOut`. tokio and non-blocking calls go on at once.
+    fn block<'a>(
+        &self,
+        guard: MutexGuard<'a, State>,
+        side: usize,
+        waker: Option<&Waker>,
+        stalled: impl Fn(&State) -> bool,
+    ) -> io::Result<MutexGuard<'a, State>> {
+        if waker.is_some() {
+            return Ok(guard);
+        }
+        let (mut guard, timeout) = self
             .changed
-            .wait_timeout(guard, BLOCK_LIMIT)
+            .wait_timeout_while(guard, DEADLOCK_LIMIT, |st| {
+                st.ends[side].blocking && stalled(st)
+            })
             .unwrap_or_else(|e| e.into_inner());
-        assert!(
-            !timeout.timed_out(),
-            "test double: a blocking call waited {BLOCK_LIMIT:?}"
-        );
-        guard
+        if !timeout.timed_out() {
+            return Ok(guard);
+        }
+        guard.ends[side].counters.errors += 1;
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("test double: a blocking call waited {DEADLOCK_LIMIT:?} (deadlock)"),
+        ))
     }
 }
 
@@ -387,42 +525,17 @@ impl End {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let blocking = waker.is_none() && guard.ends[me].blocking;
-        while blocking && guard.lanes[other].queued() == 0 && !guard.lanes[other].closed {
-            guard = self.net.wait(guard);
-        }
+        let empty = |st: &State| st.lanes[other].queued() == 0 && !st.lanes[other].closed;
+        guard = match self.net.block(guard, me, waker, empty) {
+            Ok(guard) => guard,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
         let st = &mut *guard;
         let (end, lane) = (&mut st.ends[me], &mut st.lanes[other]);
         let possible = buf.len().min(lane.queued());
-        let n = match end.draw(false, possible) {
-            Fault::Fail(kind) => {
-                end.counters.errors += 1;
-                return Poll::Ready(Err(kind.into()));
-            }
-            Fault::Interrupted => {
-                end.counters.interrupted += 1;
-                return Poll::Ready(Err(io::ErrorKind::Interrupted.into()));
-            }
-            Fault::Pending => {
-                end.counters.read_pending += 1;
-                if let Some(w) = waker {
-                    w.wake_by_ref();
-                }
-                return Poll::Pending;
-            }
-            _ if possible == 0 => {
-                if lane.closed {
-                    end.counters.eofs += 1;
-                    return Poll::Ready(Ok(0));
-                }
-                end.counters.read_pending += 1;
-                if let Some(w) = waker {
-                    lane.read_waker = Some(w.clone());
-                }
-                return Poll::Pending;
-            }
-            Fault::Short(k) => k.min(possible),
-            Fault::Pass => possible,
+        let n = match end.start(lane, false, buf.len(), possible, waker) {
+            Ok(n) => n,
+            Err(result) => return result,
         };
         buf[..n].copy_from_slice(&lane.buf[lane.head..lane.head + n]);
         lane.head += n;
@@ -433,13 +546,7 @@ impl End {
             lane.buf.drain(..lane.head);
             lane.head = 0;
         }
-        if let Some(w) = lane.write_waker.take() {
-            w.wake();
-        }
-        end.reads.bytes += n as u64;
-        end.counters.reads += 1;
-        end.counters.read_bytes += n as u64;
-        end.counters.read_sizes.push(n);
+        end.moved(lane, false, n);
         self.net.changed.notify_all();
         Poll::Ready(Ok(n))
     }
@@ -451,10 +558,11 @@ impl End {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let blocking = waker.is_none() && guard.ends[me].blocking;
-        while blocking && guard.lanes[me].room() == 0 && !guard.lanes[me].reader_gone {
-            guard = self.net.wait(guard);
-        }
+        let full = |st: &State| st.lanes[me].room() == 0 && !st.lanes[me].reader_gone;
+        guard = match self.net.block(guard, me, waker, full) {
+            Ok(guard) => guard,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
         let st = &mut *guard;
         let (end, lane) = (&mut st.ends[me], &mut st.lanes[me]);
         if lane.closed || lane.reader_gone {
@@ -462,45 +570,13 @@ impl End {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
         }
         let possible = buf.len().min(lane.room());
-        let n = match end.draw(true, possible) {
-            Fault::Fail(io::ErrorKind::WriteZero) => {
-                end.counters.errors += 1;
-                return Poll::Ready(Ok(0));
-            }
-            Fault::Fail(kind) => {
-                end.counters.errors += 1;
-                return Poll::Ready(Err(kind.into()));
-            }
-            Fault::Interrupted => {
-                end.counters.interrupted += 1;
-                return Poll::Ready(Err(io::ErrorKind::Interrupted.into()));
-            }
-            Fault::Pending => {
-                end.counters.write_pending += 1;
-                if let Some(w) = waker {
-                    w.wake_by_ref();
-                }
-                return Poll::Pending;
-            }
-            _ if possible == 0 => {
-                end.counters.write_pending += 1;
-                if let Some(w) = waker {
-                    lane.write_waker = Some(w.clone());
-                }
-                return Poll::Pending;
-            }
-            Fault::Short(k) => k.min(possible),
-            Fault::Pass => possible,
+        let n = match end.start(lane, true, buf.len(), possible, waker) {
+            Ok(n) => n,
+            Err(result) => return result,
         };
         lane.buf.extend_from_slice(&buf[..n]);
         lane.wire.extend_from_slice(&buf[..n]);
-        if let Some(w) = lane.read_waker.take() {
-            w.wake();
-        }
-        end.writes.bytes += n as u64;
-        end.counters.writes += 1;
-        end.counters.written += n as u64;
-        end.counters.write_sizes.push(n);
+        end.moved(lane, true, n);
         self.net.changed.notify_all();
         Poll::Ready(Ok(n))
     }
@@ -613,8 +689,9 @@ impl Control {
     pub fn seed(&self, seed: u64) {
         self.net.lock().ends[self.side].rng = Rng::new(seed);
     }
-    /// Blocking (std calls wait for data or room) or non-blocking (they
-    /// return `WouldBlock`). tokio calls never block.
+    /// Blocking (std calls wait for data or room, at most
+    /// [`DEADLOCK_LIMIT`]) or non-blocking (they return `WouldBlock`). tokio
+    /// calls never block.
     pub fn set_blocking(&self, blocking: bool) {
         self.net.lock().ends[self.side].blocking = blocking;
         self.net.changed.notify_all();
