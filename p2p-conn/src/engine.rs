@@ -8,8 +8,8 @@
 //! written once.
 //!
 //! # Handshake driver ([`poll_handshake`])
-//! Writes everything the state machine has to send before it reads, and reads
-//! exactly what the state machine asks for. On a non-blocking transport both
+//! Writes everything the state machine has to send and flushes the transport
+//! before it reads, and reads exactly what the state machine asks for. On a non-blocking transport both
 //! directions progress in the same poll; on a blocking one a short or
 //! interrupted write can never leave both peers waiting in `read`.
 //!
@@ -23,8 +23,9 @@
 //!   next call or on [`FrameWriter::poll_flush_with`].
 //! * `Pending` is only returned before any new plaintext is accepted, so a
 //!   dropped future loses or duplicates nothing.
-//! * A transport error (other than `WouldBlock`/`Interrupted`) or a zero-byte
-//!   write while sealed bytes are buffered poisons the writer: those frames'
+//! * A transport error (other than `Interrupted`; "would block" must be
+//!   signalled as `Pending`) or a zero-byte write while sealed bytes are
+//!   buffered poisons the writer: those frames'
 //!   nonces are spent and the peer's position in the stream is unknown, so every
 //!   later call fails with [`Error::Poisoned`].
 //!
@@ -71,6 +72,11 @@ pub trait PollIo {
     fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>>;
     /// Write some bytes of `buf`.
     fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>>;
+    /// Push written bytes out of any buffering in the transport. The default
+    /// does nothing, for transports that do not buffer.
+    fn poll_flush_some(&mut self) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// The peer hanging up during the handshake (cleanly or with a reset) is
@@ -119,8 +125,20 @@ pub fn poll_handshake<T: PollIo + ?Sized>(
                 Poll::Pending => break,
             }
         }
+        // A buffering transport (a `BufWriter`, say) must pass our message on
+        // before we wait for the peer's answer.
+        let flushed = hs.outgoing().is_empty()
+            && match io.poll_flush_some() {
+                Poll::Ready(Ok(())) => true,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(hung_up(hs, Some(e)))),
+                Poll::Pending => false,
+            };
         if hs.is_finished() {
-            return Poll::Ready(Ok(()));
+            return if flushed {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            };
         }
         let buf = hs.read_buffer();
         if buf.is_empty() {

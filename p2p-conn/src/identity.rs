@@ -240,6 +240,14 @@ impl Identity {
             opts.mode(0o600);
         }
         let mut f = opts.open(path).map_err(err)?;
+        // `mode` only applies to a new file: tighten an existing one before
+        // the secret goes in.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(err)?;
+        }
         std::io::Write::write_all(&mut f, self.to_node_key_json().as_bytes()).map_err(err)?;
         Ok(())
     }

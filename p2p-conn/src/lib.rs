@@ -21,8 +21,9 @@
 //! * Reads work with any buffer size down to 1 byte; zero-length frames are
 //!   skipped, never reported as end of stream.
 //! * No panics on any peer input; nonce exhaustion is an error.
-//! * Before the peer authenticates, at most one sealed frame plus the bounded
-//!   AuthSigMessage is buffered; the peer cannot make us allocate more.
+//! * Before the peer authenticates, at most one sealed frame plus about one
+//!   frame's worth of plaintext beyond the bounded AuthSigMessage is buffered
+//!   (about 3 KiB by default); the peer cannot make us allocate more.
 //! * Secrets (identity key, ephemeral key, DH output, derived frame keys) are
 //!   zeroized on drop; the AEAD key schedule too with the RustCrypto backend
 //!   (`ring` does not wipe its own copy).

@@ -46,6 +46,9 @@ impl<T: Read + Write> PollIo for StdIo<'_, T> {
     fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
         ready(self.0.write(buf))
     }
+    fn poll_flush_some(&mut self) -> Poll<io::Result<()>> {
+        ready(self.0.flush())
+    }
 }
 
 fn run_handshake<T: Read + Write>(
@@ -73,15 +76,19 @@ pub fn handshake<T: Read + Write>(
     SecretConnection::from_handshake(io, hs, config)
 }
 
-/// A `TcpStream` whose every read and write is bounded by one deadline.
+/// A `TcpStream` whose every read and write is bounded by one deadline (none
+/// when the timeout is too large to represent).
 struct Deadline<'a> {
     stream: &'a mut TcpStream,
-    deadline: Instant,
+    deadline: Option<Instant>,
 }
 
 impl Deadline<'_> {
     fn arm(&mut self) -> io::Result<()> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let Some(deadline) = self.deadline else {
+            return Ok(());
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(io::ErrorKind::TimedOut.into());
         }
@@ -117,7 +124,7 @@ pub fn handshake_tcp(
 ) -> Result<SecretConnection<TcpStream>, Error> {
     let mut d = Deadline {
         stream: &mut stream,
-        deadline: Instant::now() + config.handshake_timeout,
+        deadline: Instant::now().checked_add(config.handshake_timeout),
     };
     let r = run_handshake(&mut d, identity, config);
     stream.set_read_timeout(None)?;

@@ -30,9 +30,11 @@
 //! whole into the write buffer; split very large messages yourself.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
 use crate::engine::check_peer;
@@ -61,10 +63,13 @@ impl<T: AsRef<[u8]>> Encoder<T> for SecretEncoder {
 }
 
 /// Opens frames; yields each frame's data as a zero-copy [`Bytes`].
+///
+/// The first `initial` bytes of its input are plaintext that arrived with the
+/// handshake (see [`WithInitial`]) and are passed through unopened.
 #[derive(Debug)]
 pub struct SecretDecoder {
     opener: Opener,
-    initial: Option<Bytes>,
+    initial: usize,
     read_capacity: usize,
 }
 
@@ -73,8 +78,13 @@ impl Decoder for SecretDecoder {
     type Error = io::Error;
 
     fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
-        if let Some(first) = self.initial.take() {
-            return Ok(Some(first));
+        if self.initial > 0 {
+            if src.is_empty() {
+                return Ok(None);
+            }
+            let n = self.initial.min(src.len());
+            self.initial -= n;
+            return Ok(Some(src.split_to(n).freeze()));
         }
         let sealed = self.opener.sealed_frame_len();
         loop {
@@ -121,19 +131,23 @@ pub struct SecretCodec {
 impl SecretCodec {
     /// Build the codec from a finished handshake (see [`crate::proto::Handshake`]).
     /// Checks `config.expected_peer_id`.
-    pub fn new(est: Established, config: &Config) -> Result<Self, Error> {
+    ///
+    /// Also returns the application bytes that arrived with the handshake
+    /// (usually none). They must reach the decoder first, ahead of the
+    /// transport's bytes: wrap the transport in [`WithInitial`] with them.
+    pub fn new(est: Established, config: &Config) -> Result<(Self, Bytes), Error> {
         check_peer(&est, config)?;
-        let initial =
-            (!est.initial_plaintext.is_empty()).then(|| Bytes::from(est.initial_plaintext));
-        Ok(SecretCodec {
+        let initial = Bytes::from(est.initial_plaintext);
+        let codec = SecretCodec {
             encoder: SecretEncoder { sealer: est.sealer },
             decoder: SecretDecoder {
                 opener: est.opener,
-                initial,
+                initial: initial.len(),
                 read_capacity: config.read_buffer_size.max(1),
             },
             remote: est.remote_public_key,
-        })
+        };
+        Ok((codec, initial))
     }
 
     /// The peer's authenticated public key.
@@ -165,6 +179,76 @@ impl Decoder for SecretCodec {
     }
 }
 
+/// A transport whose reads first return plaintext the handshake already
+/// received (application bytes that followed the peer's authentication
+/// message), then the transport's own bytes. Writes pass straight through.
+///
+/// `FramedRead` only decodes after a read, so these bytes have to come through
+/// the transport for the decoder to hand them out without waiting for the
+/// peer's next frame; [`SecretDecoder`] passes them through unopened.
+#[derive(Debug)]
+pub struct WithInitial<T> {
+    initial: Bytes,
+    inner: T,
+}
+
+impl<T> WithInitial<T> {
+    /// Put `initial` in front of `inner`'s bytes.
+    pub fn new(inner: T, initial: Bytes) -> Self {
+        WithInitial { initial, inner }
+    }
+    /// The wrapped transport.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+    /// The wrapped transport, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WithInitial<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if !me.initial.is_empty() {
+            let n = me.initial.len().min(buf.remaining());
+            buf.put_slice(&me.initial.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut me.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WithInitial<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
 /// Run the handshake (as [`crate::io::tokio::handshake`]) and return a
 /// `Framed` transport with the read capacity and backpressure boundary set
 /// from `config`.
@@ -172,20 +256,24 @@ pub async fn handshake<T>(
     mut io: T,
     identity: &Identity,
     config: &Config,
-) -> Result<Framed<T, SecretCodec>, Error>
+) -> Result<Framed<WithInitial<T>, SecretCodec>, Error>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
-    let codec = SecretCodec::new(est, config)?;
-    let mut framed = Framed::with_capacity(io, codec, config.read_buffer_size);
+    let (codec, initial) = SecretCodec::new(est, config)?;
+    let mut framed = Framed::with_capacity(
+        WithInitial::new(io, initial),
+        codec,
+        config.read_buffer_size,
+    );
     framed.set_backpressure_boundary(config.flush_size);
     Ok(framed)
 }
 
 /// Read and write halves for separate tasks.
 pub type FramedHalves<T> = (
-    FramedRead<tokio::io::ReadHalf<T>, SecretDecoder>,
+    FramedRead<WithInitial<tokio::io::ReadHalf<T>>, SecretDecoder>,
     FramedWrite<tokio::io::WriteHalf<T>, SecretEncoder>,
 );
 
@@ -200,11 +288,12 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
-    let codec = SecretCodec::new(est, config)?;
+    let (codec, initial) = SecretCodec::new(est, config)?;
     let remote = codec.remote_public_key();
     let (enc, dec) = codec.split();
     let (r, w) = tokio::io::split(io);
-    let read = FramedRead::with_capacity(r, dec, config.read_buffer_size);
+    let read =
+        FramedRead::with_capacity(WithInitial::new(r, initial), dec, config.read_buffer_size);
     let mut write = FramedWrite::new(w, enc);
     write.set_backpressure_boundary(config.flush_size);
     Ok(((read, write), remote))

@@ -57,6 +57,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> PollIo for TokioIo<'_, '_, T> {
     fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut *self.io).poll_write(self.cx, buf)
     }
+    fn poll_flush_some(&mut self) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.io).poll_flush(self.cx)
+    }
 }
 
 /// Run the handshake over `io` under `config.handshake_timeout`, then check the

@@ -27,8 +27,10 @@
 //!
 //! # Bounds before authentication
 //! The machine holds at most one sealed frame of input (1044 bytes by default)
-//! plus the AuthSigMessage plaintext (at most 1024 body bytes). It never
-//! allocates a size the peer declares.
+//! plus the plaintext of the authentication frames: the AuthSigMessage (body
+//! at most 1024 bytes, prefix at most 10) and the rest of its last frame, so at
+//! most 1034 + `frame_size` bytes (about 2 KiB by default). It never allocates
+//! a size the peer declares.
 //!
 //! # Not provided
 //! Timeouts (the adapters own the clock) and the peer-ID policy (the adapters

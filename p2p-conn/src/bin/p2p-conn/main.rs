@@ -158,13 +158,16 @@ fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config),
         Some(path) => Identity::load(path).map_err(|e| Failure(e.to_string()))?,
         None => Identity::generate(),
     };
-    if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0) {
-        return Err(Failure(
-            "--handshake-timeout must be a positive number of seconds".into(),
-        ));
-    }
-    let mut cfg =
-        Config::default().handshake_timeout(Duration::from_secs_f64(args.handshake_timeout));
+    let timeout = Duration::try_from_secs_f64(args.handshake_timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            Failure(
+                "--handshake-timeout must be a positive number of seconds, at most about 1.8e19"
+                    .into(),
+            )
+        })?;
+    let mut cfg = Config::default().handshake_timeout(timeout);
     if let (Some(a), Some(b)) = (args.peer_id, dialed) {
         if a != b {
             return Err(Failure(format!(
