@@ -172,10 +172,22 @@ fn poll_fill_buf_impl<'a, R: AsyncRead + Unpin>(
     }
 }
 
-/// `AsyncBufRead` hands out opened plaintext straight from the receive buffer
-/// (no copy into a caller's buffer).
-macro_rules! impl_async_buf_read {
+/// `AsyncRead`, and `AsyncBufRead` handing out opened plaintext straight from
+/// the receive buffer (no copy into a caller's buffer), for the whole
+/// connection and the read half alike.
+macro_rules! impl_async_read {
     ($ty:ident, $bound:path) => {
+        impl<T: $bound> AsyncRead for $ty<T> {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                let me = self.get_mut();
+                poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
+            }
+        }
+
         impl<T: $bound> AsyncBufRead for $ty<T> {
             fn poll_fill_buf(
                 self: Pin<&mut Self>,
@@ -299,23 +311,12 @@ macro_rules! impl_async_write {
     };
 }
 
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for SecretConnection<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
-    }
-}
-
 /// Bound alias for the whole-connection impls.
 pub trait Duplex: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Duplex for T {}
 
 impl_async_write!(SecretConnection, Duplex);
-impl_async_buf_read!(SecretConnection, Duplex);
+impl_async_read!(SecretConnection, Duplex);
 
 /// The receiving half of a split [`SecretConnection`].
 pub struct ReadHalf<T> {
@@ -328,17 +329,6 @@ impl<T> ReadHalf<T> {
     /// The peer's authenticated public key.
     pub fn remote_public_key(&self) -> PublicKey {
         self.remote
-    }
-}
-
-impl<T: AsyncRead> AsyncRead for ReadHalf<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
     }
 }
 
@@ -366,4 +356,4 @@ impl_async_write!(WriteHalf, Sink);
 pub trait Source: AsyncRead {}
 impl<T: AsyncRead> Source for T {}
 
-impl_async_buf_read!(ReadHalf, Source);
+impl_async_read!(ReadHalf, Source);
