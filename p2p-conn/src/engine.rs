@@ -275,26 +275,12 @@ impl FrameWriter {
             Poll::Ready(Ok(())) => {}
             other => return other.map(|r| r.map(|()| 0)),
         }
-        let sealed = if total <= self.max_chunk {
-            self.sealer
-                .seal_append_vectored(parts, &mut self.buf)
-                .map(|_| total)
-        } else {
-            // Take whole parts while they fit, then a prefix of the next one.
-            let mut taken: Vec<&[u8]> = Vec::new();
-            let mut room = self.max_chunk;
-            for p in parts {
-                let k = room.min(p.len());
-                taken.push(&p[..k]);
-                room -= k;
-                if room == 0 {
-                    break;
-                }
-            }
-            self.sealer
-                .seal_append_vectored(&taken, &mut self.buf)
-                .map(|_| self.max_chunk)
-        };
+        // One write's worth: the whole message, or its first `max_chunk` bytes.
+        let n = total.min(self.max_chunk);
+        let sealed = self
+            .sealer
+            .seal_append_prefix(parts, n, &mut self.buf)
+            .map(|_| n);
         let n = match sealed {
             Ok(n) => n,
             Err(e) => return Poll::Ready(Err(protocol_io(e))),

@@ -215,6 +215,23 @@ impl Sealer {
         B: SealBuf + ?Sized,
     {
         let total: usize = parts.iter().map(|p| p.len()).sum();
+        self.seal_append_prefix(parts, total, out)
+    }
+
+    /// Seal the first `len` bytes of the concatenation of `parts` (all of it
+    /// if it is shorter) as one message, as [`Self::seal_append_vectored`]
+    /// does. Returns the number of frames appended.
+    pub fn seal_append_prefix<S, B>(
+        &mut self,
+        parts: &[S],
+        len: usize,
+        out: &mut B,
+    ) -> Result<usize, ProtocolError>
+    where
+        S: std::ops::Deref<Target = [u8]>,
+        B: SealBuf + ?Sized,
+    {
+        let total = len.min(parts.iter().map(|p| p.len()).sum());
         let frames = self.frames_for(total);
         if (frames as u128) > self.counter.remaining() {
             return Err(ProtocolError::NonceExhausted);
@@ -519,6 +536,17 @@ mod tests {
             a.seal_append(&data, &mut x).unwrap();
             b.seal_append_vectored(&parts, &mut y).unwrap();
             assert_eq!(x, y, "{cuts:?}");
+        }
+        // A prefix seals exactly what sealing that prefix alone would.
+        let parts: [&[u8]; 3] = [&data[..100], &data[100..3000], &data[3000..]];
+        for len in [0usize, 1, 100, 1024, 2500, 5000, 9999] {
+            let (mut a, _) = pair(Backend::Ring, 1024, 0);
+            let (mut b, _) = pair(Backend::Ring, 1024, 0);
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            a.seal_append(&data[..len.min(data.len())], &mut x).unwrap();
+            b.seal_append_prefix(&parts, len, &mut y).unwrap();
+            assert_eq!(x, y, "prefix {len}");
         }
         let (mut a, _) = pair(Backend::Ring, 1024, 0);
         let mut x = Vec::new();
