@@ -12,9 +12,10 @@
 
 use std::task::Poll;
 
-use p2p_conn::engine::FrameWriter;
+use p2p_conn::engine::{FrameWriter, WriteCore};
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::frame::{nonce_bytes, sealed_frame_len};
+use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{Backend, Sealer};
 
 fn main() {
@@ -47,8 +48,11 @@ fn main() {
             }
         }
         "writer" => {
-            let sealer = Sealer::new(Cipher::new(Backend::Ring, &key), frame).unwrap();
-            let mut w = FrameWriter::new(sealer, p2p_conn::DEFAULT_FLUSH_SIZE);
+            let sealer = Sealer::new(
+                Cipher::new(Backend::Ring, &key),
+                FrameSize::new(frame).unwrap(),
+            );
+            let mut w = FrameWriter::new(WriteCore::new(sealer, p2p_conn::DEFAULT_FLUSH_SIZE));
             for _ in 0..messages {
                 let mut off = 0;
                 while off < msg.len() {

@@ -8,8 +8,10 @@
 //! holds the secret; [`Identity::to_node_key_json`] returns it in a zeroizing
 //! string.
 
+#[cfg(feature = "keyfile")]
 use std::path::Path;
 
+#[cfg(feature = "keyfile")]
 use base64::Engine;
 use rand_core::{OsRng, RngCore};
 use sha2::{Digest, Sha256};
@@ -107,13 +109,16 @@ impl std::fmt::Debug for PublicKey {
     }
 }
 
+#[cfg(feature = "keyfile")]
 const KEY_TYPE: &str = "tendermint/PrivKeyEd25519";
 
+#[cfg(feature = "keyfile")]
 #[derive(serde::Serialize, serde::Deserialize)]
 struct NodeKeyFile {
     priv_key: TypedValue,
 }
 
+#[cfg(feature = "keyfile")]
 #[derive(serde::Serialize, serde::Deserialize)]
 struct TypedValue {
     #[serde(rename = "type")]
@@ -164,6 +169,7 @@ impl Identity {
         &self.signing
     }
 
+    #[cfg(feature = "keyfile")]
     /// Parse a CometBFT `node_key.json`. The embedded public key must match the
     /// seed.
     pub fn from_node_key_json(json: &str) -> Result<Self, IdentityError> {
@@ -197,6 +203,7 @@ impl Identity {
         Ok(id)
     }
 
+    #[cfg(feature = "keyfile")]
     /// Serialise as CometBFT `node_key.json` (contains the secret key).
     pub fn to_node_key_json(&self) -> Zeroizing<String> {
         let mut raw = Zeroizing::new([0u8; 64]);
@@ -213,6 +220,7 @@ impl Identity {
         )
     }
 
+    #[cfg(feature = "keyfile")]
     /// Load a `node_key.json` file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, IdentityError> {
         let path = path.as_ref();
@@ -225,6 +233,7 @@ impl Identity {
         Self::from_node_key_json(&json)
     }
 
+    #[cfg(feature = "keyfile")]
     /// Write a `node_key.json` file, readable by its owner only on Unix.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), IdentityError> {
         let path = path.as_ref();

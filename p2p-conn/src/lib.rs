@@ -50,14 +50,24 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(not(any(feature = "ring", feature = "rustcrypto")))]
+compile_error!("p2p-conn needs an AEAD backend: enable the `ring` or the `rustcrypto` feature");
+
 mod config;
 pub mod engine;
 mod error;
 pub mod identity;
 pub mod io;
+#[cfg(feature = "keyfile")]
+/// CometBFT `node_key.json` files (being moved here).
+pub mod keyfile {}
 pub mod proto;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
-pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER};
+pub use config::{
+    Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER, MAX_BUFFER_SIZE,
+};
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
 pub use proto::{Backend, ProtocolError};

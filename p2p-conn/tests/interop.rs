@@ -177,9 +177,9 @@ fn send_std_api(w: &mut blocking::WriteHalf, who: &str, dir: u8, sizes: &[usize]
     }
 }
 
-async fn send_tokio_api<T>(w: &mut ptokio::WriteHalf<T>, who: &str, dir: u8, sizes: &[usize])
+async fn send_tokio_api<W>(w: &mut ptokio::WriteHalf<W>, who: &str, dir: u8, sizes: &[usize])
 where
-    T: AsyncRead + AsyncWrite,
+    W: AsyncWrite + Unpin,
 {
     for (i, &len) in sizes.iter().enumerate() {
         w.send(&message(dir, i, len))

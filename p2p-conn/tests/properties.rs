@@ -23,6 +23,7 @@ use common::{payload, pipe, proptest_config, End, Fault, Plan, Rates};
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::auth_sig;
+use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{
     sealed_frame_len, Backend, Handshake, HandshakeParams, Opener, ProtocolError, Sealer,
     STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME,
@@ -353,8 +354,8 @@ fn tokio_roundtrip(case: &StreamCase) {
             let (ca, cb) = (ca.expect("handshake A"), cb.expect("handshake B"));
             assert_eq!(ca.remote_public_key(), idb.public_key());
             assert_eq!(cb.remote_public_key(), ida.public_key());
-            let (ra, wa) = ca.into_split();
-            let (rb, wb) = cb.into_split();
+            let (ra, wa) = ca.into_split_locked();
+            let (rb, wb) = cb.into_split_locked();
             let (got_by_a, got_by_b, (), ()) = tokio::join!(
                 tokio_read_side(ra, case.read_sizes.clone()),
                 tokio_read_side(rb, case.read_sizes.clone()),
@@ -425,7 +426,7 @@ proptest! {
         bit in 0u8..8,
     ) {
         let data = payload(len, seed);
-        let mut sealer = Sealer::new(Cipher::new(backend(seal_backend), &key), frame_size).unwrap();
+        let mut sealer = Sealer::new(Cipher::new(backend(seal_backend), &key), FrameSize::new(frame_size).unwrap());
         let mut sealed = Vec::new();
         let frames = sealer.seal_append(&data, &mut sealed).unwrap();
         let flen = frame_size + 20;
@@ -434,7 +435,7 @@ proptest! {
         prop_assert_eq!(sealed.len(), frames * flen);
         prop_assert_eq!(sealed.len(), sealer.sealed_len(len));
 
-        let opener = || Opener::new(Cipher::new(backend(open_backend), &key), frame_size).unwrap();
+        let opener = || Opener::new(Cipher::new(backend(open_backend), &key), FrameSize::new(frame_size).unwrap());
         let mut o = opener();
         let mut got = Vec::new();
         let mut copy = sealed.clone();
@@ -591,7 +592,7 @@ proptest! {
         ],
         pieces in prop::collection::vec(1usize..200, 1..8),
     ) {
-        let mut hs = Handshake::new(&Identity::generate(), HandshakeParams::default()).unwrap();
+        let mut hs = Handshake::new(&Identity::generate(), HandshakeParams::default());
         let mut rest = &input[..];
         let mut sizes = pieces.iter().cycle();
         let mut failed = None;

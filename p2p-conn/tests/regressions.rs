@@ -10,7 +10,8 @@ use futures::StreamExt;
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::EPH_MSG_LEN;
-use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use p2p_conn::proto::FrameSize;
+use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_SEALED_FRAME};
 use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};
@@ -44,9 +45,8 @@ async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>) -> DuplexStream {
     frame0_plain.extend_from_slice(&early);
     let mut sealer = Sealer::new(
         Cipher::new(Backend::RustCrypto, &keys.send),
-        STANDARD_FRAME_SIZE,
-    )
-    .unwrap();
+        FrameSize::STANDARD,
+    );
     let mut out = Vec::new();
     sealer.seal_frame(&frame0_plain, &mut out).unwrap();
     io.write_all(&out).await.unwrap();
@@ -89,8 +89,9 @@ async fn codec_split_delivers_frame0_application_data_without_further_reads() {
     let cfg = Config::default().handshake_timeout(Duration::from_secs(5));
     let identity = Identity::generate();
     let victim = async {
-        let ((mut read, _write), _peer) =
-            codec::handshake_split(ours, &identity, &cfg).await.unwrap();
+        let ((mut read, _write), _peer) = codec::handshake_split_locked(ours, &identity, &cfg)
+            .await
+            .unwrap();
         tokio::time::timeout(Duration::from_secs(2), read.next()).await
     };
     let (got, _peer_io) = tokio::join!(victim, early_data_peer(theirs, early.clone()));

@@ -283,7 +283,7 @@ fn codec_split_feed_then_flush_calls() {
         let id = Identity::generate();
         let (((_read, mut write), _), ca, _b, _) = connect(
             usize::MAX,
-            |e: End| block_on(codec::handshake_split(e, &id, &cfg)).unwrap(),
+            |e: End| block_on(codec::handshake_split_locked(e, &id, &cfg)).unwrap(),
             |e| StdConn::handshake(e, &Identity::generate(), &cfg).unwrap(),
         );
         for sizes in codec_cases() {

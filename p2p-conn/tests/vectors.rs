@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::{Handshake, HandshakeParams};
+use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_SEALED_FRAME};
 use p2p_conn::Identity;
 use sha2::{Digest, Sha256};
@@ -128,17 +129,15 @@ fn auth_sig_encodings() {
 #[test]
 fn full_handshake_known_answers() {
     let v = vectors();
-    for backend in Backend::ALL {
+    for &backend in Backend::ALL {
         let params = HandshakeParams {
             backend,
             ..HandshakeParams::default()
         };
         let alice = Identity::from_seed(&h32(&v, "alice_ed25519_seed"));
         let bob = Identity::from_seed(&h32(&v, "bob_ed25519_seed"));
-        let mut a =
-            Handshake::with_ephemeral_secret(&alice, params, h32(&v, "alice_x25519_sk")).unwrap();
-        let mut b =
-            Handshake::with_ephemeral_secret(&bob, params, h32(&v, "bob_x25519_sk")).unwrap();
+        let mut a = Handshake::with_ephemeral_secret(&alice, params, h32(&v, "alice_x25519_sk"));
+        let mut b = Handshake::with_ephemeral_secret(&bob, params, h32(&v, "bob_x25519_sk"));
         assert_eq!(hex::encode(a.outgoing()), v["alice_initial_msg"]);
         assert_eq!(a.local_ephemeral_key(), h32(&v, "alice_x25519_pk"));
         assert_eq!(b.local_ephemeral_key(), h32(&v, "bob_x25519_pk"));
@@ -202,8 +201,8 @@ fn standalone_kdf_and_frames() {
     assert_eq!(keys.recv, h32(&v, "okm[32:64]"));
     let frame_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("frame ")).collect();
     assert_eq!(frame_lines.len(), 2);
-    for backend in Backend::ALL {
-        let mut sealer = Sealer::new(Cipher::new(backend, &keys.send), 1024).unwrap();
+    for &backend in Backend::ALL {
+        let mut sealer = Sealer::new(Cipher::new(backend, &keys.send), FrameSize::STANDARD);
         for line in &frame_lines {
             let msg = line.split('"').nth(1).unwrap();
             let words: Vec<&str> = line.split_whitespace().collect();

@@ -35,11 +35,12 @@ use common::{
     End, Plan, Rates, Rng, StdConn, TokioConn,
 };
 use futures::poll;
-use p2p_conn::engine::{poll_handshake, FrameReader, PollIo};
+use p2p_conn::engine::{poll_handshake, FrameReader, PollIo, ReadCore};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::frame::nonce_bytes;
 use p2p_conn::proto::handshake::{Handshake, HandshakeParams};
+use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{kdf, Backend, Opener};
 use p2p_conn::{Config, Error, Identity};
 use proptest::prelude::*;
@@ -444,7 +445,7 @@ async fn attempt<F: Future>(fut: F, rng: &mut Rng, drop_pct: u32) -> Option<F::O
 /// Send with `write` futures that may be dropped while pending; returns the
 /// accepted bytes and how many futures were dropped.
 async fn send_dropping(
-    mut w: ptokio::WriteHalf<End>,
+    mut w: ptokio::WriteHalf<tokio::io::WriteHalf<End>>,
     msgs: Vec<Vec<u8>>,
     max_chunk: usize,
     mut rng: Rng,
@@ -494,7 +495,7 @@ async fn send_dropping(
 
 /// Read to end of stream with `read` futures that may be dropped.
 async fn recv_dropping(
-    mut r: ptokio::ReadHalf<End>,
+    mut r: ptokio::ReadHalf<tokio::io::ReadHalf<End>>,
     max_read: usize,
     mut rng: Rng,
     drop_pct: u32,
@@ -523,8 +524,8 @@ fn run_dropping(case: &Case, drop_pct: u32) -> u32 {
     let msgs =
         |i: usize, seed: u64| -> Vec<Vec<u8>> { Sender::new("", &case.ends[i], case, seed).msgs };
     let chunk = |i: usize| max_chunk(case.ends[i].flush_size, case.frame_size);
-    let (ar, aw) = a.into_split();
-    let (br, bw) = b.into_split();
+    let (ar, aw) = a.into_split_locked();
+    let (br, bw) = b.into_split_locked();
     let rng = |k: u64| Rng::new(case.seed ^ k);
     let ((acc_a, d1), (got_b, d2), (acc_b, d3), (got_a, d4)) = block_on(async {
         let all = async {
@@ -774,11 +775,10 @@ struct Peer {
 impl Peer {
     fn handshake(mut end: End, secret: [u8; 32], config: &Config) -> Peer {
         let params = HandshakeParams {
-            frame_size: config.frame_size,
+            frame_size: FrameSize::new(config.frame_size).expect("valid frame size"),
             backend: config.backend,
         };
-        let mut hs = Handshake::with_ephemeral_secret(&Identity::generate(), params, secret)
-            .expect("peer handshake");
+        let mut hs = Handshake::with_ephemeral_secret(&Identity::generate(), params, secret);
         match poll_handshake(&mut hs, &mut StdPoll(&mut end)) {
             Poll::Ready(r) => r.expect("peer handshake"),
             Poll::Pending => unreachable!("the pipe blocks during the handshake"),
@@ -786,7 +786,11 @@ impl Peer {
         let est = hs.into_established().expect("peer handshake");
         Peer {
             end,
-            reader: FrameReader::new(est.opener, config.read_buffer_size, est.initial_plaintext),
+            reader: FrameReader::new(ReadCore::new(
+                est.opener,
+                est.initial_plaintext,
+                config.read_buffer_size,
+            )),
         }
     }
 
@@ -816,7 +820,10 @@ fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
     let dh = secret.diffie_hellman(&XPublic::from(eph)).to_bytes();
     let (_, _, least) = kdf::sort_keys(&own, &eph);
     let keys = kdf::derive_keys(&dh, least);
-    let mut opener = Opener::new(Cipher::new(Backend::Ring, &keys.recv), frame).unwrap();
+    let mut opener = Opener::new(
+        Cipher::new(Backend::Ring, &keys.recv),
+        FrameSize::new(frame).unwrap(),
+    );
     let sealed = frame + 20;
     let frames = (wire.len() - 35) / sealed;
     let mut data = Vec::new();

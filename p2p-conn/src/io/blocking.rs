@@ -10,6 +10,12 @@
 //! buffered and reports the message as written; the next `write` or `flush`
 //! sends them first. `WouldBlock` is returned only when nothing new was accepted.
 //!
+//! # Halves
+//! A `SecretConnection<TcpStream>` splits into a [`ReadHalf`] and a
+//! [`WriteHalf`] for two threads ([`SecretConnection::split`]; the socket is
+//! cloned), with every accessor of the connection;
+//! [`SecretConnection::reunite`] puts them back together.
+//!
 //! # Not provided
 //! [`handshake`] over a generic stream has no timeout (a generic `Read + Write`
 //! has no way to set one); use [`handshake_tcp`] or set timeouts on the stream.
@@ -17,11 +23,25 @@
 use std::io::{self, BufRead, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
+use super::{ReuniteError, SecretStream};
+use crate::engine::{
+    establish, poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
+};
 use crate::proto::Handshake;
-use crate::{Config, Error, Identity, PublicKey};
+use crate::{Config, Error, Identity};
+
+/// Marker: the stream implements std's `Read` / `Write`.
+#[derive(Debug)]
+pub enum Blocking {}
+
+/// An authenticated, encrypted byte stream over a blocking transport `T`.
+pub type SecretConnection<T> = SecretStream<T, Duplex, Blocking>;
+/// The receiving half of a split TCP [`SecretConnection`].
+pub type ReadHalf = SecretStream<TcpStream, FrameReader, Blocking>;
+/// The sending half of a split TCP [`SecretConnection`].
+pub type WriteHalf = SecretStream<TcpStream, FrameWriter, Blocking>;
 
 fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
     match r {
@@ -56,13 +76,28 @@ fn run_handshake<T: Read + Write>(
     identity: &Identity,
     config: &Config,
 ) -> Result<Handshake, Error> {
-    config.validate()?;
-    let mut hs = Handshake::new(identity, config.handshake_params())?;
+    let mut hs = Handshake::new(identity, config.handshake_params()?);
     match poll_handshake(&mut hs, &mut StdIo(io)) {
         Poll::Ready(r) => r?,
         Poll::Pending => return Err(Error::Io(io::ErrorKind::WouldBlock.into())),
     }
     Ok(hs)
+}
+
+fn establish_blocking<T>(
+    io: T,
+    hs: Handshake,
+    config: &Config,
+) -> Result<SecretConnection<T>, Error> {
+    let (read, write, remote) = establish(hs.into_established()?, config)?;
+    Ok(SecretStream::new(
+        io,
+        Duplex {
+            reader: FrameReader::new(read),
+            writer: FrameWriter::new(write),
+        },
+        remote,
+    ))
 }
 
 /// Run the handshake over a blocking `Read + Write` (no timeout: see the
@@ -73,7 +108,7 @@ pub fn handshake<T: Read + Write>(
     config: &Config,
 ) -> Result<SecretConnection<T>, Error> {
     let hs = run_handshake(&mut io, identity, config)?;
-    SecretConnection::from_handshake(io, hs, config)
+    establish_blocking(io, hs, config)
 }
 
 /// A `TcpStream` whose every read and write is bounded by one deadline (none
@@ -114,21 +149,45 @@ impl Write for Deadline<'_> {
     }
 }
 
+/// The socket timeouts a caller had set, put back when this guard drops
+/// (on success and on every error path alike).
+struct RestoreTimeouts<'a> {
+    stream: &'a TcpStream,
+    read: Option<Duration>,
+    write: Option<Duration>,
+}
+
+impl Drop for RestoreTimeouts<'_> {
+    fn drop(&mut self) {
+        // Best effort: a socket that cannot take its old timeouts back is
+        // broken, and the next call on it reports that.
+        let _ = self.stream.set_read_timeout(self.read);
+        let _ = self.stream.set_write_timeout(self.write);
+    }
+}
+
 /// Run the handshake over a `TcpStream`, bounded as a whole by
-/// `config.handshake_timeout` ([`Error::Timeout`] when it fires). The stream's
-/// timeouts are cleared afterwards.
+/// `config.handshake_timeout` ([`Error::Timeout`] when it fires). The
+/// stream's own read and write timeouts are restored afterwards, whatever the
+/// outcome.
 pub fn handshake_tcp(
     mut stream: TcpStream,
     identity: &Identity,
     config: &Config,
 ) -> Result<SecretConnection<TcpStream>, Error> {
-    let mut d = Deadline {
-        stream: &mut stream,
-        deadline: Instant::now().checked_add(config.handshake_timeout),
+    let r = {
+        let saved = stream.try_clone()?;
+        let _restore = RestoreTimeouts {
+            read: saved.read_timeout()?,
+            write: saved.write_timeout()?,
+            stream: &saved,
+        };
+        let mut d = Deadline {
+            stream: &mut stream,
+            deadline: Instant::now().checked_add(config.handshake_timeout),
+        };
+        run_handshake(&mut d, identity, config)
     };
-    let r = run_handshake(&mut d, identity, config);
-    stream.set_read_timeout(None)?;
-    stream.set_write_timeout(None)?;
     let hs = r.map_err(|e| match e {
         Error::Io(io)
             if matches!(
@@ -140,181 +199,118 @@ pub fn handshake_tcp(
         }
         other => other,
     })?;
-    SecretConnection::from_handshake(stream, hs, config)
+    establish_blocking(stream, hs, config)
 }
 
-/// An authenticated, encrypted byte stream over a blocking transport `T`.
-pub struct SecretConnection<T> {
-    io: T,
-    reader: FrameReader,
-    writer: FrameWriter,
-    remote: PublicKey,
+fn read_fn<R: Read>(io: &mut R) -> impl FnMut(&mut [u8]) -> Poll<io::Result<usize>> + '_ {
+    move |b| ready(io.read(b))
 }
 
-impl<T> std::fmt::Debug for SecretConnection<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretConnection")
-            .field("peer", &self.remote.node_id())
-            .finish_non_exhaustive()
+fn write_fn<W: Write>(io: &mut W) -> impl FnMut(&[u8]) -> Poll<io::Result<usize>> + '_ {
+    move |b| ready(io.write(b))
+}
+
+impl<T: Read, E: HasReader> Read for SecretStream<T, E, Blocking> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        unpoll(
+            self.engines
+                .reader()
+                .poll_read_with(buf, read_fn(&mut self.io)),
+        )
     }
 }
 
-impl<T> SecretConnection<T> {
-    fn from_handshake(io: T, hs: Handshake, config: &Config) -> Result<Self, Error> {
-        let (reader, writer, remote) = establish(hs.into_established()?, config)?;
-        Ok(SecretConnection {
-            io,
-            reader,
-            writer,
-            remote,
-        })
+/// Hands out plaintext straight from the receive buffer (no copy).
+impl<T: Read, E: HasReader> BufRead for SecretStream<T, E, Blocking> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let reader = self.engines.reader();
+        unpoll(reader.poll_fill_with(read_fn(&mut self.io)))?;
+        Ok(reader.available())
+    }
+    fn consume(&mut self, amt: usize) {
+        self.engines.reader().consume(amt);
+    }
+}
+
+/// One call is one message, up to `flush_size` sealed bytes.
+impl<T: Write, E: HasWriter> Write for SecretStream<T, E, Blocking> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        unpoll(
+            self.engines
+                .writer()
+                .poll_write_with(data, write_fn(&mut self.io)),
+        )
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        unpoll(
+            self.engines
+                .writer()
+                .poll_write_vectored_with(bufs, write_fn(&mut self.io)),
+        )
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        unpoll(
+            self.engines
+                .writer()
+                .poll_flush_with(write_fn(&mut self.io)),
+        )?;
+        self.io.flush()
+    }
+}
+
+impl<T: Write, E: HasWriter> SecretStream<T, E, Blocking> {
+    /// Send `msg` as one logical message and flush: one transport write per
+    /// `flush_size` sealed bytes.
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
+        self.send_vectored(&mut [IoSlice::new(msg)])
     }
 
-    crate::io::connection_accessors!();
+    /// Send the concatenation of `bufs` as one logical message (frames are
+    /// filled across slice boundaries) and flush. `bufs` is advanced past
+    /// what was accepted.
+    pub fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
+        unpoll(
+            self.engines
+                .writer()
+                .poll_send_with(bufs, write_fn(&mut self.io)),
+        )
+        .map_err(Error::from_io)?;
+        self.io.flush().map_err(Error::Io)
+    }
 }
 
-fn read_impl<R: Read>(reader: &mut FrameReader, io: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    unpoll(reader.poll_read_with(buf, |b| ready(io.read(b))))
+impl<E: HasWriter> SecretStream<TcpStream, E, Blocking> {
+    /// Flush, then half-close the TCP write side (the peer reads end of
+    /// stream; reading from the peer goes on).
+    pub fn shutdown(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.io.shutdown(Shutdown::Write)
+    }
 }
-
-fn fill_buf_impl<'a, R: Read>(reader: &'a mut FrameReader, io: &mut R) -> io::Result<&'a [u8]> {
-    unpoll(reader.poll_fill_with(|b| ready(io.read(b))))?;
-    Ok(reader.available())
-}
-
-fn write_impl<W: Write>(writer: &mut FrameWriter, io: &mut W, data: &[u8]) -> io::Result<usize> {
-    unpoll(writer.poll_write_with(data, |b| ready(io.write(b))))
-}
-
-fn write_vectored_impl<W: Write>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    bufs: &[IoSlice<'_>],
-) -> io::Result<usize> {
-    unpoll(writer.poll_write_vectored_with(bufs, |b| ready(io.write(b))))
-}
-
-fn send_impl<W: Write>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    bufs: &mut [IoSlice<'_>],
-) -> Result<(), Error> {
-    unpoll(writer.poll_send_with(bufs, |b| ready(io.write(b)))).map_err(Error::from_io)?;
-    io.flush().map_err(Error::Io)
-}
-
-fn flush_impl<W: Write>(writer: &mut FrameWriter, io: &mut W) -> io::Result<()> {
-    unpoll(writer.poll_flush_with(|b| ready(io.write(b))))?;
-    io.flush()
-}
-
-/// `Read`, and `BufRead` handing out plaintext straight from the receive
-/// buffer (no copy), for the whole connection and the read half alike.
-macro_rules! impl_read {
-    ($ty:ty, $($gen:tt)*) => {
-        impl<$($gen)*> Read for $ty {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                read_impl(&mut self.reader, &mut self.io, buf)
-            }
-        }
-
-        impl<$($gen)*> BufRead for $ty {
-            fn fill_buf(&mut self) -> io::Result<&[u8]> {
-                fill_buf_impl(&mut self.reader, &mut self.io)
-            }
-            fn consume(&mut self, amt: usize) {
-                self.reader.consume(amt);
-            }
-        }
-    };
-}
-
-impl_read!(SecretConnection<T>, T: Read);
-impl_read!(ReadHalf,);
-
-/// `Write` (one call = one message, up to `flush_size` sealed bytes) and the
-/// explicit `send` API, for the whole connection and the write half alike.
-macro_rules! impl_write {
-    ($ty:ty, $($gen:tt)*) => {
-        impl<$($gen)*> Write for $ty {
-            fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-                write_impl(&mut self.writer, &mut self.io, data)
-            }
-            fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-                write_vectored_impl(&mut self.writer, &mut self.io, bufs)
-            }
-            fn flush(&mut self) -> io::Result<()> {
-                flush_impl(&mut self.writer, &mut self.io)
-            }
-        }
-
-        impl<$($gen)*> $ty {
-            /// Send `msg` as one logical message and flush: one transport write
-            /// per `flush_size` sealed bytes.
-            pub fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
-                send_impl(&mut self.writer, &mut self.io, &mut [IoSlice::new(msg)])
-            }
-            /// Send the concatenation of `bufs` as one logical message (frames
-            /// are filled across slice boundaries) and flush. `bufs` is advanced
-            /// past what was accepted.
-            pub fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
-                send_impl(&mut self.writer, &mut self.io, bufs)
-            }
-        }
-    };
-}
-
-impl_write!(SecretConnection<T>, T: Write);
-impl_write!(WriteHalf,);
 
 impl SecretConnection<TcpStream> {
     /// Split into halves usable from two threads (the socket is cloned).
     pub fn split(self) -> io::Result<(ReadHalf, WriteHalf)> {
         let read_io = self.io.try_clone()?;
-        Ok((
-            ReadHalf {
-                io: read_io,
-                reader: self.reader,
-                remote: self.remote,
-            },
-            WriteHalf {
-                io: self.io,
-                writer: self.writer,
-                remote: self.remote,
-            },
-        ))
+        Ok(self.split_with(|w| (read_io, w)))
     }
-}
 
-/// The receiving half of a split TCP [`SecretConnection`].
-pub struct ReadHalf {
-    io: TcpStream,
-    reader: FrameReader,
-    remote: PublicKey,
-}
-
-impl ReadHalf {
-    /// The peer's authenticated public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-}
-
-/// The sending half of a split TCP [`SecretConnection`].
-pub struct WriteHalf {
-    io: TcpStream,
-    writer: FrameWriter,
-    remote: PublicKey,
-}
-
-impl WriteHalf {
-    /// The peer's authenticated public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-    /// Flush, then half-close the TCP write side (the peer reads end of stream).
-    pub fn shutdown(&mut self) -> io::Result<()> {
-        self.flush()?;
-        self.io.shutdown(Shutdown::Write)
+    /// Put halves from [`Self::split`] back together. Halves whose sockets
+    /// have different local or peer addresses (so are not one TCP
+    /// connection) are handed back.
+    // The halves go back whole in the error; reuniting is rare.
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    pub fn reunite(
+        read: ReadHalf,
+        write: WriteHalf,
+    ) -> Result<Self, ReuniteError<ReadHalf, WriteHalf>> {
+        Self::reunite_with(read, write, |r, w| {
+            let same = |s: &TcpStream| (s.local_addr().ok(), s.peer_addr().ok());
+            if same(&r) == same(&w) && same(&r).0.is_some() {
+                Ok(w)
+            } else {
+                Err((r, w))
+            }
+        })
     }
 }

@@ -1,21 +1,32 @@
 //! tokio-util codec adapter: a [`SecretEncoder`] / [`SecretDecoder`] pair for
 //! `FramedWrite` / `FramedRead` (or [`SecretCodec`] for `Framed`), with no
-//! `BufWriter` in between.
+//! `BufWriter` in between. Both are views of the engine, not copies of it:
+//! the encoder is the engine's [`WriteCore`], the decoder its [`ReadCore`],
+//! each working on tokio-util's buffer instead of one of its own.
 //!
 //! * The encoder seals each item straight into `FramedWrite`'s buffer: one item
 //!   is one logical message, split into frames with no copy of sealed bytes.
-//!   [`handshake`] sets the backpressure boundary to `flush_size`, so
+//!   [`handshake`] sets the backpressure boundary to `flush_size` rounded
+//!   down to whole frames (the same number the tokio and std writers use), so
 //!   `FramedWrite` writes the buffer (one transport write) once it holds a
 //!   flush's worth, and on every flush.
-//! * The decoder opens each frame in place in `FramedRead`'s buffer and yields
-//!   its data as a [`Bytes`] slice of that buffer: no copy. One read fills the
-//!   buffer with as many frames as the transport has (the read capacity is
-//!   `read_buffer_size`).
+//! * The decoder opens frames in place in `FramedRead`'s buffer
+//!   ([`ReadCore::open_next`]) and yields each frame's data as a [`Bytes`]
+//!   slice of that buffer: no copy. One read fills the buffer with as many
+//!   frames as the transport has (up to `read_buffer_size`, at least one
+//!   sealed frame).
 //! * Items are frame payloads, not your messages: message boundaries are not on
 //!   the wire. A message of more than one frame arrives as several items; an
 //!   item never mixes two of the sender's writes only because every write
 //!   starts a new frame, which other implementations need not do.
 //!   Zero-length frames yield nothing.
+//! * Plaintext that arrived with the handshake belongs to the decoder: it is
+//!   its first item. The decoder never passes transport bytes through
+//!   unopened. [`handshake`] and [`handshake_split`] wrap the transport in
+//!   [`WithInitial`], which makes `FramedRead` ask the decoder at once
+//!   instead of after the peer's next bytes; a decoder built with
+//!   [`SecretCodec::new`] and used without it still yields those bytes first,
+//!   only later.
 //!
 //! # Cancellation
 //! Dropping a [`handshake`] / [`handshake_split`] future abandons the
@@ -31,46 +42,50 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
-use crate::engine::check_peer;
-use crate::proto::{Established, Opener, ProtocolError, Sealer};
+use crate::engine::{establish, ReadCore, WriteCore};
+use crate::io::tokio::{run_handshake, Split};
+use crate::proto::Established;
 use crate::{Config, Error, Identity, PublicKey};
-
-fn protocol_io(e: ProtocolError) -> io::Error {
-    Error::Protocol(e).into_io()
-}
 
 /// Seals items into frames. Encodes anything that is `AsRef<[u8]>`.
 #[derive(Debug)]
 pub struct SecretEncoder {
-    sealer: Sealer,
+    core: WriteCore,
+}
+
+impl SecretEncoder {
+    /// `FramedWrite`'s backpressure boundary: `flush_size` rounded down to
+    /// whole sealed frames.
+    pub fn flush_bytes(&self) -> usize {
+        self.core.flush_bytes()
+    }
 }
 
 impl<T: AsRef<[u8]>> Encoder<T> for SecretEncoder {
     type Error = io::Error;
 
     fn encode(&mut self, item: T, dst: &mut BytesMut) -> io::Result<()> {
-        self.sealer
-            .seal_append(item.as_ref(), dst)
-            .map(|_| ())
-            .map_err(protocol_io)
+        let item = item.as_ref();
+        self.core.seal(&[item], item.len(), dst).map(|_| ())
     }
 }
 
-/// Opens frames; yields each frame's data as a zero-copy [`Bytes`].
-///
-/// The first `initial` bytes of its input are plaintext that arrived with the
-/// handshake (see [`WithInitial`]) and are passed through unopened.
+/// Opens frames; yields each frame's data as a zero-copy [`Bytes`], after
+/// the plaintext that arrived with the handshake.
 #[derive(Debug)]
 pub struct SecretDecoder {
-    opener: Opener,
-    initial: usize,
-    read_capacity: usize,
+    core: ReadCore,
+    /// Set by [`WithInitial`] when it has handed `FramedRead` one placeholder
+    /// byte (so that it decodes at once); the decoder drops that byte.
+    placeholder: Option<Arc<AtomicBool>>,
 }
 
 impl Decoder for SecretDecoder {
@@ -78,44 +93,44 @@ impl Decoder for SecretDecoder {
     type Error = io::Error;
 
     fn decode(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
-        if self.initial > 0 {
-            if src.is_empty() {
-                return Ok(None);
+        if let Some(flag) = &self.placeholder {
+            if flag.swap(false, Ordering::AcqRel) {
+                src.advance(1);
+                self.placeholder = None;
             }
-            let n = self.initial.min(src.len());
-            self.initial -= n;
-            return Ok(Some(src.split_to(n).freeze()));
         }
-        let sealed = self.opener.sealed_frame_len();
+        let initial = self.core.take_initial();
+        if !initial.is_empty() {
+            return Ok(Some(Bytes::from(initial)));
+        }
         loop {
-            if src.len() < sealed {
-                // Make room for a full read (many frames), not just the rest of
-                // this one.
-                if src.capacity() - src.len() < self.read_capacity / 2 {
-                    src.reserve(self.read_capacity);
-                }
-                return Ok(None);
+            let opened = self
+                .core
+                .open_next(src)
+                .map_err(crate::engine::reader::protocol_io)?;
+            if !opened.data.is_empty() {
+                let frames = src.split_to(opened.consumed).freeze();
+                return Ok(Some(frames.slice(opened.data)));
             }
-            let mut frame = src.split_to(sealed);
-            let range = self.opener.open_in_place(&mut frame).map_err(protocol_io)?;
-            if !range.is_empty() {
-                return Ok(Some(frame.freeze().slice(range)));
+            if opened.consumed == 0 {
+                break;
             }
+            src.advance(opened.consumed);
         }
+        // Make room for a full read (many frames), and always for the rest
+        // of the current frame.
+        let want = self.core.read_buffer_size();
+        let spare = src.capacity() - src.len();
+        if spare < (want / 2).max(self.core.sealed_frame_len()) {
+            src.reserve(want);
+        }
+        Ok(None)
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> io::Result<Option<Bytes>> {
         match self.decode(src)? {
             Some(item) => Ok(Some(item)),
-            None if src.is_empty() => Ok(None),
-            None => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "peer closed the connection inside a frame ({} of {} sealed bytes received)",
-                    src.len(),
-                    self.opener.sealed_frame_len()
-                ),
-            )),
+            None => self.core.end_of_stream(src.len()).map(|()| None),
         }
     }
 }
@@ -129,25 +144,22 @@ pub struct SecretCodec {
 }
 
 impl SecretCodec {
-    /// Build the codec from a finished handshake (see [`crate::proto::Handshake`]).
-    /// Checks `config.expected_peer_id`.
-    ///
-    /// Also returns the application bytes that arrived with the handshake
-    /// (usually none). They must reach the decoder first, ahead of the
-    /// transport's bytes: wrap the transport in [`WithInitial`] with them.
-    pub fn new(est: Established, config: &Config) -> Result<(Self, Bytes), Error> {
-        check_peer(&est, config)?;
-        let initial = Bytes::from(est.initial_plaintext);
-        let codec = SecretCodec {
-            encoder: SecretEncoder { sealer: est.sealer },
+    /// Build the codec from a handshake you drove yourself (see
+    /// [`crate::proto::Handshake`]); checks `config.expected_peer_id`. The
+    /// decoder owns the plaintext that arrived with the handshake and yields
+    /// it as its first item. Prefer [`handshake`] / [`handshake_split`],
+    /// which also deliver that item without waiting for the peer's next
+    /// bytes.
+    pub fn new(est: Established, config: &Config) -> Result<Self, Error> {
+        let (read, write, remote) = establish(est, config)?;
+        Ok(SecretCodec {
+            encoder: SecretEncoder { core: write },
             decoder: SecretDecoder {
-                opener: est.opener,
-                initial: initial.len(),
-                read_capacity: config.read_buffer_size.max(1),
+                core: read,
+                placeholder: None,
             },
-            remote: est.remote_public_key,
-        };
-        Ok((codec, initial))
+            remote,
+        })
     }
 
     /// The peer's authenticated public key.
@@ -158,6 +170,18 @@ impl SecretCodec {
     /// Separate encoder and decoder, for `FramedWrite` and `FramedRead`.
     pub fn split(self) -> (SecretEncoder, SecretDecoder) {
         (self.encoder, self.decoder)
+    }
+
+    /// Wrap `io` so that `FramedRead` asks the decoder for the handshake's
+    /// plaintext at once.
+    fn prime<T>(&mut self, io: T) -> WithInitial<T> {
+        let flag =
+            (!self.decoder.core.initial().is_empty()).then(|| Arc::new(AtomicBool::new(false)));
+        self.decoder.placeholder = flag.clone();
+        WithInitial {
+            inner: io,
+            placeholder: flag,
+        }
     }
 }
 
@@ -179,24 +203,19 @@ impl Decoder for SecretCodec {
     }
 }
 
-/// A transport whose reads first return plaintext the handshake already
-/// received (application bytes that followed the peer's authentication
-/// message), then the transport's own bytes. Writes pass straight through.
-///
-/// `FramedRead` only decodes after a read, so these bytes have to come through
-/// the transport for the decoder to hand them out without waiting for the
-/// peer's next frame; [`SecretDecoder`] passes them through unopened.
+/// The transport under a [`handshake`]'s `Framed` (or a [`handshake_split`]'s
+/// `FramedRead`). When the handshake brought plaintext along, its first read
+/// yields one placeholder byte, so that `FramedRead` calls the decoder at
+/// once; the decoder drops the byte and yields the plaintext it owns. Every
+/// other call passes straight through. No public constructor: it is only
+/// ever paired with its own decoder.
 #[derive(Debug)]
 pub struct WithInitial<T> {
-    initial: Bytes,
     inner: T,
+    placeholder: Option<Arc<AtomicBool>>,
 }
 
 impl<T> WithInitial<T> {
-    /// Put `initial` in front of `inner`'s bytes.
-    pub fn new(inner: T, initial: Bytes) -> Self {
-        WithInitial { initial, inner }
-    }
     /// The wrapped transport.
     pub fn get_ref(&self) -> &T {
         &self.inner
@@ -214,10 +233,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for WithInitial<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
-        if !me.initial.is_empty() {
-            let n = me.initial.len().min(buf.remaining());
-            buf.put_slice(&me.initial.split_to(n));
-            return Poll::Ready(Ok(()));
+        if buf.remaining() > 0 {
+            if let Some(flag) = me.placeholder.take() {
+                buf.put_slice(&[0]);
+                flag.store(true, Ordering::Release);
+                return Poll::Ready(Ok(()));
+            }
         }
         Pin::new(&mut me.inner).poll_read(cx, buf)
     }
@@ -250,8 +271,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WithInitial<T> {
 }
 
 /// Run the handshake (as [`crate::io::tokio::handshake`]) and return a
-/// `Framed` transport with the read capacity and backpressure boundary set
-/// from `config`.
+/// `Framed` transport with the read buffer size and backpressure boundary
+/// set from `config`.
 pub async fn handshake<T>(
     mut io: T,
     identity: &Identity,
@@ -260,41 +281,71 @@ pub async fn handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
-    let (codec, initial) = SecretCodec::new(est, config)?;
-    let mut framed = Framed::with_capacity(
-        WithInitial::new(io, initial),
-        codec,
-        config.read_buffer_size,
-    );
-    framed.set_backpressure_boundary(config.flush_size);
+    let est = run_handshake(&mut io, identity, config).await?;
+    let mut codec = SecretCodec::new(est, config)?;
+    let capacity = codec.decoder.core.read_buffer_size();
+    let boundary = codec.encoder.flush_bytes();
+    let io = codec.prime(io);
+    let mut framed = Framed::with_capacity(io, codec, capacity);
+    framed.set_backpressure_boundary(boundary);
     Ok(framed)
 }
 
-/// Read and write halves for separate tasks.
-pub type FramedHalves<T> = (
-    FramedRead<WithInitial<tokio::io::ReadHalf<T>>, SecretDecoder>,
-    FramedWrite<tokio::io::WriteHalf<T>, SecretEncoder>,
+/// `FramedRead` / `FramedWrite` halves for separate tasks, over transport
+/// halves `R` and `W`.
+pub type FramedHalves<R, W> = (
+    FramedRead<WithInitial<R>, SecretDecoder>,
+    FramedWrite<W, SecretEncoder>,
 );
 
-/// Run the handshake and return `FramedRead` / `FramedWrite` halves (through
-/// `tokio::io::split`), configured from `config`.
+/// Run the handshake and return `FramedRead` / `FramedWrite` halves over the
+/// transport's own owned halves ([`Split`]: no lock), configured from
+/// `config`.
 pub async fn handshake_split<T>(
     mut io: T,
     identity: &Identity,
     config: &Config,
-) -> Result<(FramedHalves<T>, PublicKey), Error>
+) -> Result<(FramedHalves<T::Read, T::Write>, PublicKey), Error>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Split,
+{
+    let est = run_handshake(&mut io, identity, config).await?;
+    framed_halves(est, config, io, T::split)
+}
+
+/// [`handshake_split`] for any transport, through `tokio::io::split` (a lock
+/// on every poll).
+pub async fn handshake_split_locked<T>(
+    mut io: T,
+    identity: &Identity,
+    config: &Config,
+) -> Result<
+    (
+        FramedHalves<tokio::io::ReadHalf<T>, tokio::io::WriteHalf<T>>,
+        PublicKey,
+    ),
+    Error,
+>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let est = crate::io::tokio::run_handshake(&mut io, identity, config).await?;
-    let (codec, initial) = SecretCodec::new(est, config)?;
-    let remote = codec.remote_public_key();
+    let est = run_handshake(&mut io, identity, config).await?;
+    framed_halves(est, config, io, tokio::io::split)
+}
+
+fn framed_halves<T, R, W>(
+    est: Established,
+    config: &Config,
+    io: T,
+    split: impl FnOnce(T) -> (R, W),
+) -> Result<(FramedHalves<R, W>, PublicKey), Error> {
+    let mut codec = SecretCodec::new(est, config)?;
+    let (r, w) = split(io);
+    let r = codec.prime(r);
+    let remote = codec.remote;
     let (enc, dec) = codec.split();
-    let (r, w) = tokio::io::split(io);
-    let read =
-        FramedRead::with_capacity(WithInitial::new(r, initial), dec, config.read_buffer_size);
+    let capacity = dec.core.read_buffer_size();
     let mut write = FramedWrite::new(w, enc);
-    write.set_backpressure_boundary(config.flush_size);
-    Ok(((read, write), remote))
+    write.set_backpressure_boundary(write.encoder().flush_bytes());
+    Ok(((FramedRead::with_capacity(r, dec, capacity), write), remote))
 }

@@ -1,39 +1,142 @@
 //! Adapters: thin layers that connect the sans-IO core (through
 //! [`crate::engine`]) to real transports.
+//!
+//! Every connection type of the tokio and std adapters is one small generic
+//! wrapper, [`SecretStream`]: a transport `T`, the engines `E` it drives
+//! ([`Duplex`] for a whole connection, [`FrameReader`] for a read half,
+//! [`FrameWriter`] for a write half) and a marker `A` naming the adapter
+//! whose traits it implements. The adapters' names
+//! (`tokio::SecretConnection<T>`, `tokio::ReadHalf<R>`,
+//! `blocking::WriteHalf`, …) are aliases of it, so accessors are written once
+//! and a half has every accessor the whole connection has.
 
-pub mod blocking;
-pub mod codec;
+#[cfg(feature = "tokio")]
 pub mod tokio;
 
-/// Accessors shared by every adapter's connection type (fields `io`,
-/// `reader`, `writer`, `remote`).
-macro_rules! connection_accessors {
-    () => {
-        /// The peer's authenticated Ed25519 public key.
-        pub fn remote_public_key(&self) -> crate::PublicKey {
-            self.remote
-        }
-        /// The peer's node ID.
-        pub fn remote_node_id(&self) -> crate::NodeId {
-            self.remote.node_id()
-        }
-        /// The underlying transport.
-        pub fn get_ref(&self) -> &T {
-            &self.io
-        }
-        /// Bytes of buffer memory this connection holds now.
-        pub fn buffer_capacity(&self) -> usize {
-            self.reader.buffer_capacity() + self.writer.buffer_capacity()
-        }
-        /// Free the read and write buffers if they hold no undelivered bytes
-        /// (they are reallocated on next use). A tokio connection already frees
-        /// its read buffer whenever a read finds nothing to do; a blocking
-        /// reader keeps it while it waits in `read`. For callers with their own
-        /// idle policy.
-        pub fn release_buffers(&mut self) {
-            self.reader.release_buffer();
-            self.writer.release_buffer();
-        }
-    };
+pub mod blocking;
+#[cfg(feature = "codec")]
+pub mod codec;
+
+use std::marker::PhantomData;
+
+use crate::engine::{Duplex, Engines, FrameReader, FrameWriter};
+use crate::{NodeId, PublicKey};
+
+/// An authenticated, encrypted stream over transport `T`, holding engines `E`
+/// and speaking the traits of adapter `A`. Use the adapters' aliases:
+/// [`tokio::SecretConnection`], [`blocking::SecretConnection`] and their
+/// halves.
+pub struct SecretStream<T, E, A> {
+    pub(crate) io: T,
+    pub(crate) engines: E,
+    pub(crate) remote: PublicKey,
+    adapter: PhantomData<fn() -> A>,
 }
-pub(crate) use connection_accessors;
+
+impl<T, E, A> std::fmt::Debug for SecretStream<T, E, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The engines hold decrypted bytes: show the peer, not the buffers.
+        f.debug_struct("SecretStream")
+            .field("peer", &self.remote.node_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, E: Engines, A> SecretStream<T, E, A> {
+    pub(crate) fn new(io: T, engines: E, remote: PublicKey) -> Self {
+        SecretStream {
+            io,
+            engines,
+            remote,
+            adapter: PhantomData,
+        }
+    }
+
+    /// The peer's authenticated Ed25519 public key.
+    pub fn remote_public_key(&self) -> PublicKey {
+        self.remote
+    }
+
+    /// The peer's node ID.
+    pub fn remote_node_id(&self) -> NodeId {
+        self.remote.node_id()
+    }
+
+    /// The underlying transport. Writing to or reading from it directly
+    /// would desynchronise the stream; use it for addresses and socket
+    /// options.
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    /// Bytes of buffer memory this stream holds now.
+    pub fn buffer_capacity(&self) -> usize {
+        self.engines.buffer_capacity()
+    }
+
+    /// Free the read and write buffers if they hold no undelivered bytes
+    /// (they are reallocated on next use). A tokio connection already frees
+    /// its read buffer whenever a read finds nothing to do; a blocking reader
+    /// keeps it while it waits in `read`. For callers with their own idle
+    /// policy.
+    pub fn release_buffers(&mut self) {
+        self.engines.release_buffers();
+    }
+}
+
+/// The halves of a stream over transport halves `R` and `W`.
+pub(crate) type Halves<R, W, A> = (
+    SecretStream<R, FrameReader, A>,
+    SecretStream<W, FrameWriter, A>,
+);
+
+impl<T, A> SecretStream<T, Duplex, A> {
+    /// Split into a read half over `split(transport).0` and a write half over
+    /// `split(transport).1`.
+    pub(crate) fn split_with<R, W>(self, split: impl FnOnce(T) -> (R, W)) -> Halves<R, W, A> {
+        let (r, w) = split(self.io);
+        let Duplex { reader, writer } = self.engines;
+        (
+            SecretStream::new(r, reader, self.remote),
+            SecretStream::new(w, writer, self.remote),
+        )
+    }
+
+    /// Put two halves back together: `join` gets their transports and
+    /// returns the whole one, or hands them back when they do not belong
+    /// together. Halves authenticated to different peers are refused before
+    /// `join` is asked.
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    pub(crate) fn reunite_with<R, W>(
+        read: SecretStream<R, FrameReader, A>,
+        write: SecretStream<W, FrameWriter, A>,
+        join: impl FnOnce(R, W) -> Result<T, (R, W)>,
+    ) -> Result<Self, ReuniteError<SecretStream<R, FrameReader, A>, SecretStream<W, FrameWriter, A>>>
+    {
+        if read.remote != write.remote {
+            return Err(ReuniteError(read, write));
+        }
+        let remote = read.remote;
+        let (reader, writer) = (read.engines, write.engines);
+        match join(read.io, write.io) {
+            Ok(io) => Ok(SecretStream::new(io, Duplex { reader, writer }, remote)),
+            Err((r, w)) => Err(ReuniteError(
+                SecretStream::new(r, reader, remote),
+                SecretStream::new(w, writer, remote),
+            )),
+        }
+    }
+}
+
+/// Two halves that were not split from the same connection; they are handed
+/// back unchanged.
+#[derive(Debug)]
+pub struct ReuniteError<R, W>(pub R, pub W);
+
+impl<R, W> std::fmt::Display for ReuniteError<R, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("tried to reunite halves that are not from the same connection")
+    }
+}
+
+impl<R: std::fmt::Debug, W: std::fmt::Debug> std::error::Error for ReuniteError<R, W> {}

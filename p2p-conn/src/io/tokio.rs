@@ -1,6 +1,16 @@
 //! tokio adapter: [`handshake`] over any `AsyncRead + AsyncWrite + Unpin`
 //! transport, giving a [`SecretConnection`] that is itself `AsyncRead +
-//! AsyncWrite`, and owned halves for separate tasks.
+//! AsyncWrite + AsyncBufRead`, and owned halves for separate tasks.
+//!
+//! # Halves
+//! * [`SecretConnection::into_split`]: for transports with owned halves of
+//!   their own ([`Split`]: tokio's `TcpStream` and `UnixStream`), the halves
+//!   wrap those: no lock, no shared state.
+//! * [`SecretConnection::into_split_locked`]: any transport, through
+//!   `tokio::io::split` (a lock taken on every poll).
+//! * Both halves have every accessor of the connection
+//!   (`remote_node_id`, …), and [`SecretConnection::reunite`] /
+//!   [`SecretConnection::reunite_locked`] put them back together.
 //!
 //! # Cancellation
 //! * [`handshake`]: dropping the future abandons the handshake; the transport
@@ -10,17 +20,18 @@
 //!   or not at all (`Pending` before anything new was sealed). Dropping a
 //!   `write` future loses and duplicates nothing. `write_all` may have had some
 //!   chunks accepted before it is dropped, as with any `AsyncWrite`.
+//! * `send` / `send_vectored`: like `write_all` + `flush`; if the future is
+//!   dropped, the pieces already accepted (whole `flush_size` chunks) stay
+//!   queued and go out with the next write or flush.
 //! * `poll_flush` / `poll_shutdown`: safe to drop and call again; buffered
 //!   sealed bytes are kept.
 //! * `poll_read` / `poll_fill_buf`: safe to drop; bytes already read from the
 //!   transport stay buffered for the next call.
 //!
-//! Both the connection and its read half implement `AsyncBufRead`, which hands
-//! out plaintext straight from the receive buffer without a copy.
-//!
 //! # Not provided
 //! No timeouts after the handshake (wrap calls in `tokio::time::timeout`), no
-//! keepalive, no message framing above the byte stream.
+//! keepalive, no message framing above the byte stream. The handshake timeout
+//! needs a tokio runtime with the time driver enabled.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -28,9 +39,23 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::engine::{establish, poll_handshake, FrameReader, FrameWriter, PollIo};
+use super::{ReuniteError, SecretStream};
+use crate::engine::{
+    establish, poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
+};
 use crate::proto::{Established, Handshake};
-use crate::{Config, Error, Identity, PublicKey};
+use crate::{Config, Error, Identity};
+
+/// Marker: the stream implements tokio's `AsyncRead` / `AsyncWrite`.
+#[derive(Debug)]
+pub enum Tokio {}
+
+/// An authenticated, encrypted byte stream over `T`.
+pub type SecretConnection<T> = SecretStream<T, Duplex, Tokio>;
+/// The receiving half of a [`SecretConnection`], over transport half `R`.
+pub type ReadHalf<R> = SecretStream<R, FrameReader, Tokio>;
+/// The sending half of a [`SecretConnection`], over transport half `W`.
+pub type WriteHalf<W> = SecretStream<W, FrameWriter, Tokio>;
 
 struct TokioIo<'a, 'b, T> {
     io: &'a mut T,
@@ -43,11 +68,9 @@ fn poll_read_into<T: AsyncRead + Unpin>(
     buf: &mut [u8],
 ) -> Poll<io::Result<usize>> {
     let mut rb = ReadBuf::new(buf);
-    match Pin::new(io).poll_read(cx, &mut rb) {
-        Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Pending => Poll::Pending,
-    }
+    Pin::new(io)
+        .poll_read(cx, &mut rb)
+        .map_ok(|()| rb.filled().len())
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> PollIo for TokioIo<'_, '_, T> {
@@ -73,13 +96,15 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let est = run_handshake(&mut io, identity, config).await?;
-    let (reader, writer, remote) = establish(est, config)?;
-    Ok(SecretConnection {
+    let (read, write, remote) = establish(est, config)?;
+    Ok(SecretStream::new(
         io,
-        reader,
-        writer,
+        Duplex {
+            reader: FrameReader::new(read),
+            writer: FrameWriter::new(write),
+        },
         remote,
-    })
+    ))
 }
 
 /// The handshake alone, shared with the codec adapter: drive the state machine
@@ -92,8 +117,7 @@ pub(crate) async fn run_handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    config.validate()?;
-    let mut hs = Handshake::new(identity, config.handshake_params())?;
+    let mut hs = Handshake::new(identity, config.handshake_params()?);
     let drive =
         std::future::poll_fn(|cx| poll_handshake(&mut hs, &mut TokioIo { io: &mut *io, cx }));
     match tokio::time::timeout(config.handshake_timeout, drive).await {
@@ -103,257 +127,200 @@ where
     Ok(hs.into_established()?)
 }
 
-/// An authenticated, encrypted byte stream over `T`.
-pub struct SecretConnection<T> {
-    io: T,
-    reader: FrameReader,
-    writer: FrameWriter,
-    remote: PublicKey,
+/// A transport with owned read and write halves of its own, which
+/// [`SecretConnection::into_split`] wraps without a lock.
+pub trait Split: Sized {
+    /// The read half.
+    type Read: AsyncRead + Unpin;
+    /// The write half.
+    type Write: AsyncWrite + Unpin;
+    /// Split the transport.
+    fn split(self) -> (Self::Read, Self::Write);
+    /// Put two halves back together; hands them back if they are not from
+    /// the same transport.
+    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)>;
 }
 
-impl<T> std::fmt::Debug for SecretConnection<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretConnection")
-            .field("peer", &self.remote.node_id())
-            .finish_non_exhaustive()
+impl Split for tokio::net::TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn split(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)> {
+        read.reunite(write).map_err(|e| (e.0, e.1))
     }
 }
 
-impl<T> SecretConnection<T> {
-    crate::io::connection_accessors!();
+#[cfg(unix)]
+impl Split for tokio::net::UnixStream {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    fn split(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)> {
+        read.reunite(write).map_err(|e| (e.0, e.1))
+    }
+}
+
+/// Halves of a connection over `T` split with
+/// [`SecretConnection::into_split_locked`].
+pub type LockedHalves<T> = (
+    ReadHalf<tokio::io::ReadHalf<T>>,
+    WriteHalf<tokio::io::WriteHalf<T>>,
+);
+
+impl<T: Split> SecretConnection<T> {
+    /// Split into owned halves for separate tasks, over the transport's own
+    /// halves (no lock).
+    pub fn into_split(self) -> (ReadHalf<T::Read>, WriteHalf<T::Write>) {
+        self.split_with(T::split)
+    }
+
+    /// Put halves from [`Self::into_split`] back together.
+    // The halves go back whole in the error; reuniting is rare.
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    pub fn reunite(
+        read: ReadHalf<T::Read>,
+        write: WriteHalf<T::Write>,
+    ) -> Result<Self, ReuniteError<ReadHalf<T::Read>, WriteHalf<T::Write>>> {
+        Self::reunite_with(read, write, T::reunite)
+    }
 }
 
 impl<T: AsyncRead + AsyncWrite> SecretConnection<T> {
-    /// Split into owned read and write halves for separate tasks (through
-    /// `tokio::io::split`).
-    pub fn into_split(self) -> (ReadHalf<T>, WriteHalf<T>) {
-        let (r, w) = tokio::io::split(self.io);
-        (
-            ReadHalf {
-                io: r,
-                reader: self.reader,
-                remote: self.remote,
-            },
-            WriteHalf {
-                io: w,
-                writer: self.writer,
-                remote: self.remote,
-            },
-        )
+    /// Split into owned halves for any transport, through `tokio::io::split`
+    /// (which takes a lock on every poll; prefer [`Self::into_split`] where
+    /// the transport implements [`Split`]).
+    pub fn into_split_locked(self) -> LockedHalves<T> {
+        self.split_with(tokio::io::split)
+    }
+
+    /// Put halves from [`Self::into_split_locked`] back together.
+    // The halves go back whole in the error; reuniting is rare.
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    pub fn reunite_locked(
+        read: ReadHalf<tokio::io::ReadHalf<T>>,
+        write: WriteHalf<tokio::io::WriteHalf<T>>,
+    ) -> Result<
+        Self,
+        ReuniteError<ReadHalf<tokio::io::ReadHalf<T>>, WriteHalf<tokio::io::WriteHalf<T>>>,
+    >
+    where
+        T: Unpin,
+    {
+        Self::reunite_with(read, write, |r, w| {
+            if r.is_pair_of(&w) {
+                Ok(r.unsplit(w))
+            } else {
+                Err((r, w))
+            }
+        })
     }
 }
 
-fn poll_read_impl<R: AsyncRead + Unpin>(
-    reader: &mut FrameReader,
-    io: &mut R,
-    cx: &mut Context<'_>,
-    buf: &mut ReadBuf<'_>,
-) -> Poll<io::Result<()>> {
-    let out = buf.initialize_unfilled();
-    match reader.poll_read_with(out, |b| poll_read_into(io, cx, b)) {
-        Poll::Ready(Ok(n)) => {
-            buf.advance(n);
-            Poll::Ready(Ok(()))
-        }
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Pending => Poll::Pending,
+impl<T: AsyncRead + Unpin, E: HasReader> AsyncRead for SecretStream<T, E, Tokio> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let io = &mut me.io;
+        let out = buf.initialize_unfilled();
+        let n = std::task::ready!(me
+            .engines
+            .reader()
+            .poll_read_with(out, |b| poll_read_into(io, cx, b)))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
-fn poll_fill_buf_impl<'a, R: AsyncRead + Unpin>(
-    reader: &'a mut FrameReader,
-    io: &mut R,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<&'a [u8]>> {
-    match reader.poll_fill_with(|b| poll_read_into(io, cx, b)) {
-        Poll::Ready(Ok(_)) => Poll::Ready(Ok(reader.available())),
-        Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-        Poll::Pending => Poll::Pending,
+/// Hands out opened plaintext straight from the receive buffer, with no copy
+/// into a caller's buffer.
+impl<T: AsyncRead + Unpin, E: HasReader> AsyncBufRead for SecretStream<T, E, Tokio> {
+    fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
+        let me = self.get_mut();
+        let io = &mut me.io;
+        let reader = me.engines.reader();
+        std::task::ready!(reader.poll_fill_with(|b| poll_read_into(io, cx, b)))?;
+        Poll::Ready(Ok(reader.available()))
+    }
+    fn consume(self: Pin<&mut Self>, amt: usize) {
+        self.get_mut().engines.reader().consume(amt);
     }
 }
 
-/// `AsyncRead`, and `AsyncBufRead` handing out opened plaintext straight from
-/// the receive buffer (no copy into a caller's buffer), for the whole
-/// connection and the read half alike.
-macro_rules! impl_async_read {
-    ($ty:ident, $bound:path) => {
-        impl<T: $bound> AsyncRead for $ty<T> {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut ReadBuf<'_>,
-            ) -> Poll<io::Result<()>> {
-                let me = self.get_mut();
-                poll_read_impl(&mut me.reader, &mut me.io, cx, buf)
-            }
-        }
-
-        impl<T: $bound> AsyncBufRead for $ty<T> {
-            fn poll_fill_buf(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-            ) -> Poll<io::Result<&[u8]>> {
-                let me = self.get_mut();
-                poll_fill_buf_impl(&mut me.reader, &mut me.io, cx)
-            }
-            fn consume(self: Pin<&mut Self>, amt: usize) {
-                self.get_mut().reader.consume(amt);
-            }
-        }
-    };
+/// The transport's `poll_write` as the engine's write closure.
+fn writer_io<'a, 'b, W: AsyncWrite + Unpin>(
+    io: &'a mut W,
+    cx: &'a mut Context<'b>,
+) -> impl FnMut(&[u8]) -> Poll<io::Result<usize>> + use<'a, 'b, W> {
+    move |b| Pin::new(&mut *io).poll_write(cx, b)
 }
 
-fn poll_write_impl<W: AsyncWrite + Unpin>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    cx: &mut Context<'_>,
-    data: &[u8],
-) -> Poll<io::Result<usize>> {
-    writer.poll_write_with(data, |b| Pin::new(&mut *io).poll_write(cx, b))
-}
-
-fn poll_write_vectored_impl<W: AsyncWrite + Unpin>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    cx: &mut Context<'_>,
-    bufs: &[IoSlice<'_>],
-) -> Poll<io::Result<usize>> {
-    writer.poll_write_vectored_with(bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
-}
-
-async fn send_impl<W: AsyncWrite + Unpin>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    bufs: &mut [IoSlice<'_>],
-) -> io::Result<()> {
-    std::future::poll_fn(|cx| {
-        writer.poll_send_with(bufs, |b| Pin::new(&mut *io).poll_write(cx, b))
-    })
-    .await?;
-    std::future::poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await
-}
-
-fn poll_flush_impl<W: AsyncWrite + Unpin>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<()>> {
-    match writer.poll_flush_with(|b| Pin::new(&mut *io).poll_write(cx, b)) {
-        Poll::Ready(Ok(())) => Pin::new(io).poll_flush(cx),
-        other => other,
+impl<T: AsyncWrite + Unpin, E: HasWriter> AsyncWrite for SecretStream<T, E, Tokio> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        me.engines
+            .writer()
+            .poll_write_with(data, writer_io(&mut me.io, cx))
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        me.engines
+            .writer()
+            .poll_write_vectored_with(bufs, writer_io(&mut me.io, cx))
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        std::task::ready!(me
+            .engines
+            .writer()
+            .poll_flush_with(writer_io(&mut me.io, cx)))?;
+        Pin::new(&mut me.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.as_mut().poll_flush(cx))?;
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
 }
 
-fn poll_shutdown_impl<W: AsyncWrite + Unpin>(
-    writer: &mut FrameWriter,
-    io: &mut W,
-    cx: &mut Context<'_>,
-) -> Poll<io::Result<()>> {
-    match poll_flush_impl(writer, io, cx) {
-        Poll::Ready(Ok(())) => Pin::new(io).poll_shutdown(cx),
-        other => other,
+impl<T: AsyncWrite + Unpin, E: HasWriter> SecretStream<T, E, Tokio> {
+    /// Send `msg` as one logical message and flush: one transport write per
+    /// `flush_size` sealed bytes, and the call returns once every byte is
+    /// handed to the transport.
+    ///
+    /// Cancellation: like `write_all` + `flush`; if the future is dropped,
+    /// the pieces already accepted (whole `flush_size` chunks) stay queued and
+    /// go out with the next write or flush.
+    pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
+        self.send_vectored(&mut [IoSlice::new(msg)]).await
+    }
+
+    /// Send the concatenation of `bufs` as one logical message (frames are
+    /// filled across slice boundaries) and flush. `bufs` is advanced past what
+    /// was accepted. Same cancellation rule as [`Self::send`].
+    pub async fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
+        let (writer, io) = (self.engines.writer(), &mut self.io);
+        std::future::poll_fn(|cx| writer.poll_send_with(bufs, writer_io(io, cx)))
+            .await
+            .map_err(Error::from_io)?;
+        std::future::poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx))
+            .await
+            .map_err(Error::Io)
     }
 }
-
-macro_rules! impl_async_write {
-    ($ty:ident, $bound:path) => {
-        impl<T: $bound> AsyncWrite for $ty<T> {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                data: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                let me = self.get_mut();
-                poll_write_impl(&mut me.writer, &mut me.io, cx, data)
-            }
-            fn poll_write_vectored(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                let me = self.get_mut();
-                poll_write_vectored_impl(&mut me.writer, &mut me.io, cx, bufs)
-            }
-            fn is_write_vectored(&self) -> bool {
-                true
-            }
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let me = self.get_mut();
-                poll_flush_impl(&mut me.writer, &mut me.io, cx)
-            }
-            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                let me = self.get_mut();
-                poll_shutdown_impl(&mut me.writer, &mut me.io, cx)
-            }
-        }
-
-        impl<T: $bound> $ty<T> {
-            /// Send `msg` as one logical message and flush: one transport write
-            /// per `flush_size` sealed bytes, and the call returns once every
-            /// byte is handed to the transport.
-            ///
-            /// Cancellation: like `write_all` + `flush`; if the future is
-            /// dropped, the pieces already accepted (whole `flush_size` chunks)
-            /// stay queued and go out with the next write or flush.
-            pub async fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
-                self.send_vectored(&mut [IoSlice::new(msg)]).await
-            }
-
-            /// Send the concatenation of `bufs` as one logical message (frames
-            /// are filled across slice boundaries) and flush. `bufs` is advanced
-            /// past what was accepted. Same cancellation rule as [`Self::send`].
-            pub async fn send_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> Result<(), Error> {
-                send_impl(&mut self.writer, &mut self.io, bufs)
-                    .await
-                    .map_err(Error::from_io)
-            }
-        }
-    };
-}
-
-/// Bound alias for the whole-connection impls.
-pub trait Duplex: AsyncRead + AsyncWrite + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Unpin> Duplex for T {}
-
-impl_async_write!(SecretConnection, Duplex);
-impl_async_read!(SecretConnection, Duplex);
-
-/// The receiving half of a split [`SecretConnection`].
-pub struct ReadHalf<T> {
-    io: tokio::io::ReadHalf<T>,
-    reader: FrameReader,
-    remote: PublicKey,
-}
-
-impl<T> ReadHalf<T> {
-    /// The peer's authenticated public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-}
-
-/// The sending half of a split [`SecretConnection`].
-pub struct WriteHalf<T> {
-    io: tokio::io::WriteHalf<T>,
-    writer: FrameWriter,
-    remote: PublicKey,
-}
-
-impl<T> WriteHalf<T> {
-    /// The peer's authenticated public key.
-    pub fn remote_public_key(&self) -> PublicKey {
-        self.remote
-    }
-}
-
-/// Bound alias for the write half impls.
-pub trait Sink: AsyncWrite {}
-impl<T: AsyncWrite> Sink for T {}
-
-impl_async_write!(WriteHalf, Sink);
-
-/// Bound alias for the read half impls.
-pub trait Source: AsyncRead {}
-impl<T: AsyncRead> Source for T {}
-
-impl_async_read!(ReadHalf, Source);

@@ -4,15 +4,19 @@
 //! nonce, 16-byte tag, no associated data). They are interchangeable bit for bit;
 //! the same known-answer vectors and property tests run against each.
 //!
-//! * [`Backend::Ring`]: `ring`'s assembly implementation. Fastest on this
-//!   project's x86_64 benchmark machine (see `docs/performance.md`), so it is the
-//!   default.
-//! * [`Backend::RustCrypto`]: the pure-Rust `chacha20poly1305` crate.
+//! * `Backend::Ring` (feature `ring`): `ring`'s assembly implementation.
+//!   Fastest on this project's x86_64 benchmark machine (see
+//!   `docs/performance.md`), so it is the default when compiled in.
+//! * `Backend::RustCrypto` (feature `rustcrypto`): the pure-Rust
+//!   `chacha20poly1305` crate. The default in a pure-Rust build.
+//!
+//! At least one of the two features must be enabled.
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place. Nonce construction lives in
 //! [`super::frame`], not here.
 
+#[cfg(feature = "rustcrypto")]
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use zeroize::Zeroizing;
 
@@ -23,24 +27,44 @@ pub const KEY_LEN: usize = 32;
 /// Nonce length.
 pub const NONCE_LEN: usize = 12;
 
-/// Which ChaCha20-Poly1305 implementation seals and opens frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Which ChaCha20-Poly1305 implementation seals and opens frames. Only the
+/// backends whose features are enabled exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Backend {
-    /// `ring` (assembly, runtime CPU feature detection). The default.
-    #[default]
+    /// `ring` (assembly, runtime CPU feature detection). The default when
+    /// compiled in (feature `ring`).
+    #[cfg(feature = "ring")]
     Ring,
-    /// RustCrypto `chacha20poly1305` (pure Rust).
+    /// RustCrypto `chacha20poly1305` (pure Rust; feature `rustcrypto`).
+    #[cfg(feature = "rustcrypto")]
     RustCrypto,
 }
 
+impl Default for Backend {
+    fn default() -> Self {
+        #[cfg(feature = "ring")]
+        return Backend::Ring;
+        #[cfg(not(feature = "ring"))]
+        return Backend::RustCrypto;
+    }
+}
+
 impl Backend {
-    /// Every backend, for tests and benchmarks that run them all.
-    pub const ALL: [Backend; 2] = [Backend::Ring, Backend::RustCrypto];
+    /// Every compiled-in backend, for tests and benchmarks that run them all.
+    pub const ALL: &'static [Backend] = &[
+        #[cfg(feature = "ring")]
+        Backend::Ring,
+        #[cfg(feature = "rustcrypto")]
+        Backend::RustCrypto,
+    ];
 
     /// Short lowercase name, as accepted by the CLI's `--backend`.
     pub fn name(self) -> &'static str {
         match self {
+            #[cfg(feature = "ring")]
             Backend::Ring => "ring",
+            #[cfg(feature = "rustcrypto")]
             Backend::RustCrypto => "rustcrypto",
         }
     }
@@ -49,13 +73,22 @@ impl Backend {
 impl std::str::FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "ring" => Ok(Backend::Ring),
-            "rustcrypto" | "rust-crypto" | "chacha20poly1305" => Ok(Backend::RustCrypto),
-            other => Err(format!(
-                "unknown AEAD backend {other:?} (expected \"ring\" or \"rustcrypto\")"
-            )),
-        }
+        let name = match s {
+            "ring" => "ring",
+            "rustcrypto" | "rust-crypto" | "chacha20poly1305" => "rustcrypto",
+            other => {
+                return Err(format!(
+                    "unknown AEAD backend {other:?} (expected \"ring\" or \"rustcrypto\")"
+                ))
+            }
+        };
+        Backend::ALL
+            .iter()
+            .copied()
+            .find(|b| b.name() == name)
+            .ok_or_else(|| {
+                format!("AEAD backend {name:?} is not compiled in (enable the {name:?} feature)")
+            })
     }
 }
 
@@ -82,7 +115,9 @@ pub struct Cipher {
 // and keeping both inline avoids a pointer chase per frame.
 #[allow(clippy::large_enum_variant)]
 enum Inner {
+    #[cfg(feature = "ring")]
     Ring(ring::aead::LessSafeKey),
+    #[cfg(feature = "rustcrypto")]
     RustCrypto(chacha20poly1305::ChaCha20Poly1305),
 }
 
@@ -91,12 +126,14 @@ impl Cipher {
     pub fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
         let key = Zeroizing::new(*key);
         let inner = match backend {
+            #[cfg(feature = "ring")]
             Backend::Ring => {
                 // Cannot fail: the key length is exactly what the algorithm takes.
                 let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &key[..])
                     .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
                 Inner::Ring(ring::aead::LessSafeKey::new(unbound))
             }
+            #[cfg(feature = "rustcrypto")]
             Backend::RustCrypto => {
                 Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
             }
@@ -107,6 +144,7 @@ impl Cipher {
     /// Encrypt `buf` in place and return the tag.
     pub fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
         match &self.inner {
+            #[cfg(feature = "ring")]
             Inner::Ring(key) => {
                 let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
                 let tag = key
@@ -117,6 +155,7 @@ impl Cipher {
                 out.copy_from_slice(tag.as_ref());
                 out
             }
+            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(c) => {
                 let tag = c
                     .encrypt_in_place_detached(nonce.into(), &[], buf)
@@ -138,12 +177,14 @@ impl Cipher {
             return Err(OpenFailed);
         }
         match &self.inner {
+            #[cfg(feature = "ring")]
             Inner::Ring(key) => {
                 let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
                 key.open_in_place(nonce, ring::aead::Aad::empty(), sealed)
                     .map(|_| ())
                     .map_err(|_| OpenFailed)
             }
+            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(c) => {
                 let (ct, tag) = sealed.split_at_mut(sealed.len() - TAG_LEN);
                 let tag = chacha20poly1305::Tag::clone_from_slice(tag);
@@ -157,7 +198,9 @@ impl Cipher {
 impl std::fmt::Debug for Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let backend = match self.inner {
+            #[cfg(feature = "ring")]
             Inner::Ring(_) => Backend::Ring,
+            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(_) => Backend::RustCrypto,
         };
         f.debug_struct("Cipher")
@@ -176,7 +219,7 @@ mod tests {
         let nonce = [1u8; 12];
         let msg: Vec<u8> = (0..1028u32).map(|i| i as u8).collect();
         let mut sealed = Vec::new();
-        for b in Backend::ALL {
+        for &b in Backend::ALL {
             let c = Cipher::new(b, &key);
             let mut buf = msg.clone();
             let tag = c.seal_in_place(&nonce, &mut buf);
@@ -184,7 +227,7 @@ mod tests {
             sealed.push(buf);
         }
         assert_eq!(sealed[0], sealed[1]);
-        for b in Backend::ALL {
+        for &b in Backend::ALL {
             let c = Cipher::new(b, &key);
             let mut ok = sealed[0].clone();
             c.open_in_place(&nonce, &mut ok).unwrap();

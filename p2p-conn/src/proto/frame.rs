@@ -47,12 +47,52 @@ pub const fn sealed_frame_len(frame_size: usize) -> usize {
     LEN_PREFIX + frame_size + TAG_LEN
 }
 
-/// Check a frame data size for use in a [`Sealer`] / [`Opener`].
-pub fn validate_frame_size(frame_size: usize) -> Result<(), ProtocolError> {
-    if (MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&frame_size) {
-        Ok(())
-    } else {
-        Err(ProtocolError::InvalidFrameSize(frame_size))
+/// A frame data size that has been checked once, at the edge (in
+/// [`crate::Config::validate`] or [`FrameSize::new`]): every [`Sealer`],
+/// [`Opener`] and [`super::Handshake`] takes this type, so none of them
+/// validates again and none can be built with an unchecked size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameSize(usize);
+
+impl FrameSize {
+    /// The CometBFT wire: 1024 data bytes per frame.
+    pub const STANDARD: FrameSize = FrameSize(STANDARD_FRAME_SIZE);
+
+    /// Check `frame_size` against [`MIN_FRAME_SIZE`]..=[`MAX_FRAME_SIZE`].
+    pub fn new(frame_size: usize) -> Result<Self, ProtocolError> {
+        if (MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&frame_size) {
+            Ok(FrameSize(frame_size))
+        } else {
+            Err(ProtocolError::InvalidFrameSize(frame_size))
+        }
+    }
+
+    /// Data bytes per frame.
+    pub const fn get(self) -> usize {
+        self.0
+    }
+
+    /// Sealed bytes per frame (data size + 20).
+    pub const fn sealed_len(self) -> usize {
+        sealed_frame_len(self.0)
+    }
+
+    /// The largest multiple of the sealed frame length that is at most
+    /// `bytes`, and at least one frame: what "`flush_size` bytes" means in
+    /// every adapter.
+    pub const fn whole_frames(self, bytes: usize) -> usize {
+        let frames = bytes / self.sealed_len();
+        if frames == 0 {
+            self.sealed_len()
+        } else {
+            frames * self.sealed_len()
+        }
+    }
+}
+
+impl Default for FrameSize {
+    fn default() -> Self {
+        FrameSize::STANDARD
     }
 }
 
@@ -105,8 +145,9 @@ impl Counter {
 
 /// A growable byte buffer that frames can be sealed onto the end of.
 ///
-/// Implemented for `Vec<u8>` and `bytes::BytesMut`, so the std/tokio writers and
-/// the tokio-util encoder seal straight into their own buffers.
+/// Implemented for `Vec<u8>` and (feature `codec`) `bytes::BytesMut`, so the
+/// std/tokio writers and the tokio-util encoder seal straight into their own
+/// buffers.
 pub trait SealBuf: std::ops::DerefMut<Target = [u8]> {
     /// Reserve room for `additional` more bytes.
     fn reserve_more(&mut self, additional: usize);
@@ -128,6 +169,7 @@ impl SealBuf for Vec<u8> {
     }
 }
 
+#[cfg(feature = "codec")]
 impl SealBuf for bytes::BytesMut {
     fn reserve_more(&mut self, additional: usize) {
         self.reserve(additional);
@@ -150,28 +192,23 @@ pub struct Sealer {
 
 impl Sealer {
     /// A sealer whose first frame uses counter 0.
-    pub fn new(cipher: Cipher, frame_size: usize) -> Result<Self, ProtocolError> {
+    pub fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
         Self::with_counter(cipher, frame_size, 0)
     }
 
     /// A sealer whose next frame uses `counter`. Intended for tests that need a
     /// counter near exhaustion; a real connection always starts at 0.
-    pub fn with_counter(
-        cipher: Cipher,
-        frame_size: usize,
-        counter: u64,
-    ) -> Result<Self, ProtocolError> {
-        validate_frame_size(frame_size)?;
-        Ok(Sealer {
+    pub fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
+        Sealer {
             cipher,
             counter: Counter::starting_at(counter),
-            frame_size,
-        })
+            frame_size: frame_size.get(),
+        }
     }
 
     /// Data bytes per frame.
-    pub fn frame_size(&self) -> usize {
-        self.frame_size
+    pub fn frame_size(&self) -> FrameSize {
+        FrameSize(self.frame_size)
     }
 
     /// Sealed bytes per frame.
@@ -322,28 +359,23 @@ pub struct Opener {
 
 impl Opener {
     /// An opener whose first frame uses counter 0.
-    pub fn new(cipher: Cipher, frame_size: usize) -> Result<Self, ProtocolError> {
+    pub fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
         Self::with_counter(cipher, frame_size, 0)
     }
 
     /// An opener whose next frame uses `counter` (tests only; see [`Sealer::with_counter`]).
-    pub fn with_counter(
-        cipher: Cipher,
-        frame_size: usize,
-        counter: u64,
-    ) -> Result<Self, ProtocolError> {
-        validate_frame_size(frame_size)?;
-        Ok(Opener {
+    pub fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
+        Opener {
             cipher,
             counter: Counter::starting_at(counter),
-            frame_size,
+            frame_size: frame_size.get(),
             failed: None,
-        })
+        }
     }
 
     /// Data bytes per frame.
-    pub fn frame_size(&self) -> usize {
-        self.frame_size
+    pub fn frame_size(&self) -> FrameSize {
+        FrameSize(self.frame_size)
     }
 
     /// Sealed bytes per frame.
@@ -408,8 +440,16 @@ mod tests {
     fn pair(backend: Backend, fs: usize, counter: u64) -> (Sealer, Opener) {
         let key = [3u8; 32];
         (
-            Sealer::with_counter(Cipher::new(backend, &key), fs, counter).unwrap(),
-            Opener::with_counter(Cipher::new(backend, &key), fs, counter).unwrap(),
+            Sealer::with_counter(
+                Cipher::new(backend, &key),
+                FrameSize::new(fs).unwrap(),
+                counter,
+            ),
+            Opener::with_counter(
+                Cipher::new(backend, &key),
+                FrameSize::new(fs).unwrap(),
+                counter,
+            ),
         )
     }
 
@@ -422,7 +462,7 @@ mod tests {
 
     #[test]
     fn split_sizes_and_roundtrip() {
-        for b in Backend::ALL {
+        for &b in Backend::ALL {
             for (len, frames) in [
                 (0usize, 0usize),
                 (1, 1),
@@ -567,7 +607,14 @@ mod tests {
             got.extend_from_slice(&f[r]);
         }
         assert_eq!(got, data);
-        assert!(validate_frame_size(MIN_FRAME_SIZE - 1).is_err());
-        assert!(validate_frame_size(MAX_FRAME_SIZE + 1).is_err());
+        assert!(FrameSize::new(MIN_FRAME_SIZE - 1).is_err());
+        assert!(FrameSize::new(MAX_FRAME_SIZE + 1).is_err());
+        assert!(FrameSize::new(MIN_FRAME_SIZE).is_ok());
+        assert!(FrameSize::new(MAX_FRAME_SIZE).is_ok());
+        let fs = FrameSize::STANDARD;
+        assert_eq!(fs.whole_frames(0), 1044);
+        assert_eq!(fs.whole_frames(1043), 1044);
+        assert_eq!(fs.whole_frames(2 * 1044 + 1043), 2 * 1044);
+        assert_eq!(fs.whole_frames(128 * 1024), 125 * 1044);
     }
 }

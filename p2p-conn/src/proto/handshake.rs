@@ -37,14 +37,14 @@
 //! compare against [`crate::Config::expected_peer_id`]).
 
 use ed25519_dalek::Signer;
-use rand_core::{OsRng, RngCore};
+use rand_core::{CryptoRng, OsRng, RngCore};
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::aead::{Backend, Cipher};
 use super::auth_sig::{self, read_uvarint, Varint, MAX_AUTH_SIG_BODY};
 use super::error::ProtocolError;
-use super::frame::{validate_frame_size, Opener, Sealer, STANDARD_FRAME_SIZE};
+use super::frame::{FrameSize, Opener, Sealer};
 use super::kdf;
 use crate::identity::{Identity, PublicKey};
 
@@ -55,8 +55,8 @@ pub const EPH_MSG_LEN: usize = 35;
 /// that are local choices (AEAD backend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HandshakeParams {
-    /// Frame data size; 1024 is the CometBFT wire.
-    pub frame_size: usize,
+    /// Frame data size; [`FrameSize::STANDARD`] (1024) is the CometBFT wire.
+    pub frame_size: FrameSize,
     /// AEAD backend for this connection's frames.
     pub backend: Backend,
 }
@@ -64,7 +64,7 @@ pub struct HandshakeParams {
 impl Default for HandshakeParams {
     fn default() -> Self {
         HandshakeParams {
-            frame_size: STANDARD_FRAME_SIZE,
+            frame_size: FrameSize::STANDARD,
             backend: Backend::default(),
         }
     }
@@ -107,7 +107,9 @@ enum State {
 
 /// The result of a completed handshake: the keyed frame sealer and opener, the
 /// authenticated peer, and any application bytes that arrived with frame #0.
-#[derive(Debug)]
+///
+/// `Debug` shows the length of [`Established::initial_plaintext`], never its
+/// bytes (they are decrypted application data).
 pub struct Established {
     /// Seals our frames (its counter continues after frame #0).
     pub sealer: Sealer,
@@ -117,6 +119,17 @@ pub struct Established {
     pub remote_public_key: PublicKey,
     /// Application plaintext that followed the AuthSigMessage in its last frame.
     pub initial_plaintext: Vec<u8>,
+}
+
+impl std::fmt::Debug for Established {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Established")
+            .field("sealer", &self.sealer)
+            .field("opener", &self.opener)
+            .field("remote_public_key", &self.remote_public_key)
+            .field("initial_plaintext_len", &self.initial_plaintext.len())
+            .finish()
+    }
 }
 
 /// The handshake state machine. See the module docs.
@@ -144,10 +157,24 @@ impl std::fmt::Debug for Handshake {
 }
 
 impl Handshake {
-    /// Start a handshake with a fresh random ephemeral key.
-    pub fn new(identity: &Identity, params: HandshakeParams) -> Result<Self, ProtocolError> {
+    /// Start a handshake with a fresh ephemeral key from the operating
+    /// system's RNG ([`OsRng`]).
+    pub fn new(identity: &Identity, params: HandshakeParams) -> Self {
+        Self::new_with_rng(identity, params, &mut OsRng)
+    }
+
+    /// Start a handshake whose ephemeral key comes from `rng`. Fuzzers and
+    /// tests pass a seeded RNG to make the whole handshake deterministic; a
+    /// node uses [`Handshake::new`]. `rng` must be a cryptographically secure
+    /// generator in production: the ephemeral key is what makes each
+    /// session's keys fresh.
+    pub fn new_with_rng<R: RngCore + CryptoRng>(
+        identity: &Identity,
+        params: HandshakeParams,
+        rng: &mut R,
+    ) -> Self {
         let mut secret = Zeroizing::new([0u8; 32]);
-        OsRng.fill_bytes(&mut secret[..]);
+        rng.fill_bytes(&mut secret[..]);
         Self::with_ephemeral_secret(identity, params, *secret)
     }
 
@@ -158,14 +185,13 @@ impl Handshake {
         identity: &Identity,
         params: HandshakeParams,
         secret: [u8; 32],
-    ) -> Result<Self, ProtocolError> {
-        validate_frame_size(params.frame_size)?;
+    ) -> Self {
         let secret = StaticSecret::from(secret);
         let local_eph = XPublic::from(&secret).to_bytes();
         let mut out = Vec::with_capacity(EPH_MSG_LEN);
         out.extend_from_slice(&[0x22, 0x0a, 0x20]);
         out.extend_from_slice(&local_eph);
-        Ok(Handshake {
+        Handshake {
             state: State::EphLen,
             signing: identity.signing_key().clone(),
             eph_secret: Some(secret),
@@ -177,7 +203,7 @@ impl Handshake {
             filled: 0,
             sealer: None,
             opener: None,
-        })
+        }
     }
 
     /// Our ephemeral X25519 public key.
@@ -343,7 +369,7 @@ impl Handshake {
     }
 
     fn on_remote_ephemeral(&mut self, remote: [u8; 32]) -> Result<(), ProtocolError> {
-        if remote == self.local_eph {
+        if is_reflection(&remote, &self.local_eph) {
             return Err(ProtocolError::ReflectedEphemeralKey);
         }
         let secret = self
@@ -362,11 +388,11 @@ impl Handshake {
         let mut sealer = Sealer::new(
             Cipher::new(self.params.backend, &keys.send),
             self.params.frame_size,
-        )?;
+        );
         let opener = Opener::new(
             Cipher::new(self.params.backend, &keys.recv),
             self.params.frame_size,
-        )?;
+        );
         let signature = self.signing.sign(&challenge).to_bytes();
         let public = self.signing.verifying_key().to_bytes();
         let msg = auth_sig::encode(&public, &signature);
@@ -384,5 +410,74 @@ impl Handshake {
             plain: Vec::with_capacity(auth_sig::AUTH_SIG_MSG_LEN),
         };
         Ok(())
+    }
+}
+
+/// True when `remote` is our own ephemeral key sent back to us. X25519 ignores
+/// bit 255 of a public key (RFC 7748 §5), so two encodings that differ only
+/// there are the same point: compare with that bit masked, or a reflected key
+/// with the top bit flipped would pass the check.
+fn is_reflection(remote: &[u8; 32], local: &[u8; 32]) -> bool {
+    let mut r = *remote;
+    let mut l = *local;
+    r[31] &= 0x7f;
+    l[31] &= 0x7f;
+    r == l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reflection_check_ignores_bit_255() {
+        let local = [0x42u8; 32];
+        let mut flipped = local;
+        flipped[31] ^= 0x80;
+        assert!(is_reflection(&local, &local));
+        assert!(is_reflection(&flipped, &local));
+        let mut other = local;
+        other[0] ^= 1;
+        assert!(!is_reflection(&other, &local));
+    }
+
+    #[test]
+    fn a_reflected_key_with_bit_255_flipped_is_refused() {
+        let id = Identity::from_seed(&[1; 32]);
+        let mut hs = Handshake::with_ephemeral_secret(&id, HandshakeParams::default(), [9; 32]);
+        let mut eph = hs.local_ephemeral_key();
+        eph[31] ^= 0x80;
+        let mut msg = vec![0x22, 0x0a, 0x20];
+        msg.extend_from_slice(&eph);
+        hs.read_buffer().copy_from_slice(&msg[..1]);
+        hs.advance_read(1).unwrap();
+        hs.read_buffer().copy_from_slice(&msg[1..]);
+        assert_eq!(
+            hs.advance_read(34),
+            Err(ProtocolError::ReflectedEphemeralKey)
+        );
+    }
+
+    #[test]
+    fn seeded_rng_makes_the_handshake_deterministic() {
+        use rand_core::SeedableRng;
+        let id = Identity::from_seed(&[1; 32]);
+        let a = Handshake::new_with_rng(
+            &id,
+            HandshakeParams::default(),
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(7),
+        );
+        let b = Handshake::new_with_rng(
+            &id,
+            HandshakeParams::default(),
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(7),
+        );
+        let c = Handshake::new_with_rng(
+            &id,
+            HandshakeParams::default(),
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(8),
+        );
+        assert_eq!(a.outgoing(), b.outgoing());
+        assert_ne!(a.outgoing(), c.outgoing());
     }
 }

@@ -1,8 +1,11 @@
 //! The sans-IO core: the handshake state machine and the frame sealer/opener.
 //!
-//! Nothing in this module performs I/O, reads a clock, or spawns a task. It
-//! consumes and produces byte buffers, so the tokio, std and codec adapters,
-//! the fuzzers and the tests all exercise exactly the same protocol code.
+//! Nothing in this module performs I/O (no sockets, no files), reads a clock,
+//! draws randomness it was not handed ([`Handshake::new_with_rng`]; `new`
+//! uses the OS RNG by default), or spawns a task. It consumes and produces
+//! byte buffers, so the tokio, std and codec adapters, the fuzzers and the
+//! tests all exercise exactly the same protocol code. Key files live in
+//! `crate::keyfile`, outside the core.
 
 pub mod aead;
 pub mod auth_sig;
@@ -14,7 +17,7 @@ pub mod kdf;
 pub use aead::Backend;
 pub use error::ProtocolError;
 pub use frame::{
-    sealed_frame_len, validate_frame_size, Opener, SealBuf, Sealer, STANDARD_FRAME_SIZE,
+    sealed_frame_len, FrameSize, Opener, SealBuf, Sealer, STANDARD_FRAME_SIZE,
     STANDARD_SEALED_FRAME,
 };
 pub use handshake::{Established, Handshake, HandshakeParams, Stage};

@@ -1,0 +1,396 @@
+//! The receive side: "open the sealed frames in this buffer", written once.
+//!
+//! [`ReadCore`] is the sans-IO step every reading adapter calls: given a
+//! buffer of sealed bytes (whatever owns it), it opens whole frames in place
+//! from the front, skips zero-length frames, and reports how many bytes it
+//! consumed and where the first data lies. It also owns the plaintext that
+//! arrived with the handshake's last authentication frame, so that plaintext
+//! is served first, and from one place, in every adapter.
+//!
+//! [`FrameReader`] is [`ReadCore`] plus a receive buffer it owns, for the
+//! tokio and std adapters. The codec's `SecretDecoder` is [`ReadCore`] over
+//! `FramedRead`'s buffer.
+//!
+//! # Guarantees
+//! * Only opened plaintext is ever handed out: bytes that fail to open are
+//!   never shown to the caller, and every later call fails with the same
+//!   error (the [`Opener`] is sticky).
+//! * Zero-length frames are skipped, never reported as end of stream.
+//! * End of stream between frames is clean; inside a frame it is an
+//!   `UnexpectedEof` error naming how much of the frame arrived
+//!   ([`ReadCore::end_of_stream`]).
+//! * The receive buffer is at least one sealed frame
+//!   ([`ReadCore::read_buffer_size`]), so every read can make progress.
+//!
+//! # Memory ([`FrameReader`])
+//! The buffer is allocated on first read (never during the handshake), sized
+//! to the last burst (at least one sealed frame), grown to `read_buffer_size`
+//! when a read fills it, and freed whenever a read finds the transport empty
+//! (`Pending`) with nothing buffered.
+//!
+//! # Not provided
+//! No I/O of its own, no timers, no locking.
+
+use std::io;
+use std::ops::Range;
+use std::task::Poll;
+
+use crate::proto::{Opener, ProtocolError};
+use crate::Error;
+
+/// Sealed bytes consumed from the front of a buffer, and where the data of
+/// the first non-empty frame lies within that buffer (empty when every
+/// whole frame consumed was a zero-length frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    /// Bytes of whole sealed frames opened from the front of the buffer.
+    pub consumed: usize,
+    /// The data bytes of the last frame opened, within the buffer.
+    pub data: Range<usize>,
+}
+
+/// Plaintext that arrived with the handshake. `Debug` shows its length only.
+#[derive(Default)]
+struct Initial {
+    bytes: Vec<u8>,
+    pos: usize,
+}
+
+impl std::fmt::Debug for Initial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.bytes.len() - self.pos)
+    }
+}
+
+/// The receive side's protocol state, shared by [`FrameReader`] and the
+/// codec decoder. See the module docs.
+#[derive(Debug)]
+pub struct ReadCore {
+    opener: Opener,
+    initial: Initial,
+    read_buffer_size: usize,
+}
+
+impl ReadCore {
+    /// Open with `opener`, serving `initial` (the handshake's leftover
+    /// plaintext) first. `read_buffer_size` is raised to one sealed frame.
+    pub fn new(opener: Opener, initial: Vec<u8>, read_buffer_size: usize) -> Self {
+        let read_buffer_size = read_buffer_size.max(opener.sealed_frame_len());
+        ReadCore {
+            opener,
+            initial: Initial {
+                bytes: initial,
+                pos: 0,
+            },
+            read_buffer_size,
+        }
+    }
+
+    /// Sealed bytes per frame.
+    pub fn sealed_frame_len(&self) -> usize {
+        self.opener.sealed_frame_len()
+    }
+
+    /// Most raw bytes one read brings in (at least one sealed frame).
+    pub fn read_buffer_size(&self) -> usize {
+        self.read_buffer_size
+    }
+
+    /// The handshake's leftover plaintext not yet consumed.
+    pub fn initial(&self) -> &[u8] {
+        &self.initial.bytes[self.initial.pos..]
+    }
+
+    /// Mark `n` bytes of [`Self::initial`] as delivered.
+    pub fn consume_initial(&mut self, n: usize) {
+        let i = &mut self.initial;
+        i.pos = (i.pos + n).min(i.bytes.len());
+        if i.pos == i.bytes.len() {
+            *i = Initial::default();
+        }
+    }
+
+    /// Take all of the handshake's leftover plaintext not yet consumed.
+    pub fn take_initial(&mut self) -> Vec<u8> {
+        let mut i = std::mem::take(&mut self.initial);
+        i.bytes.drain(..i.pos);
+        i.bytes
+    }
+
+    /// Bytes of memory the leftover plaintext holds.
+    pub fn initial_capacity(&self) -> usize {
+        self.initial.bytes.capacity()
+    }
+
+    /// Open whole sealed frames in place from the front of `sealed` until one
+    /// carries data (or fewer than one frame is left). A frame that fails to
+    /// open is an error, now and on every later call.
+    pub fn open_next(&mut self, sealed: &mut [u8]) -> Result<Opened, ProtocolError> {
+        let frame = self.sealed_frame_len();
+        let mut at = 0;
+        while sealed.len() - at >= frame {
+            let r = self.opener.open_in_place(&mut sealed[at..at + frame])?;
+            let data = at + r.start..at + r.end;
+            at += frame;
+            if !data.is_empty() {
+                return Ok(Opened { consumed: at, data });
+            }
+        }
+        Ok(Opened {
+            consumed: at,
+            data: at..at,
+        })
+    }
+
+    /// The stream ended with `unopened` sealed bytes left over: fine between
+    /// frames, an `UnexpectedEof` error inside one.
+    pub fn end_of_stream(&self, unopened: usize) -> io::Result<()> {
+        if unopened == 0 {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "peer closed the connection inside a frame ({unopened} of {} sealed bytes received)",
+                self.sealed_frame_len()
+            ),
+        ))
+    }
+}
+
+/// Protocol errors travel through `std::io` as [`Error::Protocol`].
+pub(crate) fn protocol_io(e: ProtocolError) -> io::Error {
+    Error::Protocol(e).into_io()
+}
+
+/// The buffered frame reader of the tokio and std adapters: [`ReadCore`] over
+/// a receive buffer it owns. See the module docs.
+pub struct FrameReader {
+    core: ReadCore,
+    buf: Vec<u8>,
+    /// Unopened sealed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Opened, undelivered plaintext within `buf`.
+    plain: Range<usize>,
+    eof: bool,
+    /// Size to allocate the next time the buffer is (re)allocated.
+    next_alloc: usize,
+}
+
+impl std::fmt::Debug for FrameReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Lengths only: the buffer holds decrypted application data.
+        f.debug_struct("FrameReader")
+            .field("core", &self.core)
+            .field("plaintext_buffered", &self.plain.len())
+            .field("sealed_buffered", &(self.end - self.start))
+            .field("buffer_capacity", &self.buf.capacity())
+            .field("eof", &self.eof)
+            .finish()
+    }
+}
+
+impl FrameReader {
+    /// A reader over `core`, with no buffer allocated yet.
+    pub fn new(core: ReadCore) -> Self {
+        FrameReader {
+            core,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            plain: 0..0,
+            eof: false,
+            next_alloc: 0,
+        }
+    }
+
+    /// Bytes of buffer memory held.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity() + self.core.initial_capacity()
+    }
+
+    /// Size the buffer before a read: at least one sealed frame, grown to the
+    /// configured size once a read fills it.
+    fn prepare_buffer(&mut self) {
+        let want = self
+            .next_alloc
+            .clamp(self.core.sealed_frame_len(), self.core.read_buffer_size());
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        }
+    }
+
+    /// Free the receive buffer if it holds no undelivered bytes.
+    pub fn release_buffer(&mut self) {
+        if self.start == self.end && self.plain.is_empty() {
+            self.buf = Vec::new();
+            self.start = 0;
+            self.end = 0;
+            self.plain = 0..0;
+        }
+    }
+
+    /// Plaintext ready to be consumed (empty when none is buffered).
+    pub fn available(&self) -> &[u8] {
+        let initial = self.core.initial();
+        if !initial.is_empty() {
+            initial
+        } else {
+            &self.buf[self.plain.clone()]
+        }
+    }
+
+    /// Mark `n` bytes of [`Self::available`] as delivered.
+    pub fn consume(&mut self, n: usize) {
+        if !self.core.initial().is_empty() {
+            self.core.consume_initial(n);
+        } else {
+            self.plain.start = (self.plain.start + n).min(self.plain.end);
+        }
+    }
+
+    /// Make plaintext available, reading if needed. `Ready(Ok(0))` is a clean
+    /// end of stream; otherwise `Ready(Ok(n))` means [`Self::available`] holds
+    /// `n > 0` bytes.
+    pub fn poll_fill_with<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
+    where
+        R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    {
+        loop {
+            let avail = self.available().len();
+            if avail > 0 {
+                return Poll::Ready(Ok(avail));
+            }
+            let opened = self
+                .core
+                .open_next(&mut self.buf[self.start..self.end])
+                .map_err(protocol_io)?;
+            if opened.consumed > 0 {
+                self.plain = self.start + opened.data.start..self.start + opened.data.end;
+                self.start += opened.consumed;
+                continue;
+            }
+            if self.eof {
+                self.core.end_of_stream(self.end - self.start)?;
+                return Poll::Ready(Ok(0));
+            }
+            let sealed = self.core.sealed_frame_len();
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            } else if self.buf.len() - self.start < sealed {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            self.prepare_buffer();
+            let space = self.buf.len() - self.end;
+            match read(&mut self.buf[self.end..]) {
+                Poll::Ready(Ok(0)) => self.eof = true,
+                Poll::Ready(Ok(n)) => {
+                    let n = n.min(space);
+                    self.end += n;
+                    // A read that filled the buffer means more is queued: use
+                    // the full size from now on. Otherwise remember roughly
+                    // how much arrives at once.
+                    self.next_alloc = if n == space {
+                        self.core.read_buffer_size()
+                    } else {
+                        (self.end - self.start).next_power_of_two()
+                    };
+                }
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    // Nothing buffered and nothing arriving: the connection is
+                    // idle, so give the buffer back until data comes.
+                    if self.start == self.end {
+                        self.release_buffer();
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// Copy plaintext into `out`, reading if needed.
+    pub fn poll_read_with<R>(&mut self, out: &mut [u8], read: R) -> Poll<io::Result<usize>>
+    where
+        R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    {
+        if out.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        match self.poll_fill_with(read) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Ok(0)),
+            Poll::Ready(Ok(_)) => {
+                let avail = self.available();
+                let n = avail.len().min(out.len());
+                out[..n].copy_from_slice(&avail[..n]);
+                self.consume(n);
+                Poll::Ready(Ok(n))
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::aead::Cipher;
+    use crate::proto::{Backend, FrameSize, Sealer};
+
+    fn pair() -> (Sealer, ReadCore) {
+        let key = [5u8; 32];
+        let fs = FrameSize::new(64).unwrap();
+        let b = Backend::default();
+        (
+            Sealer::new(Cipher::new(b, &key), fs),
+            ReadCore::new(Opener::new(Cipher::new(b, &key), fs), b"hi".to_vec(), 1),
+        )
+    }
+
+    #[test]
+    fn open_next_skips_empty_frames_and_stops_at_partial_ones() {
+        let (mut s, mut core) = pair();
+        let mut wire = Vec::new();
+        s.seal_frame(b"", &mut wire).unwrap();
+        s.seal_frame(b"", &mut wire).unwrap();
+        s.seal_frame(b"abc", &mut wire).unwrap();
+        s.seal_frame(b"", &mut wire).unwrap();
+        let f = 84;
+        wire.truncate(3 * f + 10);
+        let o = core.open_next(&mut wire).unwrap();
+        assert_eq!(o.consumed, 3 * f);
+        assert_eq!(&wire[o.data], b"abc");
+        let o = core.open_next(&mut wire[3 * f..]).unwrap();
+        assert_eq!(
+            o,
+            Opened {
+                consumed: 0,
+                data: 0..0
+            }
+        );
+        assert!(core.end_of_stream(10).is_err());
+        assert!(core.end_of_stream(0).is_ok());
+        assert_eq!(core.read_buffer_size(), f);
+    }
+
+    #[test]
+    fn initial_plaintext_is_served_once_and_never_shown_by_debug() {
+        let (_, mut core) = pair();
+        assert_eq!(core.initial(), b"hi");
+        core.consume_initial(1);
+        assert_eq!(core.take_initial(), b"i");
+        assert!(core.initial().is_empty());
+        let (_, core) = pair();
+        let shown = format!("{:?}", FrameReader::new(core));
+        assert!(shown.contains("2 bytes"), "{shown}");
+        assert!(
+            !shown.contains("104") && !shown.contains("\"hi\""),
+            "{shown}"
+        );
+    }
+}
