@@ -50,9 +50,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(not(any(feature = "ring", feature = "rustcrypto")))]
-compile_error!("p2p-conn needs an AEAD backend: enable the `ring` or the `rustcrypto` feature");
-
 mod config;
 pub mod engine;
 mod error;

@@ -19,8 +19,9 @@ use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 /// A hand-built peer (keys derived from the public sans-IO pieces, as
 /// `tests/evil_peer.rs` does) that puts `early` application bytes after its
 /// AuthSigMessage in frame #0 (spec §5: receivers MUST deliver them first),
-/// then reads our frame #0 and waits for us to speak, keeping the stream open.
-async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>) -> DuplexStream {
+/// then reads our frame #0, sends `then` (if any) in one more frame and waits
+/// for us to speak, keeping the stream open.
+async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>, then: &[u8]) -> DuplexStream {
     let seed = [0x42u8; 32];
     let mut first = [0u8; EPH_MSG_LEN];
     io.read_exact(&mut first).await.unwrap();
@@ -53,6 +54,11 @@ async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>) -> DuplexStream {
 
     let mut theirs = vec![0u8; STANDARD_SEALED_FRAME];
     io.read_exact(&mut theirs).await.unwrap();
+    if !then.is_empty() {
+        let mut out = Vec::new();
+        sealer.seal_append(then, &mut out).unwrap();
+        io.write_all(&out).await.unwrap();
+    }
     io
 }
 
@@ -70,7 +76,7 @@ async fn codec_delivers_frame0_application_data_without_further_reads() {
         let mut framed = codec::handshake(ours, &identity, &cfg).await.unwrap();
         tokio::time::timeout(Duration::from_secs(2), framed.next()).await
     };
-    let (got, _peer_io) = tokio::join!(victim, early_data_peer(theirs, early.clone()));
+    let (got, _peer_io) = tokio::join!(victim, early_data_peer(theirs, early.clone(), &[]));
     match got {
         Ok(Some(Ok(item))) => assert_eq!(&item[..], &early[..]),
         Ok(other) => panic!("expected the frame #0 bytes, got {other:?}"),
@@ -94,11 +100,59 @@ async fn codec_split_delivers_frame0_application_data_without_further_reads() {
             .unwrap();
         tokio::time::timeout(Duration::from_secs(2), read.next()).await
     };
-    let (got, _peer_io) = tokio::join!(victim, early_data_peer(theirs, early.clone()));
+    let (got, _peer_io) = tokio::join!(victim, early_data_peer(theirs, early.clone(), &[]));
     match got {
         Ok(Some(Ok(item))) => assert_eq!(&item[..], &early[..]),
         other => panic!("expected the frame #0 bytes, got {other:?}"),
     }
+}
+
+/// Defect: `SecretCodec::new` handed frame #0's trailing plaintext back to the
+/// caller and told the decoder to pass its first N input bytes through
+/// unopened. A caller who built `FramedRead` over the plain transport (no
+/// `WithInitial`) got up to ~2 KiB of raw wire bytes as if they were
+/// plaintext. Now the decoder owns those bytes: whatever transport it reads,
+/// it yields the authenticated early bytes first, then opened frames only.
+#[tokio::test]
+async fn codec_decoder_built_by_hand_never_yields_unopened_bytes() {
+    use p2p_conn::proto::{Handshake, HandshakeParams};
+    use tokio_util::codec::FramedRead;
+    let early = b"early bytes".to_vec();
+    let then = b"the next frame".to_vec();
+    let (mut ours, theirs) = tokio::io::duplex(1 << 16);
+    let cfg = Config::default();
+    let identity = Identity::generate();
+    let victim = async {
+        // Drive the sans-IO handshake by hand, as an embedder with its own
+        // transport would, then build the codec over the bare transport.
+        let mut hs = Handshake::new(&identity, HandshakeParams::default());
+        while !hs.is_finished() {
+            if !hs.outgoing().is_empty() {
+                let n = ours.write(hs.outgoing()).await.unwrap();
+                hs.advance_outgoing(n);
+            } else {
+                let n = ours.read(hs.read_buffer()).await.unwrap();
+                hs.advance_read(n).unwrap();
+            }
+        }
+        let codec = codec::SecretCodec::new(hs.into_established().unwrap(), &cfg).unwrap();
+        let mut read = FramedRead::new(ours, codec);
+        let first = read.next().await.unwrap().unwrap();
+        let second = read.next().await.unwrap().unwrap();
+        (first, second)
+    };
+    let ((first, second), _peer_io) =
+        tokio::join!(victim, early_data_peer(theirs, early.clone(), &then));
+    assert_eq!(
+        &first[..],
+        &early[..],
+        "first item is not the early plaintext"
+    );
+    assert_eq!(
+        &second[..],
+        &then[..],
+        "second item is not the next frame's plaintext"
+    );
 }
 
 /// Defect: the handshake driver never flushes the transport. Over any
@@ -190,4 +244,154 @@ fn identity_save_over_existing_file_is_owner_only() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(mode, 0o600, "node key saved with mode {mode:o}");
+}
+
+/// Defect: `blocking::handshake_tcp` set the socket's read and write timeouts
+/// to `None` afterwards, on error paths too, so a server that had set a 30 s
+/// read timeout on an accepted socket ended up with none. The caller's
+/// timeouts must come back, whatever the outcome.
+#[test]
+fn handshake_tcp_restores_the_callers_socket_timeouts() {
+    let read_t = Some(Duration::from_secs(30));
+    let write_t = Some(Duration::from_secs(7));
+    let cfg = Config::default().handshake_timeout(Duration::from_secs(5));
+
+    // Success path.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).map(|_| ())
+    });
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(read_t).unwrap();
+    tcp.set_write_timeout(write_t).unwrap();
+    let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &cfg).unwrap();
+    peer.join().unwrap().unwrap();
+    assert_eq!(conn.get_ref().read_timeout().unwrap(), read_t);
+    assert_eq!(conn.get_ref().write_timeout().unwrap(), write_t);
+
+    // Error path: the peer hangs up during the handshake. A clone of the
+    // socket shares its options, so it shows what the failed call left.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || drop(listener.accept().unwrap()));
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(read_t).unwrap();
+    tcp.set_write_timeout(write_t).unwrap();
+    let witness = tcp.try_clone().unwrap();
+    peer.join().unwrap();
+    assert!(blocking::handshake_tcp(tcp, &Identity::generate(), &cfg).is_err());
+    assert_eq!(witness.read_timeout().unwrap(), read_t);
+    assert_eq!(witness.write_timeout().unwrap(), write_t);
+}
+
+/// Defect: `Debug` of `Established` printed `initial_plaintext`, decrypted
+/// application bytes, into logs. It shows their length only.
+#[test]
+fn established_debug_shows_no_plaintext() {
+    use p2p_conn::proto::HandshakeParams;
+    use p2p_conn::testkit::{deterministic_handshake, run_handshakes};
+    let (_, a) = deterministic_handshake(1, HandshakeParams::default());
+    let (_, b) = deterministic_handshake(2, HandshakeParams::default());
+    let mut run = run_handshakes(a, b, 64).unwrap();
+    run.a.initial_plaintext = b"SECRET-PLAINTEXT".to_vec();
+    let shown = format!("{:?}", run.a);
+    assert!(shown.contains("initial_plaintext_len: 16"), "{shown}");
+    for leak in ["SECRET", "83, 69, 67"] {
+        assert!(!shown.contains(leak), "Debug shows plaintext: {shown}");
+    }
+}
+
+/// Halves carry every accessor of the connection and go back together; halves
+/// of two different connections do not.
+#[tokio::test]
+async fn tokio_halves_have_accessors_and_reunite() {
+    async fn pair() -> (
+        ptokio::SecretConnection<tokio::net::TcpStream>,
+        ptokio::SecretConnection<tokio::net::TcpStream>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = Config::default();
+        let (ia, ib) = (Identity::generate(), Identity::generate());
+        let (a, b) = tokio::join!(
+            async { ptokio::handshake(listener.accept().await.unwrap().0, &ia, &cfg).await },
+            async {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                ptokio::handshake(tcp, &ib, &cfg).await
+            }
+        );
+        (a.unwrap(), b.unwrap())
+    }
+    let (a, mut b) = pair().await;
+    let (a_peer, b_peer) = (a.remote_node_id(), b.remote_node_id());
+    let (mut r, mut w) = a.into_split();
+    assert_eq!(r.remote_node_id(), a_peer);
+    assert_eq!(w.remote_node_id(), a_peer);
+    assert_eq!(w.remote_public_key().node_id(), a_peer);
+    w.send(b"through the owned write half").await.unwrap();
+    let mut got = vec![0u8; 28];
+    b.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"through the owned write half");
+    b.send(b"back").await.unwrap();
+    let mut back = [0u8; 4];
+    r.read_exact(&mut back).await.unwrap();
+
+    // Halves of another connection are refused and handed back intact.
+    let (c, _d) = pair().await;
+    let (cr, cw) = c.into_split();
+    let err = r.reunite(cw).unwrap_err();
+    let (r, _cw) = (err.0, err.1);
+    let err = cr.reunite(w).unwrap_err();
+    let (_cr, w) = (err.0, err.1);
+
+    let mut a = r.reunite(w).unwrap();
+    assert_eq!(a.remote_node_id(), a_peer);
+    a.send(b"whole again").await.unwrap();
+    let mut got = [0u8; 11];
+    b.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"whole again");
+    assert_eq!(b_peer, b.remote_node_id());
+
+    // The locked split reunites too.
+    let (r, w) = a.into_split_locked();
+    assert_eq!(r.remote_node_id(), a_peer);
+    let mut a = r.reunite(w).unwrap();
+    a.send(b"locked").await.unwrap();
+    let mut got = [0u8; 6];
+    b.read_exact(&mut got).await.unwrap();
+    assert_eq!(&got, b"locked");
+}
+
+/// The std halves of a TCP connection: accessors and reunite.
+#[test]
+fn blocking_halves_have_accessors_and_reunite() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server_id = Identity::generate();
+    let server_node = server_id.node_id();
+    let peer = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        let mut conn = blocking::handshake_tcp(tcp, &server_id, &Config::default()).unwrap();
+        let mut buf = [0u8; 5];
+        conn.read_exact(&mut buf).unwrap();
+        conn.write_all(&buf).unwrap();
+        conn.flush().unwrap();
+        conn.read_exact(&mut buf).unwrap();
+        buf
+    });
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let conn = blocking::handshake_tcp(tcp, &Identity::generate(), &Config::default()).unwrap();
+    let (mut r, mut w) = conn.split().unwrap();
+    assert_eq!(r.remote_node_id(), server_node);
+    assert_eq!(w.remote_node_id(), server_node);
+    w.send(b"hello").unwrap();
+    let mut buf = [0u8; 5];
+    r.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"hello");
+    let mut conn = r.reunite(w).unwrap();
+    conn.send(b"again").unwrap();
+    assert_eq!(&peer.join().unwrap(), b"again");
 }

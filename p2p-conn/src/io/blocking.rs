@@ -14,7 +14,7 @@
 //! A `SecretConnection<TcpStream>` splits into a [`ReadHalf`] and a
 //! [`WriteHalf`] for two threads ([`SecretConnection::split`]; the socket is
 //! cloned), with every accessor of the connection;
-//! [`SecretConnection::reunite`] puts them back together.
+//! [`ReadHalf::reunite`] puts them back together.
 //!
 //! # Not provided
 //! [`handshake`] over a generic stream has no timeout (a generic `Read + Write`
@@ -294,22 +294,23 @@ impl SecretConnection<TcpStream> {
         let read_io = self.io.try_clone()?;
         Ok(self.split_with(|w| (read_io, w)))
     }
+}
 
-    /// Put halves from [`Self::split`] back together. Halves whose sockets
-    /// have different local or peer addresses (so are not one TCP
-    /// connection) are handed back.
+impl ReadHalf {
+    /// Put this half and `write` back together into the connection they were
+    /// split from. Halves whose sockets have different local or peer
+    /// addresses (so are not one TCP connection) are handed back.
     // The halves go back whole in the error; reuniting is rare.
-    #[allow(clippy::result_large_err, clippy::type_complexity)]
+    #[allow(clippy::result_large_err)]
     pub fn reunite(
-        read: ReadHalf,
+        self,
         write: WriteHalf,
-    ) -> Result<Self, ReuniteError<ReadHalf, WriteHalf>> {
-        Self::reunite_with(read, write, |r, w| {
-            let same = |s: &TcpStream| (s.local_addr().ok(), s.peer_addr().ok());
-            if same(&r) == same(&w) && same(&r).0.is_some() {
-                Ok(w)
-            } else {
-                Err((r, w))
+    ) -> Result<SecretConnection<TcpStream>, ReuniteError<ReadHalf, WriteHalf>> {
+        SecretConnection::reunite_with(self, write, |r, w| {
+            let ends = |s: &TcpStream| (s.local_addr().ok(), s.peer_addr().ok());
+            match (ends(&r), ends(&w)) {
+                ((Some(a), Some(b)), (Some(c), Some(d))) if a == c && b == d => Ok(w),
+                _ => Err((r, w)),
             }
         })
     }

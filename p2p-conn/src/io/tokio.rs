@@ -9,8 +9,8 @@
 //! * [`SecretConnection::into_split_locked`]: any transport, through
 //!   `tokio::io::split` (a lock taken on every poll).
 //! * Both halves have every accessor of the connection
-//!   (`remote_node_id`, …), and [`SecretConnection::reunite`] /
-//!   [`SecretConnection::reunite_locked`] put them back together.
+//!   (`remote_node_id`, …), and [`ReadHalf::reunite`] puts either kind back
+//!   together.
 //!
 //! # Cancellation
 //! * [`handshake`]: dropping the future abandons the handshake; the transport
@@ -131,14 +131,23 @@ where
 /// [`SecretConnection::into_split`] wraps without a lock.
 pub trait Split: Sized {
     /// The read half.
-    type Read: AsyncRead + Unpin;
+    type Read: AsyncRead + Unpin + Rejoin<Write = Self::Write, Whole = Self>;
     /// The write half.
     type Write: AsyncWrite + Unpin;
     /// Split the transport.
     fn split(self) -> (Self::Read, Self::Write);
-    /// Put two halves back together; hands them back if they are not from
-    /// the same transport.
-    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)>;
+}
+
+/// A transport read half that can be put back together with its write half
+/// ([`ReadHalf::reunite`]).
+pub trait Rejoin: Sized {
+    /// The matching write half.
+    type Write;
+    /// The whole transport.
+    type Whole;
+    /// Put the halves back together; hands them back if they are not from the
+    /// same transport.
+    fn rejoin(self, write: Self::Write) -> Result<Self::Whole, (Self, Self::Write)>;
 }
 
 impl Split for tokio::net::TcpStream {
@@ -147,8 +156,13 @@ impl Split for tokio::net::TcpStream {
     fn split(self) -> (Self::Read, Self::Write) {
         self.into_split()
     }
-    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)> {
-        read.reunite(write).map_err(|e| (e.0, e.1))
+}
+
+impl Rejoin for tokio::net::tcp::OwnedReadHalf {
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    type Whole = tokio::net::TcpStream;
+    fn rejoin(self, write: Self::Write) -> Result<Self::Whole, (Self, Self::Write)> {
+        self.reunite(write).map_err(|e| (e.0, e.1))
     }
 }
 
@@ -159,8 +173,26 @@ impl Split for tokio::net::UnixStream {
     fn split(self) -> (Self::Read, Self::Write) {
         self.into_split()
     }
-    fn reunite(read: Self::Read, write: Self::Write) -> Result<Self, (Self::Read, Self::Write)> {
-        read.reunite(write).map_err(|e| (e.0, e.1))
+}
+
+#[cfg(unix)]
+impl Rejoin for tokio::net::unix::OwnedReadHalf {
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    type Whole = tokio::net::UnixStream;
+    fn rejoin(self, write: Self::Write) -> Result<Self::Whole, (Self, Self::Write)> {
+        self.reunite(write).map_err(|e| (e.0, e.1))
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Rejoin for tokio::io::ReadHalf<T> {
+    type Write = tokio::io::WriteHalf<T>;
+    type Whole = T;
+    fn rejoin(self, write: Self::Write) -> Result<T, (Self, Self::Write)> {
+        if self.is_pair_of(&write) {
+            Ok(self.unsplit(write))
+        } else {
+            Err((self, write))
+        }
     }
 }
 
@@ -173,50 +205,32 @@ pub type LockedHalves<T> = (
 
 impl<T: Split> SecretConnection<T> {
     /// Split into owned halves for separate tasks, over the transport's own
-    /// halves (no lock).
+    /// halves (no lock). [`ReadHalf::reunite`] puts them back together.
     pub fn into_split(self) -> (ReadHalf<T::Read>, WriteHalf<T::Write>) {
         self.split_with(T::split)
-    }
-
-    /// Put halves from [`Self::into_split`] back together.
-    // The halves go back whole in the error; reuniting is rare.
-    #[allow(clippy::result_large_err, clippy::type_complexity)]
-    pub fn reunite(
-        read: ReadHalf<T::Read>,
-        write: WriteHalf<T::Write>,
-    ) -> Result<Self, ReuniteError<ReadHalf<T::Read>, WriteHalf<T::Write>>> {
-        Self::reunite_with(read, write, T::reunite)
     }
 }
 
 impl<T: AsyncRead + AsyncWrite> SecretConnection<T> {
     /// Split into owned halves for any transport, through `tokio::io::split`
     /// (which takes a lock on every poll; prefer [`Self::into_split`] where
-    /// the transport implements [`Split`]).
+    /// the transport implements [`Split`]). [`ReadHalf::reunite`] puts them
+    /// back together.
     pub fn into_split_locked(self) -> LockedHalves<T> {
         self.split_with(tokio::io::split)
     }
+}
 
-    /// Put halves from [`Self::into_split_locked`] back together.
+impl<R: Rejoin> ReadHalf<R> {
+    /// Put this half and `write` back together into the connection they were
+    /// split from. Halves of different connections are handed back.
     // The halves go back whole in the error; reuniting is rare.
     #[allow(clippy::result_large_err, clippy::type_complexity)]
-    pub fn reunite_locked(
-        read: ReadHalf<tokio::io::ReadHalf<T>>,
-        write: WriteHalf<tokio::io::WriteHalf<T>>,
-    ) -> Result<
-        Self,
-        ReuniteError<ReadHalf<tokio::io::ReadHalf<T>>, WriteHalf<tokio::io::WriteHalf<T>>>,
-    >
-    where
-        T: Unpin,
-    {
-        Self::reunite_with(read, write, |r, w| {
-            if r.is_pair_of(&w) {
-                Ok(r.unsplit(w))
-            } else {
-                Err((r, w))
-            }
-        })
+    pub fn reunite(
+        self,
+        write: WriteHalf<R::Write>,
+    ) -> Result<SecretConnection<R::Whole>, ReuniteError<Self, WriteHalf<R::Write>>> {
+        SecretConnection::reunite_with(self, write, R::rejoin)
     }
 }
 

@@ -7,16 +7,14 @@
 //! * `Backend::Ring` (feature `ring`): `ring`'s assembly implementation.
 //!   Fastest on this project's x86_64 benchmark machine (see
 //!   `docs/performance.md`), so it is the default when compiled in.
-//! * `Backend::RustCrypto` (feature `rustcrypto`): the pure-Rust
-//!   `chacha20poly1305` crate. The default in a pure-Rust build.
-//!
-//! At least one of the two features must be enabled.
+//! * [`Backend::RustCrypto`]: the pure-Rust `chacha20poly1305` crate. Always
+//!   compiled, so a build with no features at all works and is pure Rust;
+//!   the default when `ring` is off.
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place. Nonce construction lives in
 //! [`super::frame`], not here.
 
-#[cfg(feature = "rustcrypto")]
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use zeroize::Zeroizing;
 
@@ -36,8 +34,8 @@ pub enum Backend {
     /// compiled in (feature `ring`).
     #[cfg(feature = "ring")]
     Ring,
-    /// RustCrypto `chacha20poly1305` (pure Rust; feature `rustcrypto`).
-    #[cfg(feature = "rustcrypto")]
+    /// RustCrypto `chacha20poly1305` (pure Rust). Always compiled: it is
+    /// the backend of a build without `ring`.
     RustCrypto,
 }
 
@@ -55,7 +53,6 @@ impl Backend {
     pub const ALL: &'static [Backend] = &[
         #[cfg(feature = "ring")]
         Backend::Ring,
-        #[cfg(feature = "rustcrypto")]
         Backend::RustCrypto,
     ];
 
@@ -64,7 +61,6 @@ impl Backend {
         match self {
             #[cfg(feature = "ring")]
             Backend::Ring => "ring",
-            #[cfg(feature = "rustcrypto")]
             Backend::RustCrypto => "rustcrypto",
         }
     }
@@ -117,7 +113,6 @@ pub struct Cipher {
 enum Inner {
     #[cfg(feature = "ring")]
     Ring(ring::aead::LessSafeKey),
-    #[cfg(feature = "rustcrypto")]
     RustCrypto(chacha20poly1305::ChaCha20Poly1305),
 }
 
@@ -133,7 +128,6 @@ impl Cipher {
                     .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
                 Inner::Ring(ring::aead::LessSafeKey::new(unbound))
             }
-            #[cfg(feature = "rustcrypto")]
             Backend::RustCrypto => {
                 Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
             }
@@ -155,7 +149,6 @@ impl Cipher {
                 out.copy_from_slice(tag.as_ref());
                 out
             }
-            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(c) => {
                 let tag = c
                     .encrypt_in_place_detached(nonce.into(), &[], buf)
@@ -184,7 +177,6 @@ impl Cipher {
                     .map(|_| ())
                     .map_err(|_| OpenFailed)
             }
-            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(c) => {
                 let (ct, tag) = sealed.split_at_mut(sealed.len() - TAG_LEN);
                 let tag = chacha20poly1305::Tag::clone_from_slice(tag);
@@ -200,7 +192,6 @@ impl std::fmt::Debug for Cipher {
         let backend = match self.inner {
             #[cfg(feature = "ring")]
             Inner::Ring(_) => Backend::Ring,
-            #[cfg(feature = "rustcrypto")]
             Inner::RustCrypto(_) => Backend::RustCrypto,
         };
         f.debug_struct("Cipher")
