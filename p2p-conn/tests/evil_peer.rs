@@ -11,10 +11,13 @@
 //! handshake timeout. The sans-IO state machine is checked directly for the
 //! exhaustive low-order-point and reflection cases at the end.
 
+mod common;
+
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::feed;
 use ed25519_dalek::Signer;
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
@@ -873,19 +876,6 @@ fn low_order_points() -> Vec<[u8; 32]> {
         all.push(k);
     }
     all
-}
-
-/// Feed `bytes` into the handshake's read side, in as few calls as it allows.
-fn feed(hs: &mut Handshake, mut bytes: &[u8]) -> Result<(), ProtocolError> {
-    while !bytes.is_empty() {
-        let buf = hs.read_buffer();
-        assert!(!buf.is_empty(), "handshake wants no more input");
-        let n = buf.len().min(bytes.len());
-        buf[..n].copy_from_slice(&bytes[..n]);
-        hs.advance_read(n)?;
-        bytes = &bytes[n..];
-    }
-    Ok(())
 }
 
 #[test]

@@ -5,9 +5,12 @@
 //! never committed. Outside CI its absence is reported and the test skipped;
 //! with `CI=true` its absence fails the test.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use common::run_handshakes;
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::{Handshake, HandshakeParams};
 use p2p_conn::proto::FrameSize;
@@ -136,23 +139,15 @@ fn full_handshake_known_answers() {
         };
         let alice = Identity::from_seed(&h32(&v, "alice_ed25519_seed"));
         let bob = Identity::from_seed(&h32(&v, "bob_ed25519_seed"));
-        let mut a = Handshake::with_ephemeral_secret(&alice, params, h32(&v, "alice_x25519_sk"));
-        let mut b = Handshake::with_ephemeral_secret(&bob, params, h32(&v, "bob_x25519_sk"));
+        let a = Handshake::with_ephemeral_secret(&alice, params, h32(&v, "alice_x25519_sk"));
+        let b = Handshake::with_ephemeral_secret(&bob, params, h32(&v, "bob_x25519_sk"));
         assert_eq!(hex::encode(a.outgoing()), v["alice_initial_msg"]);
         assert_eq!(a.local_ephemeral_key(), h32(&v, "alice_x25519_pk"));
         assert_eq!(b.local_ephemeral_key(), h32(&v, "bob_x25519_pk"));
 
         // Pump bytes between the two machines one byte at a time.
-        let mut a_sent = Vec::new();
-        let mut b_sent = Vec::new();
-        for _ in 0..10_000 {
-            if a.is_finished() && b.is_finished() {
-                break;
-            }
-            pump(&mut a, &mut b, &mut a_sent);
-            pump(&mut b, &mut a, &mut b_sent);
-        }
-        assert!(a.is_finished() && b.is_finished());
+        let run = run_handshakes(a, b, 1).unwrap();
+        let (a_sent, b_sent) = (&run.a_wire, &run.b_wire);
         assert_eq!(a_sent.len(), 35 + STANDARD_SEALED_FRAME);
         let a_frame0 = &a_sent[35..];
         let b_frame0 = &b_sent[35..];
@@ -169,24 +164,10 @@ fn full_handshake_known_answers() {
         );
         assert_eq!(hex::encode(&b_frame0[..32]), v["bob_frame0_first32"]);
         assert_eq!(hex::encode(&b_frame0[1028..]), v["bob_frame0_tag"]);
-        let ea = a.into_established().unwrap();
-        let eb = b.into_established().unwrap();
+        let (ea, eb) = (run.a, run.b);
         assert_eq!(ea.remote_public_key, bob.public_key());
         assert_eq!(eb.remote_public_key, alice.public_key());
         assert!(ea.initial_plaintext.is_empty());
-    }
-}
-
-/// Move what `from` has to send into `to`, one byte per call.
-fn pump(from: &mut Handshake, to: &mut Handshake, log: &mut Vec<u8>) {
-    if let Some(&byte) = from.outgoing().first() {
-        let want = to.read_buffer();
-        if !want.is_empty() {
-            want[0] = byte;
-            to.advance_read(1).unwrap();
-            from.advance_outgoing(1);
-            log.push(byte);
-        }
     }
 }
 

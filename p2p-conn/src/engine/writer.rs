@@ -26,7 +26,7 @@
 //!
 //! # Flush size
 //! `flush_size` is counted in sealed bytes and rounded down to whole frames
-//! (at least one): [`FrameSize::whole_frames`]. The same number is the
+//! (at least one): [`crate::proto::FrameSize::whole_frames`]. The same number is the
 //! writer's most bytes per write and the codec's backpressure boundary.
 //!
 //! # Memory

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::{ReuniteError, SecretStream};
 use crate::engine::{
-    establish, poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
+    poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
 };
 use crate::proto::Handshake;
 use crate::{Config, Error, Identity};
@@ -84,22 +84,6 @@ fn run_handshake<T: Read + Write>(
     Ok(hs)
 }
 
-fn establish_blocking<T>(
-    io: T,
-    hs: Handshake,
-    config: &Config,
-) -> Result<SecretConnection<T>, Error> {
-    let (read, write, remote) = establish(hs.into_established()?, config)?;
-    Ok(SecretStream::new(
-        io,
-        Duplex {
-            reader: FrameReader::new(read),
-            writer: FrameWriter::new(write),
-        },
-        remote,
-    ))
-}
-
 /// Run the handshake over a blocking `Read + Write` (no timeout: see the
 /// module docs), then check the peer ID if configured.
 pub fn handshake<T: Read + Write>(
@@ -108,7 +92,7 @@ pub fn handshake<T: Read + Write>(
     config: &Config,
 ) -> Result<SecretConnection<T>, Error> {
     let hs = run_handshake(&mut io, identity, config)?;
-    establish_blocking(io, hs, config)
+    SecretConnection::established(io, hs.into_established()?, config)
 }
 
 /// A `TcpStream` whose every read and write is bounded by one deadline (none
@@ -199,7 +183,7 @@ pub fn handshake_tcp(
         }
         other => other,
     })?;
-    establish_blocking(stream, hs, config)
+    SecretConnection::established(stream, hs.into_established()?, config)
 }
 
 fn read_fn<R: Read>(io: &mut R) -> impl FnMut(&mut [u8]) -> Poll<io::Result<usize>> + '_ {

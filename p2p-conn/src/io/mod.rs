@@ -19,8 +19,9 @@ pub mod codec;
 
 use std::marker::PhantomData;
 
-use crate::engine::{Duplex, Engines, FrameReader, FrameWriter};
-use crate::{NodeId, PublicKey};
+use crate::engine::{establish, Duplex, Engines, FrameReader, FrameWriter};
+use crate::proto::Established;
+use crate::{Config, Error, NodeId, PublicKey};
 
 /// An authenticated, encrypted stream over transport `T`, holding engines `E`
 /// and speaking the traits of adapter `A`. Use the adapters' aliases:
@@ -91,6 +92,17 @@ pub(crate) type Halves<R, W, A> = (
 );
 
 impl<T, A> SecretStream<T, Duplex, A> {
+    /// The whole connection over `io` after a finished handshake, with the
+    /// peer checked against `config`.
+    pub(crate) fn established(io: T, est: Established, config: &Config) -> Result<Self, Error> {
+        let (read, write, remote) = establish(est, config)?;
+        let engines = Duplex {
+            reader: FrameReader::new(read),
+            writer: FrameWriter::new(write),
+        };
+        Ok(SecretStream::new(io, engines, remote))
+    }
+
     /// Split into a read half over `split(transport).0` and a write half over
     /// `split(transport).1`.
     pub(crate) fn split_with<R, W>(self, split: impl FnOnce(T) -> (R, W)) -> Halves<R, W, A> {

@@ -41,7 +41,7 @@ use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{ReuniteError, SecretStream};
 use crate::engine::{
-    establish, poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
+    poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
 };
 use crate::proto::{Established, Handshake};
 use crate::{Config, Error, Identity};
@@ -96,15 +96,7 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let est = run_handshake(&mut io, identity, config).await?;
-    let (read, write, remote) = establish(est, config)?;
-    Ok(SecretStream::new(
-        io,
-        Duplex {
-            reader: FrameReader::new(read),
-            writer: FrameWriter::new(write),
-        },
-        remote,
-    ))
+    SecretConnection::established(io, est, config)
 }
 
 /// The handshake alone, shared with the codec adapter: drive the state machine
