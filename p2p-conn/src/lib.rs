@@ -55,6 +55,7 @@ pub mod engine;
 mod error;
 pub mod identity;
 pub mod io;
+pub mod keyfile;
 pub mod proto;
 
 pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER};

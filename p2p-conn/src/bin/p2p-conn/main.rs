@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use p2p_conn::io::tokio as ptokio;
-use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
+use p2p_conn::{keyfile, Config, Error, Identity, NodeId, ProtocolError};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 mod bench;
@@ -111,7 +111,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Keygen { out } => keygen(out),
-        Cmd::Id { key } => Identity::load(&key)
+        Cmd::Id { key } => keyfile::load(&key)
             .map(|id| println!("{}", id.node_id()))
             .map_err(|e| Failure(e.to_string())),
         Cmd::Listen { addr, conn } => run_async(listen(addr, conn)),
@@ -128,14 +128,8 @@ fn main() -> ExitCode {
 }
 
 fn keygen(out: PathBuf) -> Result<(), Failure> {
-    if out.exists() {
-        return Err(Failure(format!(
-            "{} already exists; not overwriting it",
-            out.display()
-        )));
-    }
     let id = Identity::generate();
-    id.save(&out).map_err(|e| Failure(e.to_string()))?;
+    keyfile::save_new(&id, &out).map_err(|e| Failure(e.to_string()))?;
     println!("{}", id.node_id());
     Ok(())
 }
@@ -155,7 +149,7 @@ fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Res
 
 fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
     let identity = match &args.key {
-        Some(path) => Identity::load(path).map_err(|e| Failure(e.to_string()))?,
+        Some(path) => keyfile::load(path).map_err(|e| Failure(e.to_string()))?,
         None => Identity::generate(),
     };
     let timeout = Duration::try_from_secs_f64(args.handshake_timeout)
