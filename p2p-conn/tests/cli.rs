@@ -133,9 +133,8 @@ fn netcat_exchange_both_ways_with_half_close() {
     let down: Vec<u8> = (0..70_001u32).map(|i| (i % 13) as u8).collect();
     let port = free_port();
     // The listener's stdin stays open until the listener has printed the
-    // whole upload, as a person typing would: each side exits when its
-    // peer's stream ends, so closing it earlier would let the dialer exit
-    // before its own upload is through.
+    // whole upload, as a person typing would: the dialer has half-closed by
+    // then and must keep reading until the listener's stream ends too.
     let mut listener = Command::new(BIN)
         .args([
             "listen",
@@ -414,4 +413,164 @@ fn keygen_never_replaces_an_existing_path() {
         &["node_key.json"]
     };
     assert_eq!(names, expected);
+}
+
+// ---------------------------------------------------------------------------
+// Data transfer: no side exits 0 before both directions are done.
+
+/// `len` pseudo-random bytes (xorshift64*), so a shifted or repeated chunk
+/// cannot compare equal by accident.
+fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        v.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn spawn_io(args: &[&str], stdin: Stdio, stdout: Stdio) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn file_in(path: &std::path::Path) -> Stdio {
+    Stdio::from(std::fs::File::open(path).unwrap())
+}
+
+fn file_out(path: &std::path::Path) -> Stdio {
+    Stdio::from(std::fs::File::create(path).unwrap())
+}
+
+fn assert_ok(name: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{name} exited {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const TRANSFER_BYTES: usize = 10 << 20;
+
+/// `listen < /dev/null > copy` and `dial < file`: the dialer must not stop at
+/// the listener's end of stream before its own stdin is through.
+#[test]
+fn file_to_listener_arrives_whole() {
+    let dir = tmp("to-listener");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(TRANSFER_BYTES, 0x9e37_79b9_7f4a_7c15);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(&["listen", &addr], Stdio::null(), file_out(&copy));
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], file_in(&input), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(60));
+    let l = wait_with_deadline(listener, Duration::from_secs(60));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    assert!(d.stdout.is_empty());
+    let got = std::fs::read(&copy).unwrap();
+    assert_eq!(got.len(), data.len(), "copy has the wrong length");
+    assert!(got == data, "copy differs from the input");
+}
+
+/// The mirror: the listener sends a file, the dialer's stdin is empty.
+#[test]
+fn file_from_listener_arrives_whole() {
+    let dir = tmp("from-listener");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(TRANSFER_BYTES, 0x0123_4567_89ab_cdef);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(&["listen", &addr], file_in(&input), Stdio::piped());
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], Stdio::null(), file_out(&copy));
+    let d = wait_with_deadline(dialer, Duration::from_secs(60));
+    let l = wait_with_deadline(listener, Duration::from_secs(60));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    let got = std::fs::read(&copy).unwrap();
+    assert_eq!(got.len(), data.len(), "copy has the wrong length");
+    assert!(got == data, "copy differs from the input");
+}
+
+/// How the test peer of [`sender_fails_when_peer_quits`] stops.
+#[derive(Clone, Copy, Debug)]
+enum Quit {
+    /// Close with unread data in the receive queue: the kernel resets.
+    Reset,
+    /// Half-close its sending side (a clean end of its stream), stop reading
+    /// for a while, then close.
+    HalfCloseThenStopReading,
+}
+
+/// A dialer sends 40 MB to a peer that handshakes, reads about 100 KB and
+/// then quits as `how` says: the dialer must exit 1 with `peer ...` and one
+/// `error: connection failed ...` line, never 0 with stdin unsent.
+fn sender_fails_when_peer_quits(how: Quit) {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let peer = std::thread::spawn(move || {
+        let (tcp, _) = server.accept().unwrap();
+        let raw = tcp.try_clone().unwrap();
+        let cfg = p2p_conn::Config::default();
+        let mut conn =
+            p2p_conn::io::blocking::handshake_tcp(tcp, &p2p_conn::Identity::generate(), &cfg)
+                .unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        while got < 100_000 {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        if let Quit::HalfCloseThenStopReading = how {
+            raw.shutdown(std::net::Shutdown::Write).unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Dropping with unread data in the receive queue sends a reset.
+    });
+    let dir = tmp(&format!("quit-{how:?}"));
+    let input = dir.join("input");
+    std::fs::write(&input, pseudo_random(4 * TRANSFER_BYTES, 7)).unwrap();
+    let dialer = spawn_io(
+        &["dial", &format!("127.0.0.1:{port}")],
+        file_in(&input),
+        Stdio::null(),
+    );
+    let out = wait_with_deadline(dialer, Duration::from_secs(60));
+    peer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{how:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{how:?}: {err}");
+    assert!(lines[0].starts_with("peer "), "{how:?}: {err}");
+    assert!(
+        lines[1].starts_with("error: connection failed"),
+        "{how:?}: {err}"
+    );
+}
+
+#[test]
+fn peer_reset_mid_transfer_fails_the_sender() {
+    sender_fails_when_peer_quits(Quit::Reset);
+}
+
+#[test]
+fn peer_ending_its_stream_early_does_not_end_the_upload() {
+    sender_fails_when_peer_quits(Quit::HalfCloseThenStopReading);
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::{keyfile, Config, Error, Identity, NodeId, ProtocolError};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
 
@@ -37,6 +37,9 @@ struct ConnArgs {
     peer_id: Option<NodeId>,
 }
 
+/// Bytes of stdin read (and sent as one message) at a time.
+const STDIN_CHUNK_BYTES: usize = 64 * 1024;
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Generate a CometBFT node_key.json and print its node ID
@@ -51,7 +54,8 @@ enum Cmd {
         #[arg(long)]
         key: PathBuf,
     },
-    /// Accept one connection, then copy stdin to it and it to stdout
+    /// Accept one connection, then copy stdin to it and it to stdout until
+    /// both are done
     Listen {
         /// Address to listen on, e.g. 127.0.0.1:26656
         addr: SocketAddr,
@@ -59,6 +63,7 @@ enum Cmd {
         conn: ConnArgs,
     },
     /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
+    /// until both are done
     Dial {
         /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
         addr: String,
@@ -142,7 +147,7 @@ fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Res
         .map_err(|e| Failure(format!("I/O error: cannot start the runtime: {e}")))?;
     let r = rt.block_on(fut);
     // Standard input is read on a blocking thread that may still be waiting
-    // for input; do not wait for it.
+    // for input (after a failure); do not wait for it.
     rt.shutdown_background();
     r
 }
@@ -194,7 +199,43 @@ async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
     pipe(tcp, &identity, &cfg).await
 }
 
-/// Handshake, announce the peer, then copy both ways until the peer's stream ends.
+/// Where a copy failed: the message says which side and, for the peer, why.
+enum CopyError {
+    Stdin(std::io::Error),
+    Stdout(std::io::Error),
+    Send(std::io::Error),
+    Recv(std::io::Error),
+}
+
+impl From<CopyError> for Failure {
+    fn from(e: CopyError) -> Self {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+        Failure(match e {
+            CopyError::Stdin(e) => format!("I/O error: reading stdin: {e}"),
+            CopyError::Stdout(e) => format!("I/O error: writing stdout: {e}"),
+            CopyError::Send(e) => match Error::from_io(e) {
+                Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) => format!(
+                    "connection failed: the peer closed or reset the connection before all of stdin was sent ({io})"
+                ),
+                Error::Io(io) => format!("connection failed: sending to the peer: {io}"),
+                other => describe(&other),
+            },
+            CopyError::Recv(e) => match Error::from_io(e) {
+                Error::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted) => {
+                    format!("connection failed: the peer reset the connection ({io})")
+                }
+                Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
+                other => describe(&other),
+            },
+        })
+    }
+}
+
+/// Handshake, announce the peer, then copy both ways until both directions
+/// are done: all of stdin sent and the write side half-closed (flush, then
+/// TCP shutdown of the write half, only at the end of stdin), and the peer's
+/// stream ended and written to stdout. Fails as soon as either direction
+/// does, so it never returns `Ok` with stdin bytes unsent.
 async fn pipe(
     tcp: tokio::net::TcpStream,
     identity: &Identity,
@@ -205,24 +246,34 @@ async fn pipe(
     eprintln!("peer {}", conn.remote_node_id());
     let (mut r, mut w) = conn.into_split();
     let upload = async move {
-        let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-        tokio::io::copy_buf(&mut stdin, &mut w).await?;
-        // End of stdin: flush and half-close our TCP write side.
-        w.shutdown().await?;
-        Ok::<_, std::io::Error>(())
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; STDIN_CHUNK_BYTES];
+        loop {
+            let n = stdin.read(&mut buf).await.map_err(CopyError::Stdin)?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n]).await.map_err(CopyError::Send)?;
+            // Hand anything the socket did not take yet to it before waiting
+            // on stdin again (interactive input must not sit in a buffer).
+            w.flush().await.map_err(CopyError::Send)?;
+        }
+        w.shutdown().await.map_err(CopyError::Send)
     };
     let download = async move {
         let mut stdout = tokio::io::stdout();
-        tokio::io::copy(&mut r, &mut stdout).await?;
-        stdout.flush().await?;
-        Ok::<_, std::io::Error>(())
-    };
-    tokio::pin!(upload, download);
-    let mut upload_done = false;
-    loop {
-        tokio::select! {
-            r = &mut upload, if !upload_done => { r?; upload_done = true; }
-            r = &mut download => { r?; return Ok(()); }
+        loop {
+            let chunk = r.fill_buf().await.map_err(CopyError::Recv)?;
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            stdout.write_all(chunk).await.map_err(CopyError::Stdout)?;
+            r.consume(n);
+            stdout.flush().await.map_err(CopyError::Stdout)?;
         }
-    }
+        stdout.flush().await.map_err(CopyError::Stdout)
+    };
+    tokio::try_join!(upload, download)?;
+    Ok(())
 }
