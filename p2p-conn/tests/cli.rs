@@ -574,3 +574,155 @@ fn peer_reset_mid_transfer_fails_the_sender() {
 fn peer_ending_its_stream_early_does_not_end_the_upload() {
     sender_fails_when_peer_quits(Quit::HalfCloseThenStopReading);
 }
+
+// ---------------------------------------------------------------------------
+// Connection flags on listen and dial.
+
+#[test]
+fn frame_size_mismatch_names_frame_size() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(
+        &["listen", &addr, "--frame-size", "4096"],
+        Stdio::null(),
+        Stdio::piped(),
+    );
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], Stdio::null(), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(30));
+    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    let (derr, lerr) = (
+        String::from_utf8_lossy(&d.stderr),
+        String::from_utf8_lossy(&l.stderr),
+    );
+    assert_eq!(d.status.code(), Some(1), "dialer: {derr}");
+    assert_eq!(l.status.code(), Some(1), "listener: {lerr}");
+    for err in [&derr, &lerr] {
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+    assert!(
+        derr.contains("frame_size") || lerr.contains("frame_size"),
+        "neither side names frame_size:\n{derr}{lerr}"
+    );
+}
+
+#[test]
+fn same_non_standard_settings_exchange_data() {
+    let dir = tmp("frame4096");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(300_001, 42);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let flags = [
+        "--frame-size",
+        "4096",
+        "--flush-size",
+        "20000",
+        "--read-buffer",
+        "5000",
+        "--backend",
+        "rustcrypto",
+    ];
+    let mut largs = vec!["listen", addr.as_str()];
+    largs.extend_from_slice(&flags);
+    let listener = spawn_io(&largs, Stdio::null(), file_out(&copy));
+    connect_when_ready(port);
+    let mut dargs = vec!["dial", addr.as_str(), "--connect-timeout", "5"];
+    dargs.extend_from_slice(&flags);
+    let dialer = spawn_io(&dargs, file_in(&input), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(30));
+    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    assert!(std::fs::read(&copy).unwrap() == data, "copy differs");
+}
+
+#[test]
+fn bad_connection_flags_fail_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout", "0"],
+            "--connect-timeout",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout=-1"],
+            "--connect-timeout",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout", "NaN"],
+            "--connect-timeout",
+        ),
+        (&["dial", "127.0.0.1:9", "--frame-size", "7"], "frame size"),
+        (
+            &["listen", "127.0.0.1:0", "--frame-size", "0"],
+            "frame size",
+        ),
+        (
+            &["listen", "127.0.0.1:0", "--handshake-timeout", "0"],
+            "--handshake-timeout",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = wait_with_deadline(spawn(args, b""), Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A listener whose accept queue is full drops new SYNs, so a dial to it
+/// cannot connect: `--connect-timeout` must end the wait with one line.
+#[test]
+fn connect_timeout_ends_a_hanging_dial() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (listener, port) = rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = sock.local_addr().unwrap().port();
+        (sock.listen(0).unwrap(), port)
+    });
+    // Fill the accept queue (never accepted).
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_millis(300),
+        ) {
+            fillers.push(s);
+        }
+    }
+    let start = Instant::now();
+    let out = wait_with_deadline(
+        spawn(
+            &[
+                "dial",
+                &format!("127.0.0.1:{port}"),
+                "--connect-timeout",
+                "1",
+            ],
+            b"",
+        ),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: timeout: could not connect to 127.0.0.1:{port} within 1s"
+        )),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15));
+    drop((listener, fillers));
+}

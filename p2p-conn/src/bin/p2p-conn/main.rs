@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use p2p_conn::io::tokio as ptokio;
-use p2p_conn::{keyfile, Config, Error, Identity, NodeId, ProtocolError};
+use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId, ProtocolError};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
@@ -35,7 +35,22 @@ struct ConnArgs {
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
     peer_id: Option<NodeId>,
+    /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
+    #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
+    frame_size: usize,
+    /// Most sealed bytes per socket write
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]
+    flush_size: usize,
+    /// Receive buffer filled by one read
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
+    read_buffer: usize,
+    /// AEAD backend: ring or rustcrypto
+    #[arg(long, default_value_t = Backend::default())]
+    backend: Backend,
 }
+
+/// CometBFT's dial timeout.
+const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 
 /// Bytes of stdin read (and sent as one message) at a time.
 const STDIN_CHUNK_BYTES: usize = 64 * 1024;
@@ -67,6 +82,9 @@ enum Cmd {
     Dial {
         /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
         addr: String,
+        /// Give up connecting (before the handshake) after this many seconds
+        #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
+        connect_timeout: f64,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -98,6 +116,10 @@ fn describe(e: &Error) -> String {
             | ProtocolError::UnsupportedKeyType(_)
             | ProtocolError::MalformedAuthMessage(_)),
         ) => format!("authentication failed: {p}"),
+        // Frame #0 carries the peer's authentication: still the handshake.
+        Error::Protocol(p @ ProtocolError::FrameAuthentication { counter: 0 }) => {
+            format!("handshake failed: {p}")
+        }
         Error::Protocol(
             p @ (ProtocolError::FrameAuthentication { .. } | ProtocolError::FrameTooLarge { .. }),
         ) => {
@@ -120,7 +142,11 @@ fn main() -> ExitCode {
             .map(|id| println!("{}", id.node_id()))
             .map_err(|e| Failure(e.to_string())),
         Cmd::Listen { addr, conn } => run_async(listen(addr, conn)),
-        Cmd::Dial { addr, conn } => run_async(dial(addr, conn)),
+        Cmd::Dial {
+            addr,
+            connect_timeout,
+            conn,
+        } => run_async(dial(addr, connect_timeout, conn)),
         Cmd::Bench(args) => bench::run(args).map_err(Failure),
     };
     match r {
@@ -152,21 +178,29 @@ fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Res
     r
 }
 
-fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
-    let identity = match &args.key {
-        Some(path) => keyfile::load(path).map_err(|e| Failure(e.to_string()))?,
-        None => Identity::generate(),
-    };
-    let timeout = Duration::try_from_secs_f64(args.handshake_timeout)
+/// A positive, finite number of seconds from the flag `flag`.
+fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| {
-            Failure(
-                "--handshake-timeout must be a positive number of seconds, at most about 1.8e19"
-                    .into(),
-            )
-        })?;
-    let mut cfg = Config::default().handshake_timeout(timeout);
+            Failure(format!(
+                "{flag} must be a positive number of seconds, at most about 1.8e19"
+            ))
+        })
+}
+
+fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
+    let mut cfg = Config::default()
+        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?)
+        .frame_size(args.frame_size)
+        .flush_size(args.flush_size)
+        .read_buffer_size(args.read_buffer)
+        .backend(args.backend);
+    cfg.validate().map_err(|e| match e {
+        Error::InvalidConfig(_) => Failure(e.to_string()),
+        other => Failure(format!("invalid configuration: {other}")),
+    })?;
     if let (Some(a), Some(b)) = (args.peer_id, dialed) {
         if a != b {
             return Err(Failure(format!(
@@ -174,19 +208,27 @@ fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config),
             )));
         }
     }
-    cfg.expected_peer_id = args.peer_id.or(dialed);
+    if let Some(id) = args.peer_id.or(dialed) {
+        cfg = cfg.expect_peer(id);
+    }
+    let identity = match &args.key {
+        Some(path) => keyfile::load(path).map_err(|e| Failure(e.to_string()))?,
+        None => Identity::generate(),
+    };
     Ok((identity, cfg))
 }
 
 async fn listen(addr: SocketAddr, args: ConnArgs) -> Result<(), Failure> {
     let (identity, cfg) = config(&args, None)?;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Failure(format!("I/O error: cannot listen on {addr}: {e}")))?;
     let (tcp, _) = listener.accept().await?;
     drop(listener);
     pipe(tcp, &identity, &cfg).await
 }
 
-async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
+async fn dial(addr: String, connect_timeout: f64, args: ConnArgs) -> Result<(), Failure> {
     let (id, host) = match addr.split_once('@') {
         Some((id, host)) => (
             Some(id.parse::<NodeId>().map_err(|e| Failure(e.to_string()))?),
@@ -194,8 +236,21 @@ async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
         ),
         None => (None, addr),
     };
+    let limit = seconds("--connect-timeout", connect_timeout)?;
     let (identity, cfg) = config(&args, id)?;
-    let tcp = tokio::net::TcpStream::connect(&host).await?;
+    let tcp = match tokio::time::timeout(limit, tokio::net::TcpStream::connect(&host)).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => {
+            return Err(Failure(format!(
+                "I/O error: could not connect to {host}: {e}"
+            )))
+        }
+        Err(_) => {
+            return Err(Failure(format!(
+                "timeout: could not connect to {host} within {limit:?}"
+            )))
+        }
+    };
     pipe(tcp, &identity, &cfg).await
 }
 
