@@ -48,9 +48,14 @@ pub enum Error {
     /// The underlying transport failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// A node key could not be loaded or parsed.
+    /// A node ID string could not be parsed.
     #[error("{0}")]
     Identity(#[from] IdentityError),
+    /// A `node_key.json` could not be read, parsed or saved (the message
+    /// names the file and the problem, never the key).
+    #[cfg(feature = "keyfile")]
+    #[error("{0}")]
+    KeyFile(#[from] crate::keyfile::KeyFileError),
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
@@ -75,7 +80,7 @@ impl Error {
         if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
             match e.into_inner().map(|b| b.downcast::<Error>()) {
                 Some(Ok(b)) => *b,
-                _ => Error::InvalidConfig("unreachable downcast".into()),
+                _ => unreachable!("the inner error was checked to be an Error"),
             }
         } else {
             Error::Io(e)
@@ -98,6 +103,8 @@ impl Error {
             Error::PeerIdMismatch { .. } => ErrorKind::PermissionDenied,
             Error::Poisoned => ErrorKind::BrokenPipe,
             Error::Identity(_) | Error::InvalidConfig(_) => ErrorKind::InvalidInput,
+            #[cfg(feature = "keyfile")]
+            Error::KeyFile(_) => ErrorKind::InvalidInput,
         };
         std::io::Error::new(kind, self)
     }

@@ -56,8 +56,7 @@ mod error;
 pub mod identity;
 pub mod io;
 #[cfg(feature = "keyfile")]
-/// CometBFT `node_key.json` files (being moved here).
-pub mod keyfile {}
+pub mod keyfile;
 pub mod proto;
 #[cfg(feature = "testkit")]
 pub mod testkit;

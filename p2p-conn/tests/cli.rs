@@ -110,7 +110,7 @@ fn keygen_and_id() {
     assert!(out.status.success(), "{out:?}");
     let printed = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert_eq!(printed.len(), 40);
-    let id = p2p_conn::Identity::load(&key).unwrap();
+    let id = p2p_conn::keyfile::load(&key).unwrap();
     assert_eq!(printed, id.node_id().to_string());
     let out = run(&["id", "--key", key.to_str().unwrap()]);
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), printed);
@@ -126,16 +126,15 @@ fn netcat_exchange_both_ways_with_half_close() {
     let lkey = dir.join("l.json");
     let dkey = dir.join("d.json");
     let lid = p2p_conn::Identity::generate();
-    lid.save(&lkey).unwrap();
+    p2p_conn::keyfile::save_new(&lid, &lkey).unwrap();
     let did = p2p_conn::Identity::generate();
-    did.save(&dkey).unwrap();
+    p2p_conn::keyfile::save_new(&did, &dkey).unwrap();
     let up: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let down: Vec<u8> = (0..70_001u32).map(|i| (i % 13) as u8).collect();
     let port = free_port();
     // The listener's stdin stays open until the listener has printed the
-    // whole upload, as a person typing would: each side exits when its
-    // peer's stream ends, so closing it earlier would let the dialer exit
-    // before its own upload is through.
+    // whole upload, as a person typing would: the dialer has half-closed by
+    // then and must keep reading until the listener's stream ends too.
     let mut listener = Command::new(BIN)
         .args([
             "listen",
@@ -299,4 +298,504 @@ fn bench_runs_small() {
     assert_eq!(v["backend"], "rustcrypto");
     assert_eq!(v["frame_size"], 4096);
     assert!(v["mb_per_s"].as_f64().unwrap() > 0.0);
+}
+
+// ---------------------------------------------------------------------------
+// Key files: errors never echo the secret; keygen never replaces a path.
+
+/// Every 8-byte window of `secret` that occurs in `text`, if any.
+fn leaked_window(text: &str, secret: &str) -> Option<String> {
+    let s = secret.as_bytes();
+    s.windows(8)
+        .find(|w| text.as_bytes().windows(8).any(|t| t == *w))
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+}
+
+#[test]
+fn malformed_key_file_never_echoes_the_secret() {
+    use base64::Engine;
+    let dir = tmp("leak");
+    // A valid-looking secret: base64 of 64 random-ish bytes (88 characters).
+    let raw: Vec<u8> = (0..64u32)
+        .map(|i| (i.wrapping_mul(97) ^ 0x5a) as u8)
+        .collect();
+    let secret = base64::engine::general_purpose::STANDARD.encode(&raw);
+    let ty = "tendermint/PrivKeyEd25519";
+    let cases = [
+        // priv_key is the bare value instead of an object.
+        ("bare", format!(r#"{{"priv_key":"{secret}"}}"#)),
+        // "type" and "value" swapped by a hand edit.
+        (
+            "swapped",
+            format!(r#"{{"priv_key":{{"type":"{secret}","value":"{ty}"}}}}"#),
+        ),
+        // A field of the wrong type right after the value.
+        (
+            "wrong-field-type",
+            format!(r#"{{"priv_key":{{"value":"{secret}","type":5}}}}"#),
+        ),
+        // Trailing garbage after a complete document.
+        (
+            "trailing",
+            format!(r#"{{"priv_key":{{"type":"{ty}","value":"{secret}"}}}} {secret}"#),
+        ),
+        // Not base64.
+        (
+            "not-base64",
+            format!(r#"{{"priv_key":{{"type":"{ty}","value":"{secret}!!{secret}"}}}}"#),
+        ),
+        // Truncated in the middle of the value.
+        (
+            "truncated",
+            format!(r#"{{"priv_key":{{"type":"{ty}","value":"{secret}"#),
+        ),
+    ];
+    for (name, json) in cases {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, &json).unwrap();
+        let p = path.to_str().unwrap();
+        for args in [
+            vec!["id", "--key", p],
+            vec!["listen", "127.0.0.1:0", "--key", p],
+        ] {
+            let out = wait_with_deadline(spawn(&args, b""), Duration::from_secs(10));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name} {args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{name} {args:?}: {err}");
+            assert!(err.starts_with("error: "), "{name} {args:?}: {err}");
+            if let Some(w) = leaked_window(&err, &secret) {
+                panic!("{name} {args:?}: stderr echoes the secret ({w:?}): {err}");
+            }
+            assert!(err.contains(p), "{name}: error must name the file: {err}");
+        }
+    }
+}
+
+#[test]
+fn keygen_never_replaces_an_existing_path() {
+    let dir = tmp("keygen-existing");
+    let existing = dir.join("node_key.json");
+    std::fs::write(&existing, b"precious").unwrap();
+    let out = run(&["keygen", "--out", existing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: ") && err.contains("already exists"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&existing).unwrap(), b"precious");
+
+    // A dangling symlink is an existing path too: writing through it would
+    // create a key wherever it points.
+    #[cfg(unix)]
+    {
+        let target = dir.join("elsewhere.json");
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let out = run(&["keygen", "--out", link.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("already exists"),
+            "{out:?}"
+        );
+        assert!(!target.exists(), "keygen wrote through a symlink");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
+    // Nothing but what the test made is left in the directory (no temp files).
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let expected: &[&str] = if cfg!(unix) {
+        &["link.json", "node_key.json"]
+    } else {
+        &["node_key.json"]
+    };
+    assert_eq!(names, expected);
+}
+
+// ---------------------------------------------------------------------------
+// Data transfer: no side exits 0 before both directions are done.
+
+/// `len` pseudo-random bytes (xorshift64*), so a shifted or repeated chunk
+/// cannot compare equal by accident.
+fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        v.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+fn spawn_io(args: &[&str], stdin: Stdio, stdout: Stdio) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn file_in(path: &std::path::Path) -> Stdio {
+    Stdio::from(std::fs::File::open(path).unwrap())
+}
+
+fn file_out(path: &std::path::Path) -> Stdio {
+    Stdio::from(std::fs::File::create(path).unwrap())
+}
+
+fn assert_ok(name: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{name} exited {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const TRANSFER_BYTES: usize = 10 << 20;
+
+/// `listen < /dev/null > copy` and `dial < file`: the dialer must not stop at
+/// the listener's end of stream before its own stdin is through.
+#[test]
+fn file_to_listener_arrives_whole() {
+    let dir = tmp("to-listener");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(TRANSFER_BYTES, 0x9e37_79b9_7f4a_7c15);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(&["listen", &addr], Stdio::null(), file_out(&copy));
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], file_in(&input), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(60));
+    let l = wait_with_deadline(listener, Duration::from_secs(60));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    assert!(d.stdout.is_empty());
+    let got = std::fs::read(&copy).unwrap();
+    assert_eq!(got.len(), data.len(), "copy has the wrong length");
+    assert!(got == data, "copy differs from the input");
+}
+
+/// The mirror: the listener sends a file, the dialer's stdin is empty.
+#[test]
+fn file_from_listener_arrives_whole() {
+    let dir = tmp("from-listener");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(TRANSFER_BYTES, 0x0123_4567_89ab_cdef);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(&["listen", &addr], file_in(&input), Stdio::piped());
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], Stdio::null(), file_out(&copy));
+    let d = wait_with_deadline(dialer, Duration::from_secs(60));
+    let l = wait_with_deadline(listener, Duration::from_secs(60));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    let got = std::fs::read(&copy).unwrap();
+    assert_eq!(got.len(), data.len(), "copy has the wrong length");
+    assert!(got == data, "copy differs from the input");
+}
+
+/// How the test peer of [`sender_fails_when_peer_quits`] stops.
+#[derive(Clone, Copy, Debug)]
+enum Quit {
+    /// Close with unread data in the receive queue: the kernel resets.
+    Reset,
+    /// Half-close its sending side (a clean end of its stream), stop reading
+    /// for a while, then close.
+    HalfCloseThenStopReading,
+}
+
+/// A dialer sends 40 MB to a peer that handshakes, reads about 100 KB and
+/// then quits as `how` says: the dialer must exit 1 with `peer ...` and one
+/// `error: connection failed ...` line, never 0 with stdin unsent.
+fn sender_fails_when_peer_quits(how: Quit) {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let peer = std::thread::spawn(move || {
+        let (tcp, _) = server.accept().unwrap();
+        let raw = tcp.try_clone().unwrap();
+        let cfg = p2p_conn::Config::default();
+        let mut conn =
+            p2p_conn::io::blocking::handshake_tcp(tcp, &p2p_conn::Identity::generate(), &cfg)
+                .unwrap();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0;
+        while got < 100_000 {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        if let Quit::HalfCloseThenStopReading = how {
+            raw.shutdown(std::net::Shutdown::Write).unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Dropping with unread data in the receive queue sends a reset.
+    });
+    let dir = tmp(&format!("quit-{how:?}"));
+    let input = dir.join("input");
+    std::fs::write(&input, pseudo_random(4 * TRANSFER_BYTES, 7)).unwrap();
+    let dialer = spawn_io(
+        &["dial", &format!("127.0.0.1:{port}")],
+        file_in(&input),
+        Stdio::null(),
+    );
+    let out = wait_with_deadline(dialer, Duration::from_secs(60));
+    peer.join().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{how:?}: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{how:?}: {err}");
+    assert!(lines[0].starts_with("peer "), "{how:?}: {err}");
+    assert!(
+        lines[1].starts_with("error: connection failed"),
+        "{how:?}: {err}"
+    );
+}
+
+#[test]
+fn peer_reset_mid_transfer_fails_the_sender() {
+    sender_fails_when_peer_quits(Quit::Reset);
+}
+
+#[test]
+fn peer_ending_its_stream_early_does_not_end_the_upload() {
+    sender_fails_when_peer_quits(Quit::HalfCloseThenStopReading);
+}
+
+// ---------------------------------------------------------------------------
+// Connection flags on listen and dial.
+
+#[test]
+fn frame_size_mismatch_names_frame_size() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let listener = spawn_io(
+        &["listen", &addr, "--frame-size", "4096"],
+        Stdio::null(),
+        Stdio::piped(),
+    );
+    connect_when_ready(port);
+    let dialer = spawn_io(&["dial", &addr], Stdio::null(), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(30));
+    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    let (derr, lerr) = (
+        String::from_utf8_lossy(&d.stderr),
+        String::from_utf8_lossy(&l.stderr),
+    );
+    assert_eq!(d.status.code(), Some(1), "dialer: {derr}");
+    assert_eq!(l.status.code(), Some(1), "listener: {lerr}");
+    for err in [&derr, &lerr] {
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+    assert!(
+        derr.contains("frame_size") || lerr.contains("frame_size"),
+        "neither side names frame_size:\n{derr}{lerr}"
+    );
+}
+
+#[test]
+fn same_non_standard_settings_exchange_data() {
+    let dir = tmp("frame4096");
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(300_001, 42);
+    std::fs::write(&input, &data).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let flags = [
+        "--frame-size",
+        "4096",
+        "--flush-size",
+        "20000",
+        "--read-buffer",
+        "5000",
+        "--backend",
+        "rustcrypto",
+    ];
+    let mut largs = vec!["listen", addr.as_str()];
+    largs.extend_from_slice(&flags);
+    let listener = spawn_io(&largs, Stdio::null(), file_out(&copy));
+    connect_when_ready(port);
+    let mut dargs = vec!["dial", addr.as_str(), "--connect-timeout", "5"];
+    dargs.extend_from_slice(&flags);
+    let dialer = spawn_io(&dargs, file_in(&input), Stdio::piped());
+    let d = wait_with_deadline(dialer, Duration::from_secs(30));
+    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    assert_ok("dialer", &d);
+    assert_ok("listener", &l);
+    assert!(std::fs::read(&copy).unwrap() == data, "copy differs");
+}
+
+#[test]
+fn bad_connection_flags_fail_with_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout", "0"],
+            "--connect-timeout",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout=-1"],
+            "--connect-timeout",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--connect-timeout", "NaN"],
+            "--connect-timeout",
+        ),
+        (&["dial", "127.0.0.1:9", "--frame-size", "7"], "frame size"),
+        (
+            &["listen", "127.0.0.1:0", "--frame-size", "0"],
+            "frame size",
+        ),
+        (
+            &["listen", "127.0.0.1:0", "--handshake-timeout", "0"],
+            "--handshake-timeout",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = wait_with_deadline(spawn(args, b""), Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A listener whose accept queue is full drops new SYNs, so a dial to it
+/// cannot connect: `--connect-timeout` must end the wait with one line.
+#[test]
+fn connect_timeout_ends_a_hanging_dial() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (listener, port) = rt.block_on(async {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = sock.local_addr().unwrap().port();
+        (sock.listen(0).unwrap(), port)
+    });
+    // Fill the accept queue (never accepted).
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(
+            &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            Duration::from_millis(300),
+        ) {
+            fillers.push(s);
+        }
+    }
+    let start = Instant::now();
+    let out = wait_with_deadline(
+        spawn(
+            &[
+                "dial",
+                &format!("127.0.0.1:{port}"),
+                "--connect-timeout",
+                "1",
+            ],
+            b"",
+        ),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: timeout: could not connect to 127.0.0.1:{port} within 1s"
+        )),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15));
+    drop((listener, fillers));
+}
+
+// ---------------------------------------------------------------------------
+// bench arguments and JSON output.
+
+#[test]
+fn bench_rejects_huge_sizes() {
+    for args in [
+        &["bench", "--size", "18446744073709551615", "--mib", "1"][..],
+        &["bench", "--size", "1073741825", "--mib", "1"],
+        &["bench", "--mib", "18446744073709551615"],
+        &["bench", "--mib", "1048577"],
+        &["bench", "--size", "0"],
+    ] {
+        let out = wait_with_deadline(spawn(args, b""), Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: --"), "{args:?}: {err}");
+    }
+}
+
+/// Every `--json` line is an object with the same keys, and summary rows are
+/// told apart by `kind` with `run: null`.
+#[test]
+fn bench_json_lines_share_one_schema() {
+    for extra in [&[][..], &["--baseline", "tendermint-p2p"]] {
+        let mut args = vec![
+            "bench", "--mib", "1", "--size", "4096", "--repeat", "2", "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_ok("bench", &out);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let rows: Vec<serde_json::Map<String, serde_json::Value>> = text
+            .lines()
+            .map(|l| match serde_json::from_str(l) {
+                Ok(serde_json::Value::Object(m)) => m,
+                other => panic!("not a JSON object: {l:?} ({other:?})"),
+            })
+            .collect();
+        let keys =
+            |m: &serde_json::Map<String, serde_json::Value>| m.keys().cloned().collect::<Vec<_>>();
+        for r in &rows {
+            assert_eq!(keys(r), keys(&rows[0]), "{text}");
+        }
+        let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        let runs: Vec<&serde_json::Value> = rows.iter().map(|r| &r["run"]).collect();
+        if extra.is_empty() {
+            assert_eq!(kinds, ["run", "run", "median"], "{text}");
+            assert_eq!(runs, [&0.into(), &1.into(), &serde_json::Value::Null]);
+        } else {
+            assert_eq!(
+                kinds,
+                ["run", "run", "run", "run", "median", "median", "ratio"],
+                "{text}"
+            );
+            assert!(rows[6]["ratio"].as_f64().unwrap() > 0.0, "{text}");
+            assert!(rows[6]["run"].is_null());
+        }
+        let median = &rows[kinds.iter().position(|k| *k == "median").unwrap()];
+        let (a, b) = (
+            rows[0]["mb_per_s"].as_f64().unwrap(),
+            rows[if extra.is_empty() { 1 } else { 2 }]["mb_per_s"]
+                .as_f64()
+                .unwrap(),
+        );
+        let m = median["mb_per_s"].as_f64().unwrap();
+        assert!(
+            (m - (a + b) / 2.0).abs() <= 1e-6 * m.max(1.0),
+            "median of two runs must be their mean: {a} {b} -> {m}"
+        );
+    }
 }

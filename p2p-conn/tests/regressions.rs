@@ -230,20 +230,30 @@ fn cli_huge_handshake_timeout_is_a_clean_error() {
 
 /// Defect: `Identity::save` documents "readable by its owner only on Unix",
 /// but `mode(0o600)` only applies when the file is created; saving over an
-/// existing world-readable file leaves the secret key world-readable.
+/// existing world-readable file left the secret key world-readable. Saving
+/// now never replaces a file at all: the old file, and its mode, stay.
 #[cfg(unix)]
 #[test]
-fn identity_save_over_existing_file_is_owner_only() {
+fn saving_a_key_over_an_existing_file_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("p2p-conn-review-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("node_key.json");
     std::fs::write(&path, b"old").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    Identity::generate().save(&path).unwrap();
+    let r = p2p_conn::keyfile::save_new(&Identity::generate(), &path);
+    let content = std::fs::read(&path).unwrap();
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(mode, 0o600, "node key saved with mode {mode:o}");
+    assert!(
+        matches!(
+            r,
+            Err(p2p_conn::keyfile::KeyFileError::AlreadyExists { .. })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(content, b"old");
+    assert_eq!(mode, 0o644);
 }
 
 /// Defect: `blocking::handshake_tcp` set the socket's read and write timeouts

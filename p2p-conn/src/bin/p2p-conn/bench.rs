@@ -32,12 +32,12 @@ pub enum Baseline {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// Bytes per logical message (one write each)
+    /// Bytes per logical message (one write each; at most 1 GiB)
     #[arg(long, default_value_t = 65536)]
     size: usize,
-    /// Total MiB to send
+    /// Total MiB to send (at most 1048576, i.e. 1 TiB)
     #[arg(long, default_value_t = 256)]
-    mib: usize,
+    mib: u64,
     /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
     #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
     frame_size: usize,
@@ -60,10 +60,23 @@ pub struct BenchArgs {
     /// summarise with medians
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// Print one JSON object per result row instead of text
+    /// Print one JSON object per line instead of text, all with the same keys:
+    /// "kind" is "run" (with "run" = 0..n-1), "median" or "ratio" (with
+    /// "run" = null); fields that do not apply to a kind are null
     #[arg(long)]
     json: bool,
 }
+
+/// Largest `--size`. A message is one buffer the sender holds (plus a
+/// 251-byte pattern offset) and the std receiver reads into a buffer of up to
+/// 1 MiB; above 1 GiB a run measures the allocator and paging on our 24 GiB
+/// machines, not the connection.
+const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
+/// Largest `--mib`: 1 TiB. At the fastest rates measured (about 1 GB/s on
+/// loopback) that is some 18 minutes per run; more is a typo, and the bound
+/// keeps every byte count far from `u64` overflow.
+const MAX_TOTAL_MIB: u64 = 1 << 20;
 
 /// One measured run.
 struct Row {
@@ -93,15 +106,26 @@ struct Workload {
 }
 
 impl Workload {
-    fn new(size: usize, messages: u64) -> Self {
-        let pattern = (0..size + 251)
+    /// At least `total_bytes` in messages of `size` bytes (at least one
+    /// message). Fails if a size overflows.
+    fn new(size: usize, total_bytes: u64) -> Result<Self, String> {
+        let overflow = || format!("--size {size} with {total_bytes} bytes in total overflows");
+        let size64 = u64::try_from(size).map_err(|_| overflow())?;
+        if size64 == 0 {
+            return Err("--size must be at least 1".into());
+        }
+        let messages = total_bytes.div_ceil(size64).max(1);
+        // Every byte count the run reports is `messages * size`: check it once.
+        messages.checked_mul(size64).ok_or_else(overflow)?;
+        let pattern_len = size.checked_add(251).ok_or_else(overflow)?;
+        let pattern = (0..pattern_len)
             .map(|k| (k.wrapping_mul(7) ^ (k >> 8).wrapping_mul(13)) as u8)
             .collect();
-        Workload {
+        Ok(Workload {
             size,
             messages,
             pattern: std::sync::Arc::new(pattern),
-        }
+        })
     }
 
     fn message(&self, i: u64) -> &[u8] {
@@ -110,7 +134,8 @@ impl Workload {
     }
 
     fn bytes(&self) -> u64 {
-        self.messages * self.size as u64
+        // `new` checked this product.
+        self.messages.saturating_mul(self.size as u64)
     }
 }
 
@@ -155,18 +180,37 @@ fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
-pub fn run(args: BenchArgs) -> Result<(), String> {
+/// `--size` and `--mib` within their bounds, as the total byte count.
+fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
     if args.size == 0 {
         return Err("--size must be at least 1".into());
     }
+    if args.size > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "--size {} is too large: at most {MAX_MESSAGE_BYTES} bytes (1 GiB) per message",
+            args.size
+        ));
+    }
+    if args.mib > MAX_TOTAL_MIB {
+        return Err(format!(
+            "--mib {} is too large: at most {MAX_TOTAL_MIB} (1 TiB) in total",
+            args.mib
+        ));
+    }
+    args.mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| format!("--mib {} overflows", args.mib))
+}
+
+pub fn run(args: BenchArgs) -> Result<(), String> {
+    let total = total_bytes(&args)?;
     let cfg = Config::default()
         .frame_size(args.frame_size)
         .flush_size(args.flush_size)
         .read_buffer_size(args.read_buffer)
         .backend(args.backend);
     cfg.validate().map_err(s)?;
-    let total = (args.mib as u64) << 20;
-    let w = Workload::new(args.size, total.div_ceil(args.size as u64).max(1));
+    let w = Workload::new(args.size, total)?;
     if !args.json {
         println!(
             "p2p-conn bench: {} x {}-byte messages ({:.1} MiB) over loopback TCP; frame {}, flush {}, read buffer {}, backend {}",
@@ -181,33 +225,41 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
-    for _ in 0..args.repeat.max(1) {
+    for run in 0..args.repeat.max(1) {
         let ours = match args.adapter {
             Adapter::Tokio => tokio_runtime()?.block_on(run_tokio(&w, &cfg, false))?,
             Adapter::Codec => tokio_runtime()?.block_on(run_tokio(&w, &cfg, true))?,
             Adapter::Std => run_std(&w, &cfg)?,
         };
-        print_row(&args, &ours);
+        print_run(&args, &w, run, &ours)?;
         ours_rows.push(ours);
         if let Some(Baseline::TendermintP2p) = args.baseline {
             let base = run_tendermint(&w)?;
-            print_row(&args, &base);
+            print_run(&args, &w, run, &base)?;
             base_rows.push(base);
         }
     }
-    let ours = median(&ours_rows);
-    let base = (!base_rows.is_empty()).then(|| median(&base_rows));
-    if args.repeat > 1 && !args.json {
-        println!("median of {} runs:", ours_rows.len());
-        print_row(&args, &ours);
-        if let Some(b) = &base {
-            print_row(&args, b);
+    let ours = Summary::of(&ours_rows);
+    let base = Summary::of(&base_rows);
+    if ours_rows.len() > 1 {
+        if !args.json {
+            println!("median of {} runs:", ours_rows.len());
+        }
+        for m in ours.iter().chain(&base) {
+            print_median(&args, &w, m)?;
         }
     }
-    if let Some(base) = base {
-        let ratio = ours.mb_per_s() / base.mb_per_s();
+    if let (Some(ours), Some(base)) = (ours, base) {
+        let ratio = ours.mb_per_s / base.mb_per_s;
         if args.json {
-            println!("{{\"ratio\":{ratio:.3},\"over\":\"{}\"}}", base.name);
+            print_json(&JsonLine {
+                kind: "ratio",
+                runs: ours.runs,
+                implementation: &ours.name,
+                over: Some(&base.name),
+                ratio: Some(ratio),
+                ..JsonLine::new(&args, &w)
+            })?;
         } else {
             println!(
                 "ratio {:<18} {ratio:>10.2}x  ({} / {})",
@@ -218,35 +270,110 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The run with the median throughput.
-fn median(rows: &[Row]) -> Row {
-    let mut idx: Vec<usize> = (0..rows.len()).collect();
-    idx.sort_by(|&a, &b| rows[a].mb_per_s().total_cmp(&rows[b].mb_per_s()));
-    let r = &rows[idx[idx.len() / 2]];
-    Row {
-        name: r.name.clone(),
-        bytes: r.bytes,
-        messages: r.messages,
-        elapsed: r.elapsed,
+/// The median of `values`: the middle one, or the mean of the two middle
+/// ones for an even count. `None` when empty.
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[mid]),
+        _ => Some((v[mid - 1] + v[mid]) / 2.0),
     }
 }
 
-fn print_row(args: &BenchArgs, row: &Row) {
+/// Median throughput of one implementation's runs.
+struct Summary {
+    name: String,
+    runs: usize,
+    mb_per_s: f64,
+    msgs_per_s: f64,
+}
+
+impl Summary {
+    fn of(rows: &[Row]) -> Option<Summary> {
+        let mb: Vec<f64> = rows.iter().map(Row::mb_per_s).collect();
+        let msgs: Vec<f64> = rows.iter().map(Row::msgs_per_s).collect();
+        Some(Summary {
+            name: rows.first()?.name.clone(),
+            runs: rows.len(),
+            mb_per_s: median(&mb)?,
+            msgs_per_s: median(&msgs)?,
+        })
+    }
+}
+
+/// One `--json` line. Every line has every key, so scripts can filter on
+/// `kind`; a field that does not apply to a kind is null.
+#[derive(serde::Serialize)]
+struct JsonLine<'a> {
+    /// "run" (one measured run), "median" (of `runs` runs) or "ratio" (of
+    /// the two medians, or of the two runs when `runs` is 1).
+    kind: &'static str,
+    /// 0-based index of a measured run; null for summary rows.
+    run: Option<usize>,
+    /// How many runs the row stands for.
+    runs: usize,
+    #[serde(rename = "impl")]
+    implementation: &'a str,
+    /// "ratio" only: the implementation `impl` is compared with.
+    over: Option<&'a str>,
+    /// "ratio" only: `impl` MB/s over `over` MB/s.
+    ratio: Option<f64>,
+    mb_per_s: Option<f64>,
+    msgs_per_s: Option<f64>,
+    /// "run" only: from the sender's first byte to the receiver's last.
+    seconds: Option<f64>,
+    size: usize,
+    messages: u64,
+    bytes: u64,
+    frame_size: usize,
+    flush_size: usize,
+    read_buffer: usize,
+    backend: String,
+}
+
+impl<'a> JsonLine<'a> {
+    /// The workload's fields, with everything else empty.
+    fn new(args: &BenchArgs, w: &Workload) -> Self {
+        JsonLine {
+            kind: "run",
+            run: None,
+            runs: 1,
+            implementation: "",
+            over: None,
+            ratio: None,
+            mb_per_s: None,
+            msgs_per_s: None,
+            seconds: None,
+            size: w.size,
+            messages: w.messages,
+            bytes: w.bytes(),
+            frame_size: args.frame_size,
+            flush_size: args.flush_size,
+            read_buffer: args.read_buffer,
+            backend: args.backend.to_string(),
+        }
+    }
+}
+
+fn print_json(line: &JsonLine<'_>) -> Result<(), String> {
+    println!("{}", serde_json::to_string(line).map_err(s)?);
+    Ok(())
+}
+
+fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<(), String> {
     if args.json {
-        println!(
-            "{{\"impl\":\"{}\",\"size\":{},\"messages\":{},\"bytes\":{},\"seconds\":{:.6},\"mb_per_s\":{:.1},\"msgs_per_s\":{:.0},\"frame_size\":{},\"flush_size\":{},\"read_buffer\":{},\"backend\":\"{}\"}}",
-            row.name,
-            args.size,
-            row.messages,
-            row.bytes,
-            row.elapsed.as_secs_f64(),
-            row.mb_per_s(),
-            row.msgs_per_s(),
-            args.frame_size,
-            args.flush_size,
-            args.read_buffer,
-            args.backend
-        );
+        print_json(&JsonLine {
+            kind: "run",
+            run: Some(run),
+            implementation: &row.name,
+            mb_per_s: Some(row.mb_per_s()),
+            msgs_per_s: Some(row.msgs_per_s()),
+            seconds: Some(row.elapsed.as_secs_f64()),
+            ..JsonLine::new(args, w)
+        })
     } else {
         println!(
             "{:<24} {:>10.1} MB/s {:>12.0} msg/s   ({:.3} s, content verified)",
@@ -255,6 +382,26 @@ fn print_row(args: &BenchArgs, row: &Row) {
             row.msgs_per_s(),
             row.elapsed.as_secs_f64()
         );
+        Ok(())
+    }
+}
+
+fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), String> {
+    if args.json {
+        print_json(&JsonLine {
+            kind: "median",
+            runs: m.runs,
+            implementation: &m.name,
+            mb_per_s: Some(m.mb_per_s),
+            msgs_per_s: Some(m.msgs_per_s),
+            ..JsonLine::new(args, w)
+        })
+    } else {
+        println!(
+            "{:<24} {:>10.1} MB/s {:>12.0} msg/s   (median of {} runs)",
+            m.name, m.mb_per_s, m.msgs_per_s, m.runs
+        );
+        Ok(())
     }
 }
 
@@ -442,4 +589,51 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
         messages: w.messages,
         elapsed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[5.0]), Some(5.0));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        // Even: the mean of the two middle values, not the upper one.
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[10.0, 20.0]), Some(15.0));
+        assert_eq!(median(&[1.0, 100.0, 2.0, 3.0, 4.0, 5.0]), Some(3.5));
+    }
+
+    #[test]
+    fn summary_takes_the_median_throughput() {
+        // 1, 2, 3 and 4 MB/s: 1 MB in 1, 1/2, 1/3 and 1/4 s.
+        let rows: Vec<Row> = [1.0f64, 4.0, 2.0, 3.0]
+            .iter()
+            .map(|rate| Row {
+                name: "x".into(),
+                bytes: 1_000_000,
+                messages: 10,
+                elapsed: Duration::from_secs_f64(1.0 / rate),
+            })
+            .collect();
+        let m = Summary::of(&rows).unwrap();
+        assert!((m.mb_per_s - 2.5).abs() < 1e-6, "{}", m.mb_per_s);
+        assert!((m.msgs_per_s - 25.0).abs() < 1e-6, "{}", m.msgs_per_s);
+        assert_eq!(m.runs, 4);
+        assert!(Summary::of(&[]).is_none());
+    }
+
+    #[test]
+    fn workload_sizes_are_checked() {
+        let w = Workload::new(4096, 1 << 20).unwrap();
+        assert_eq!((w.messages, w.bytes()), (256, 1 << 20));
+        // Rounds up to whole messages, and sends at least one.
+        assert_eq!(Workload::new(1000, 1 << 20).unwrap().messages, 1049);
+        assert_eq!(Workload::new(10, 0).unwrap().messages, 1);
+        assert!(Workload::new(0, 10).is_err());
+        // A product past u64::MAX is refused (checked, not wrapped).
+        assert!(Workload::new(1 << 20, u64::MAX).is_err());
+    }
 }

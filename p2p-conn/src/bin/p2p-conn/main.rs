@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use p2p_conn::io::tokio as ptokio;
-use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
-use tokio::io::{AsyncWriteExt, BufReader};
+use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId, ProtocolError};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
 
@@ -35,7 +35,25 @@ struct ConnArgs {
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
     peer_id: Option<NodeId>,
+    /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
+    #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
+    frame_size: usize,
+    /// Most sealed bytes per socket write
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]
+    flush_size: usize,
+    /// Receive buffer filled by one read
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
+    read_buffer: usize,
+    /// AEAD backend: ring or rustcrypto
+    #[arg(long, default_value_t = Backend::default())]
+    backend: Backend,
 }
+
+/// CometBFT's dial timeout.
+const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
+
+/// Bytes of stdin read (and sent as one message) at a time.
+const STDIN_CHUNK_BYTES: usize = 64 * 1024;
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -51,7 +69,8 @@ enum Cmd {
         #[arg(long)]
         key: PathBuf,
     },
-    /// Accept one connection, then copy stdin to it and it to stdout
+    /// Accept one connection, then copy stdin to it and it to stdout until
+    /// both are done
     Listen {
         /// Address to listen on, e.g. 127.0.0.1:26656
         addr: SocketAddr,
@@ -59,9 +78,13 @@ enum Cmd {
         conn: ConnArgs,
     },
     /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
+    /// until both are done
     Dial {
         /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
         addr: String,
+        /// Give up connecting (before the handshake) after this many seconds
+        #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
+        connect_timeout: f64,
         #[command(flatten)]
         conn: ConnArgs,
     },
@@ -93,6 +116,10 @@ fn describe(e: &Error) -> String {
             | ProtocolError::UnsupportedKeyType(_)
             | ProtocolError::MalformedAuthMessage(_)),
         ) => format!("authentication failed: {p}"),
+        // Frame #0 carries the peer's authentication: still the handshake.
+        Error::Protocol(p @ ProtocolError::FrameAuthentication { counter: 0 }) => {
+            format!("handshake failed: {p}")
+        }
         Error::Protocol(
             p @ (ProtocolError::FrameAuthentication { .. } | ProtocolError::FrameTooLarge { .. }),
         ) => {
@@ -111,11 +138,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Keygen { out } => keygen(out),
-        Cmd::Id { key } => Identity::load(&key)
+        Cmd::Id { key } => keyfile::load(&key)
             .map(|id| println!("{}", id.node_id()))
             .map_err(|e| Failure(e.to_string())),
         Cmd::Listen { addr, conn } => run_async(listen(addr, conn)),
-        Cmd::Dial { addr, conn } => run_async(dial(addr, conn)),
+        Cmd::Dial {
+            addr,
+            connect_timeout,
+            conn,
+        } => run_async(dial(addr, connect_timeout, conn)),
         Cmd::Bench(args) => bench::run(args).map_err(Failure),
     };
     match r {
@@ -128,14 +159,8 @@ fn main() -> ExitCode {
 }
 
 fn keygen(out: PathBuf) -> Result<(), Failure> {
-    if out.exists() {
-        return Err(Failure(format!(
-            "{} already exists; not overwriting it",
-            out.display()
-        )));
-    }
     let id = Identity::generate();
-    id.save(&out).map_err(|e| Failure(e.to_string()))?;
+    keyfile::save_new(&id, &out).map_err(|e| Failure(e.to_string()))?;
     println!("{}", id.node_id());
     Ok(())
 }
@@ -148,26 +173,34 @@ fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Res
         .map_err(|e| Failure(format!("I/O error: cannot start the runtime: {e}")))?;
     let r = rt.block_on(fut);
     // Standard input is read on a blocking thread that may still be waiting
-    // for input; do not wait for it.
+    // for input (after a failure); do not wait for it.
     rt.shutdown_background();
     r
 }
 
-fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
-    let identity = match &args.key {
-        Some(path) => Identity::load(path).map_err(|e| Failure(e.to_string()))?,
-        None => Identity::generate(),
-    };
-    let timeout = Duration::try_from_secs_f64(args.handshake_timeout)
+/// A positive, finite number of seconds from the flag `flag`.
+fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
+    Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| {
-            Failure(
-                "--handshake-timeout must be a positive number of seconds, at most about 1.8e19"
-                    .into(),
-            )
-        })?;
-    let mut cfg = Config::default().handshake_timeout(timeout);
+            Failure(format!(
+                "{flag} must be a positive number of seconds, at most about 1.8e19"
+            ))
+        })
+}
+
+fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
+    let mut cfg = Config::default()
+        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?)
+        .frame_size(args.frame_size)
+        .flush_size(args.flush_size)
+        .read_buffer_size(args.read_buffer)
+        .backend(args.backend);
+    cfg.validate().map_err(|e| match e {
+        Error::InvalidConfig(_) => Failure(e.to_string()),
+        other => Failure(format!("invalid configuration: {other}")),
+    })?;
     if let (Some(a), Some(b)) = (args.peer_id, dialed) {
         if a != b {
             return Err(Failure(format!(
@@ -175,19 +208,27 @@ fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config),
             )));
         }
     }
-    cfg.expected_peer_id = args.peer_id.or(dialed);
+    if let Some(id) = args.peer_id.or(dialed) {
+        cfg = cfg.expect_peer(id);
+    }
+    let identity = match &args.key {
+        Some(path) => keyfile::load(path).map_err(|e| Failure(e.to_string()))?,
+        None => Identity::generate(),
+    };
     Ok((identity, cfg))
 }
 
 async fn listen(addr: SocketAddr, args: ConnArgs) -> Result<(), Failure> {
     let (identity, cfg) = config(&args, None)?;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Failure(format!("I/O error: cannot listen on {addr}: {e}")))?;
     let (tcp, _) = listener.accept().await?;
     drop(listener);
     pipe(tcp, &identity, &cfg).await
 }
 
-async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
+async fn dial(addr: String, connect_timeout: f64, args: ConnArgs) -> Result<(), Failure> {
     let (id, host) = match addr.split_once('@') {
         Some((id, host)) => (
             Some(id.parse::<NodeId>().map_err(|e| Failure(e.to_string()))?),
@@ -195,12 +236,61 @@ async fn dial(addr: String, args: ConnArgs) -> Result<(), Failure> {
         ),
         None => (None, addr),
     };
+    let limit = seconds("--connect-timeout", connect_timeout)?;
     let (identity, cfg) = config(&args, id)?;
-    let tcp = tokio::net::TcpStream::connect(&host).await?;
+    let tcp = match tokio::time::timeout(limit, tokio::net::TcpStream::connect(&host)).await {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) => {
+            return Err(Failure(format!(
+                "I/O error: could not connect to {host}: {e}"
+            )))
+        }
+        Err(_) => {
+            return Err(Failure(format!(
+                "timeout: could not connect to {host} within {limit:?}"
+            )))
+        }
+    };
     pipe(tcp, &identity, &cfg).await
 }
 
-/// Handshake, announce the peer, then copy both ways until the peer's stream ends.
+/// Where a copy failed: the message says which side and, for the peer, why.
+enum CopyError {
+    Stdin(std::io::Error),
+    Stdout(std::io::Error),
+    Send(std::io::Error),
+    Recv(std::io::Error),
+}
+
+impl From<CopyError> for Failure {
+    fn from(e: CopyError) -> Self {
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+        Failure(match e {
+            CopyError::Stdin(e) => format!("I/O error: reading stdin: {e}"),
+            CopyError::Stdout(e) => format!("I/O error: writing stdout: {e}"),
+            CopyError::Send(e) => match Error::from_io(e) {
+                Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) => format!(
+                    "connection failed: the peer closed or reset the connection before all of stdin was sent ({io})"
+                ),
+                Error::Io(io) => format!("connection failed: sending to the peer: {io}"),
+                other => describe(&other),
+            },
+            CopyError::Recv(e) => match Error::from_io(e) {
+                Error::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted) => {
+                    format!("connection failed: the peer reset the connection ({io})")
+                }
+                Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
+                other => describe(&other),
+            },
+        })
+    }
+}
+
+/// Handshake, announce the peer, then copy both ways until both directions
+/// are done: all of stdin sent and the write side half-closed (flush, then
+/// TCP shutdown of the write half, only at the end of stdin), and the peer's
+/// stream ended and written to stdout. Fails as soon as either direction
+/// does, so it never returns `Ok` with stdin bytes unsent.
 async fn pipe(
     tcp: tokio::net::TcpStream,
     identity: &Identity,
@@ -211,24 +301,34 @@ async fn pipe(
     eprintln!("peer {}", conn.remote_node_id());
     let (mut r, mut w) = conn.into_split();
     let upload = async move {
-        let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
-        tokio::io::copy_buf(&mut stdin, &mut w).await?;
-        // End of stdin: flush and half-close our TCP write side.
-        w.shutdown().await?;
-        Ok::<_, std::io::Error>(())
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; STDIN_CHUNK_BYTES];
+        loop {
+            let n = stdin.read(&mut buf).await.map_err(CopyError::Stdin)?;
+            if n == 0 {
+                break;
+            }
+            w.write_all(&buf[..n]).await.map_err(CopyError::Send)?;
+            // Hand anything the socket did not take yet to it before waiting
+            // on stdin again (interactive input must not sit in a buffer).
+            w.flush().await.map_err(CopyError::Send)?;
+        }
+        w.shutdown().await.map_err(CopyError::Send)
     };
     let download = async move {
         let mut stdout = tokio::io::stdout();
-        tokio::io::copy(&mut r, &mut stdout).await?;
-        stdout.flush().await?;
-        Ok::<_, std::io::Error>(())
-    };
-    tokio::pin!(upload, download);
-    let mut upload_done = false;
-    loop {
-        tokio::select! {
-            r = &mut upload, if !upload_done => { r?; upload_done = true; }
-            r = &mut download => { r?; return Ok(()); }
+        loop {
+            let chunk = r.fill_buf().await.map_err(CopyError::Recv)?;
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            stdout.write_all(chunk).await.map_err(CopyError::Stdout)?;
+            r.consume(n);
+            stdout.flush().await.map_err(CopyError::Stdout)?;
         }
-    }
+        stdout.flush().await.map_err(CopyError::Stdout)
+    };
+    tokio::try_join!(upload, download)?;
+    Ok(())
 }
