@@ -7,10 +7,22 @@
 //!
 //! ## Design
 //! * [`proto`]: the sans-IO core. The handshake state machine and the frame
-//!   [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only.
-//! * [`engine`]: the single read path, write path and handshake driver, written
-//!   once over poll-shaped closures.
-//! * [`io::tokio`] and [`io::blocking`]: thin adapters for tokio and std::io.
+//!   [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only: no
+//!   sockets, files or clocks, and randomness can be injected
+//!   ([`proto::Handshake::new_with_rng`]).
+//! * [`engine`]: the single read path ([`engine::ReadCore`]), sealing step
+//!   ([`engine::WriteCore`]) and handshake driver, written once over
+//!   poll-shaped closures and caller-owned buffers.
+//! * [`io`]: thin adapters over the engine: `io::tokio` (feature `tokio`),
+//!   [`io::blocking`] (std::io, always) and `io::codec` (feature `codec`,
+//!   tokio-util). Connections and halves are one generic
+//!   [`io::SecretStream`].
+//! * `keyfile` (feature `keyfile`): CometBFT `node_key.json`, outside the
+//!   core. `testkit` (feature `testkit`): the shared test double and
+//!   handshake pumps.
+//!
+//! With `default-features = false` the crate is pure Rust (RustCrypto AEAD)
+//! with the std adapter only; see the README for the features.
 //!
 //! ## Guarantees
 //! * A write of up to 1024 bytes is exactly one frame; a larger write is split
@@ -32,6 +44,9 @@
 //! * CometBFT's NodeInfo exchange and MConnection multiplexing above the byte
 //!   stream; keepalive; rekeying (the protocol has none).
 //! * Key types other than Ed25519 (CometBFT's p2p layer uses only Ed25519).
+//! * An authenticated close: the protocol has none, so a clean end of stream
+//!   may be an attacker cutting the connection after a whole frame
+//!   (`spec/wire-protocol.md` §4.5). Applications frame their own messages.
 //!
 //! ## Example (tokio)
 //! ```no_run

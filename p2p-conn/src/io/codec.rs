@@ -99,9 +99,8 @@ impl Decoder for SecretDecoder {
                 self.placeholder = None;
             }
         }
-        let initial = self.core.take_initial();
-        if !initial.is_empty() {
-            return Ok(Some(Bytes::from(initial)));
+        if !self.core.initial().is_empty() {
+            return Ok(Some(Bytes::from(self.core.take_initial())));
         }
         loop {
             let opened = self
