@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
-use p2p_conn::{Backend, Config, Identity};
+use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,18 +38,8 @@ pub struct BenchArgs {
     /// Total MiB to send (at most 1048576, i.e. 1 TiB)
     #[arg(long, default_value_t = 256)]
     mib: u64,
-    /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
-    #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
-    frame_size: usize,
-    /// Most sealed bytes per socket write
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]
-    flush_size: usize,
-    /// Receive buffer filled by one read
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
-    read_buffer: usize,
-    /// AEAD backend: ring or rustcrypto
-    #[arg(long, default_value_t = Backend::default())]
-    backend: Backend,
+    #[command(flatten)]
+    wire: crate::WireArgs,
     /// Which p2p-conn adapter carries the workload
     #[arg(long, value_enum, default_value_t = Adapter::Tokio)]
     adapter: Adapter,
@@ -204,11 +194,7 @@ fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
 
 pub fn run(args: BenchArgs) -> Result<(), String> {
     let total = total_bytes(&args)?;
-    let cfg = Config::default()
-        .frame_size(args.frame_size)
-        .flush_size(args.flush_size)
-        .read_buffer_size(args.read_buffer)
-        .backend(args.backend);
+    let cfg = args.wire.config();
     cfg.validate().map_err(s)?;
     let w = Workload::new(args.size, total)?;
     if !args.json {
@@ -217,10 +203,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             w.messages,
             w.size,
             w.bytes() as f64 / (1u64 << 20) as f64,
-            args.frame_size,
-            args.flush_size,
-            args.read_buffer,
-            args.backend
+            args.wire.frame_size,
+            args.wire.flush_size,
+            args.wire.read_buffer,
+            args.wire.backend
         );
     }
     let mut ours_rows = Vec::new();
@@ -350,10 +336,10 @@ impl<'a> JsonLine<'a> {
             size: w.size,
             messages: w.messages,
             bytes: w.bytes(),
-            frame_size: args.frame_size,
-            flush_size: args.flush_size,
-            read_buffer: args.read_buffer,
-            backend: args.backend.to_string(),
+            frame_size: args.wire.frame_size,
+            flush_size: args.wire.flush_size,
+            read_buffer: args.wire.read_buffer,
+            backend: args.wire.backend.to_string(),
         }
     }
 }

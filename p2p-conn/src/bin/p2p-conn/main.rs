@@ -24,6 +24,34 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// The connection settings `listen`, `dial` and `bench` share.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WireArgs {
+    /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
+    #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
+    pub frame_size: usize,
+    /// Most sealed bytes per socket write
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]
+    pub flush_size: usize,
+    /// Receive buffer filled by one read
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
+    pub read_buffer: usize,
+    /// AEAD backend: ring or rustcrypto
+    #[arg(long, default_value_t = Backend::default())]
+    pub backend: Backend,
+}
+
+impl WireArgs {
+    /// `Config::default()` with these settings (not validated yet).
+    pub fn config(&self) -> Config {
+        Config::default()
+            .frame_size(self.frame_size)
+            .flush_size(self.flush_size)
+            .read_buffer_size(self.read_buffer)
+            .backend(self.backend)
+    }
+}
+
 #[derive(clap::Args, Clone)]
 struct ConnArgs {
     /// node_key.json to authenticate with (default: a fresh ephemeral identity)
@@ -35,18 +63,8 @@ struct ConnArgs {
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
     peer_id: Option<NodeId>,
-    /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
-    #[arg(long, default_value_t = p2p_conn::proto::STANDARD_FRAME_SIZE)]
-    frame_size: usize,
-    /// Most sealed bytes per socket write
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]
-    flush_size: usize,
-    /// Receive buffer filled by one read
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
-    read_buffer: usize,
-    /// AEAD backend: ring or rustcrypto
-    #[arg(long, default_value_t = Backend::default())]
-    backend: Backend,
+    #[command(flatten)]
+    wire: WireArgs,
 }
 
 /// CometBFT's dial timeout.
@@ -191,12 +209,10 @@ fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
 }
 
 fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
-    let mut cfg = Config::default()
-        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?)
-        .frame_size(args.frame_size)
-        .flush_size(args.flush_size)
-        .read_buffer_size(args.read_buffer)
-        .backend(args.backend);
+    let mut cfg = args
+        .wire
+        .config()
+        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?);
     cfg.validate().map_err(|e| match e {
         Error::InvalidConfig(_) => Failure(e.to_string()),
         other => Failure(format!("invalid configuration: {other}")),
