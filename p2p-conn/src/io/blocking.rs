@@ -98,7 +98,7 @@ pub fn handshake<T: Read + Write>(
 /// A `TcpStream` whose every read and write is bounded by one deadline (none
 /// when the timeout is too large to represent).
 struct Deadline<'a> {
-    stream: &'a mut TcpStream,
+    stream: &'a TcpStream,
     deadline: Option<Instant>,
 }
 
@@ -119,17 +119,17 @@ impl Deadline<'_> {
 impl Read for Deadline<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.arm()?;
-        self.stream.read(buf)
+        (&mut &*self.stream).read(buf)
     }
 }
 
 impl Write for Deadline<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.arm()?;
-        self.stream.write(buf)
+        (&mut &*self.stream).write(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.stream.flush()
+        Ok(())
     }
 }
 
@@ -155,19 +155,18 @@ impl Drop for RestoreTimeouts<'_> {
 /// stream's own read and write timeouts are restored afterwards, whatever the
 /// outcome.
 pub fn handshake_tcp(
-    mut stream: TcpStream,
+    stream: TcpStream,
     identity: &Identity,
     config: &Config,
 ) -> Result<SecretConnection<TcpStream>, Error> {
     let r = {
-        let saved = stream.try_clone()?;
         let _restore = RestoreTimeouts {
-            read: saved.read_timeout()?,
-            write: saved.write_timeout()?,
-            stream: &saved,
+            read: stream.read_timeout()?,
+            write: stream.write_timeout()?,
+            stream: &stream,
         };
         let mut d = Deadline {
-            stream: &mut stream,
+            stream: &stream,
             deadline: Instant::now().checked_add(config.handshake_timeout),
         };
         run_handshake(&mut d, identity, config)
