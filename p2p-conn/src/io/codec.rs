@@ -102,20 +102,17 @@ impl Decoder for SecretDecoder {
         if !self.core.initial().is_empty() {
             return Ok(Some(Bytes::from(self.core.take_initial())));
         }
-        loop {
-            let opened = self
-                .core
-                .open_next(src)
-                .map_err(crate::engine::reader::protocol_io)?;
-            if !opened.data.is_empty() {
-                let frames = src.split_to(opened.consumed).freeze();
-                return Ok(Some(frames.slice(opened.data)));
-            }
-            if opened.consumed == 0 {
-                break;
-            }
-            src.advance(opened.consumed);
+        // `open_next` skips zero-length frames itself: it stops at the first
+        // frame with data, or with less than a frame left.
+        let opened = self
+            .core
+            .open_next(src)
+            .map_err(crate::engine::reader::protocol_io)?;
+        if !opened.data.is_empty() {
+            let frames = src.split_to(opened.consumed).freeze();
+            return Ok(Some(frames.slice(opened.data)));
         }
+        src.advance(opened.consumed);
         // Make room for a full read (many frames), and always for the rest
         // of the current frame.
         let want = self.core.read_buffer_size();
