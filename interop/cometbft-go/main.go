@@ -1,0 +1,481 @@
+// cometbft-peer runs CometBFT's own Go SecretConnection
+// (github.com/cometbft/cometbft/p2p/conn) as a peer and as a benchmark
+// baseline for p2p-conn. One source builds against two CometBFT versions:
+//
+//	go build -o cometbft-peer .                          # go.mod: v1.0.1
+//	go build -modfile=go.v0.38.mod -o cometbft-peer .    # v0.38.26
+//
+// Subcommands:
+//
+//	listen [-key F] [-chunk N] [-peer-id ID] ADDR   accept one connection
+//	dial   [-key F] [-chunk N] [-peer-id ID] ADDR   dial one connection
+//	    After the handshake: "peer <id>" on stderr; stdin is written to the
+//	    connection in Write calls of exactly -chunk bytes (the last may be
+//	    shorter), then the TCP write side is half-closed; the connection is
+//	    copied to stdout until the peer's stream ends. Exit 0 when both
+//	    directions are done. listen prints "listening <addr>" first.
+//	keygen FILE        write a new node_key.json with CometBFT's code, print the ID
+//	id FILE            print the node ID of a node_key.json
+//	version            print the CometBFT module version built in
+//	bench -size N -mib M
+//	    in-process pair over loopback TCP, as `p2p-conn bench`: the dialer
+//	    writes ceil(M MiB / N) messages of N bytes (one Write each), the
+//	    listener reads with 64 KiB buffers and verifies every byte. Prints
+//	    one JSON line: seconds from the first byte sent to the last byte
+//	    verified, and the process CPU time (getrusage) over that span.
+//	handshake-serve ADDR    accept and handshake until stdin closes
+//	handshake-dial -n N ADDR
+//	    N sequential connections, each dial + handshake + close; prints one
+//	    JSON line with the elapsed seconds.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/cometbft/cometbft/crypto"
+	"github.com/cometbft/cometbft/crypto/ed25519"
+	"github.com/cometbft/cometbft/p2p"
+	"github.com/cometbft/cometbft/p2p/conn"
+)
+
+const handshakeTimeout = 20 * time.Second
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial ...")
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "listen", "dial":
+		err = pipe(cmd, args)
+	case "keygen":
+		err = keygen(args)
+	case "id":
+		err = id(args)
+	case "version":
+		fmt.Println(cometbftVersion())
+	case "bench":
+		err = bench(args)
+	case "handshake-serve":
+		err = handshakeServe(args)
+	case "handshake-dial":
+		err = handshakeDial(args)
+	default:
+		err = fmt.Errorf("unknown subcommand %q", cmd)
+	}
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "cometbft-peer:", msg)
+	os.Exit(1)
+}
+
+// cometbftVersion is the version of the CometBFT module this binary was built with.
+func cometbftVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/cometbft/cometbft" {
+				return dep.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+func onePositional(fs *flag.FlagSet, args []string, what string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if fs.NArg() != 1 {
+		return "", fmt.Errorf("%s: expected one %s argument, got %d", fs.Name(), what, fs.NArg())
+	}
+	return fs.Arg(0), nil
+}
+
+// privKey loads a node key file, or makes a fresh key when path is empty.
+func privKey(path string) (crypto.PrivKey, error) {
+	if path == "" {
+		return ed25519.GenPrivKey(), nil
+	}
+	nk, err := p2p.LoadNodeKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	return nk.PrivKey, nil
+}
+
+func keygen(args []string) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	path, err := onePositional(fs, args, "FILE")
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("%s exists; not replacing it", path)
+	}
+	nk, err := p2p.LoadOrGenNodeKey(path)
+	if err != nil {
+		return err
+	}
+	fmt.Println(nk.ID())
+	return nil
+}
+
+func id(args []string) error {
+	fs := flag.NewFlagSet("id", flag.ContinueOnError)
+	path, err := onePositional(fs, args, "FILE")
+	if err != nil {
+		return err
+	}
+	nk, err := p2p.LoadNodeKey(path)
+	if err != nil {
+		return err
+	}
+	fmt.Println(nk.ID())
+	return nil
+}
+
+// handshake runs MakeSecretConnection under the handshake timeout.
+func handshake(tcp net.Conn, key crypto.PrivKey) (*conn.SecretConnection, error) {
+	if err := tcp.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		return nil, err
+	}
+	sc, err := conn.MakeSecretConnection(tcp, key)
+	if err != nil {
+		return nil, fmt.Errorf("handshake failed: %w", err)
+	}
+	return sc, tcp.SetDeadline(time.Time{})
+}
+
+func pipe(mode string, args []string) error {
+	fs := flag.NewFlagSet(mode, flag.ContinueOnError)
+	keyPath := fs.String("key", "", "node_key.json to use (default: a fresh key)")
+	chunk := fs.Int("chunk", 65536, "bytes per SecretConnection.Write call")
+	peerID := fs.String("peer-id", "", "fail unless the peer's node ID is this")
+	addr, err := onePositional(fs, args, "ADDR")
+	if err != nil {
+		return err
+	}
+	if *chunk < 1 {
+		return errors.New("-chunk must be at least 1")
+	}
+	key, err := privKey(*keyPath)
+	if err != nil {
+		return err
+	}
+	var tcp *net.TCPConn
+	if mode == "listen" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "listening %s\n", ln.Addr())
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			return err
+		}
+		tcp = c.(*net.TCPConn)
+	} else {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		tcp = c.(*net.TCPConn)
+	}
+	defer tcp.Close()
+	sc, err := handshake(tcp, key)
+	if err != nil {
+		return err
+	}
+	remote := p2p.PubKeyToID(sc.RemotePubKey())
+	fmt.Fprintf(os.Stderr, "peer %s\n", remote)
+	if *peerID != "" && string(remote) != *peerID {
+		return fmt.Errorf("peer is %s, expected %s", remote, *peerID)
+	}
+
+	sent := make(chan error, 1)
+	go func() {
+		buf := make([]byte, *chunk)
+		for {
+			n, err := io.ReadFull(os.Stdin, buf)
+			if n > 0 {
+				if _, werr := sc.Write(buf[:n]); werr != nil {
+					sent <- werr
+					return
+				}
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				sent <- tcp.CloseWrite()
+				return
+			}
+			if err != nil {
+				sent <- err
+				return
+			}
+		}
+	}()
+
+	out := bufio.NewWriterSize(os.Stdout, 1<<16)
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := sc.Read(buf)
+		if n > 0 {
+			if _, werr := out.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading: %w", err)
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if err := <-sent; err != nil {
+		return fmt.Errorf("sending: %w", err)
+	}
+	return nil
+}
+
+// pattern is the byte pattern of `p2p-conn bench`: message i is
+// pattern[i%251:][:size].
+func pattern(size int) []byte {
+	p := make([]byte, size+251)
+	for k := range p {
+		p[k] = byte(k*7 ^ (k>>8)*13)
+	}
+	return p
+}
+
+type cpuTimes struct{ user, sys float64 }
+
+func cpuNow() cpuTimes {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fail(err.Error())
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return cpuTimes{tv(ru.Utime), tv(ru.Stime)}
+}
+
+type benchResult struct {
+	Impl     string  `json:"impl"`
+	Size     int     `json:"size"`
+	Messages int64   `json:"messages"`
+	Bytes    int64   `json:"bytes"`
+	Seconds  float64 `json:"seconds"`
+	CPUUser  float64 `json:"cpu_user"`
+	CPUSys   float64 `json:"cpu_sys"`
+}
+
+func bench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	size := fs.Int("size", 65536, "bytes per message (one Write each)")
+	mib := fs.Int64("mib", 256, "MiB to send in all")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *size < 1 || *mib < 0 {
+		return errors.New("-size must be at least 1 and -mib at least 0")
+	}
+	total := *mib << 20
+	messages := (total + int64(*size) - 1) / int64(*size)
+	if messages < 1 {
+		messages = 1
+	}
+	pat := pattern(*size)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	type done struct {
+		at  time.Time
+		cpu cpuTimes
+		err error
+	}
+	recv := make(chan done, 1)
+	go func() {
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			recv <- done{err: err}
+			return
+		}
+		defer c.Close()
+		sc, err := handshake(c, ed25519.GenPrivKey())
+		if err != nil {
+			recv <- done{err: err}
+			return
+		}
+		buf := make([]byte, 1<<16)
+		var msg int64
+		at := 0
+		for {
+			n, err := sc.Read(buf)
+			data := buf[:n]
+			for len(data) > 0 {
+				if msg >= messages {
+					recv <- done{err: errors.New("extra bytes after the last message")}
+					return
+				}
+				off := int(msg % 251)
+				want := pat[off+at : off+*size]
+				k := min(len(want), len(data))
+				if string(data[:k]) != string(want[:k]) {
+					recv <- done{err: fmt.Errorf("message %d arrived corrupted", msg)}
+					return
+				}
+				data = data[k:]
+				at += k
+				if at == *size {
+					at = 0
+					msg++
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				recv <- done{err: err}
+				return
+			}
+		}
+		if msg != messages {
+			recv <- done{err: fmt.Errorf("stream ended after %d of %d messages", msg, messages)}
+			return
+		}
+		recv <- done{at: time.Now(), cpu: cpuNow()}
+	}()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tcp := c.(*net.TCPConn)
+	sc, err := handshake(tcp, ed25519.GenPrivKey())
+	if err != nil {
+		return err
+	}
+	start, cpu0 := time.Now(), cpuNow()
+	for i := int64(0); i < messages; i++ {
+		off := int(i % 251)
+		if _, err := sc.Write(pat[off : off+*size]); err != nil {
+			return err
+		}
+	}
+	if err := tcp.CloseWrite(); err != nil {
+		return err
+	}
+	d := <-recv
+	if d.err != nil {
+		return d.err
+	}
+	out, err := json.Marshal(benchResult{
+		Impl:     "cometbft-go " + cometbftVersion(),
+		Size:     *size,
+		Messages: messages,
+		Bytes:    messages * int64(*size),
+		Seconds:  d.at.Sub(start).Seconds(),
+		CPUUser:  d.cpu.user - cpu0.user,
+		CPUSys:   d.cpu.sys - cpu0.sys,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	return nil
+}
+
+func handshakeServe(args []string) error {
+	fs := flag.NewFlagSet("handshake-serve", flag.ContinueOnError)
+	addr, err := onePositional(fs, args, "ADDR")
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "listening %s\n", ln.Addr())
+	go func() {
+		// Serve until stdin closes.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		ln.Close()
+	}()
+	key := ed25519.GenPrivKey()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return nil
+		}
+		go func() {
+			defer c.Close()
+			if _, err := handshake(c, key); err != nil {
+				fmt.Fprintln(os.Stderr, "cometbft-peer:", err)
+			}
+		}()
+	}
+}
+
+type handshakeResult struct {
+	Impl       string  `json:"impl"`
+	Handshakes int     `json:"handshakes"`
+	Seconds    float64 `json:"seconds"`
+	CPUUser    float64 `json:"cpu_user"`
+	CPUSys     float64 `json:"cpu_sys"`
+}
+
+func handshakeDial(args []string) error {
+	fs := flag.NewFlagSet("handshake-dial", flag.ContinueOnError)
+	n := fs.Int("n", 1000, "handshakes to run, one after another")
+	addr, err := onePositional(fs, args, "ADDR")
+	if err != nil {
+		return err
+	}
+	key := ed25519.GenPrivKey()
+	start, cpu0 := time.Now(), cpuNow()
+	for i := 0; i < *n; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		_, err = handshake(c, key)
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	elapsed, cpu := time.Since(start), cpuNow()
+	out, err := json.Marshal(handshakeResult{
+		Impl:       "cometbft-go " + cometbftVersion(),
+		Handshakes: *n,
+		Seconds:    elapsed.Seconds(),
+		CPUUser:    cpu.user - cpu0.user,
+		CPUSys:     cpu.sys - cpu0.sys,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	return nil
+}
