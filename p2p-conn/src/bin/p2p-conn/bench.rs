@@ -1,18 +1,31 @@
 //! `p2p-conn bench`: an in-process loopback pair over real TCP. One side
 //! dials, the other accepts; both run the full handshake; then the dialer
 //! streams `--mib` MiB in messages of `--size` bytes (one write each) and the
-//! listener reads and verifies every byte. `--baseline tendermint-p2p` runs
-//! the same workload through tendermint-p2p 0.41 in the same process, right
-//! after ours, and prints the ratio.
+//! listener reads and verifies every byte.
+//!
+//! Each run reports throughput and the process CPU time (user + sys, from
+//! getrusage) spent between the sender's first byte and the receiver's last,
+//! per GiB moved. `--baseline` runs the same workload through another
+//! implementation, alternating with ours under `--repeat`, and prints the
+//! ratios of the medians: CometBFT's own Go `SecretConnection` (v1.0.1 or
+//! v0.38.26, as a separate process built from `interop/cometbft-go`) or
+//! tendermint-p2p 0.41 (in this process).
+//!
+//! `--handshakes N` measures handshakes instead: N sequential connections,
+//! each a TCP connect plus the full handshake, dialed by us and by the
+//! baseline against the same listener (the Go peer's for the Go baselines).
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+use crate::cometbft_go::{self, GoVersion};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Adapter {
@@ -26,8 +39,24 @@ pub enum Adapter {
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
-    /// tendermint-p2p 0.41 (std::io, one write syscall per frame)
+    /// CometBFT v1.0.1's Go SecretConnection (separate process; needs `go`)
+    #[value(name = "cometbft-go")]
+    CometbftGo,
+    /// CometBFT v0.38.26's Go SecretConnection (separate process; needs `go`)
+    #[value(name = "cometbft-go-0.38")]
+    CometbftGo038,
+    /// tendermint-p2p 0.41 (std::io, one write syscall per frame; in process)
     TendermintP2p,
+}
+
+impl Baseline {
+    fn go_version(self) -> Option<GoVersion> {
+        match self {
+            Baseline::CometbftGo => Some(GoVersion::V1),
+            Baseline::CometbftGo038 => Some(GoVersion::V038),
+            Baseline::TendermintP2p => None,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -50,6 +79,10 @@ pub struct BenchArgs {
     /// summarise with medians
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Measure this many sequential handshakes (connect + handshake + close)
+    /// instead of a transfer
+    #[arg(long)]
+    handshakes: Option<u64>,
     /// Print one JSON object per line instead of text, all with the same keys:
     /// "kind" is "run" (with "run" = 0..n-1), "median" or "ratio" (with
     /// "run" = null); fields that do not apply to a kind are null
@@ -72,8 +105,11 @@ const MAX_TOTAL_MIB: u64 = 1 << 20;
 struct Row {
     name: String,
     bytes: u64,
+    /// Messages, or handshakes for `--handshakes`.
     messages: u64,
     elapsed: Duration,
+    /// Process CPU time (user + sys) over the measured span, where known.
+    cpu: Option<Cpu>,
 }
 
 impl Row {
@@ -82,6 +118,88 @@ impl Row {
     }
     fn msgs_per_s(&self) -> f64 {
         self.messages as f64 / self.elapsed.as_secs_f64()
+    }
+    /// CPU seconds (user + sys) per GiB moved.
+    fn cpu_s_per_gib(&self) -> Option<f64> {
+        let gib = self.bytes as f64 / (1u64 << 30) as f64;
+        self.cpu.filter(|_| gib > 0.0).map(|c| c.total() / gib)
+    }
+    /// CPU seconds (user + sys) per message (per handshake for
+    /// `--handshakes`).
+    fn cpu_s_per_message(&self) -> Option<f64> {
+        let n = self.messages as f64;
+        self.cpu.filter(|_| n > 0.0).map(|c| c.total() / n)
+    }
+    /// What CPU is compared by: per GiB for transfers, per handshake for
+    /// `--handshakes` (no bytes).
+    fn cpu_cost(&self) -> Option<f64> {
+        if self.bytes > 0 {
+            self.cpu_s_per_gib()
+        } else {
+            self.cpu_s_per_message()
+        }
+    }
+}
+
+/// User and system CPU seconds of this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Cpu {
+    user: f64,
+    sys: f64,
+}
+
+impl Cpu {
+    /// This process's CPU time so far (all threads), from getrusage.
+    #[cfg(unix)]
+    fn now() -> Option<Cpu> {
+        use nix::sys::resource::{getrusage, UsageWho};
+        let ru = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        Some(Cpu {
+            user: secs(ru.user_time()),
+            sys: secs(ru.system_time()),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn now() -> Option<Cpu> {
+        None
+    }
+
+    fn total(self) -> f64 {
+        self.user + self.sys
+    }
+
+    fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            user: self.user - earlier.user,
+            sys: self.sys - earlier.sys,
+        }
+    }
+}
+
+/// A point in a run: the time and the CPU used so far.
+#[derive(Clone, Copy)]
+struct Mark {
+    at: Instant,
+    cpu: Option<Cpu>,
+}
+
+impl Mark {
+    fn now() -> Self {
+        Mark {
+            at: Instant::now(),
+            cpu: Cpu::now(),
+        }
+    }
+
+    /// Elapsed time and CPU from `start` to `self`.
+    fn since(self, start: Mark) -> (Duration, Option<Cpu>) {
+        let cpu = match (self.cpu, start.cpu) {
+            (Some(end), Some(begin)) => Some(end.since(begin)),
+            _ => None,
+        };
+        (self.at.saturating_duration_since(start.at), cpu)
     }
 }
 
@@ -193,9 +311,16 @@ fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
 }
 
 pub fn run(args: BenchArgs) -> Result<(), String> {
-    let total = total_bytes(&args)?;
     let cfg = args.wire.config();
     cfg.validate().map_err(s)?;
+    let go_peer = match args.baseline.and_then(Baseline::go_version) {
+        Some(v) => Some(cometbft_go::build(v).map_err(s)?),
+        None => None,
+    };
+    if let Some(n) = args.handshakes {
+        return run_handshakes(&args, &cfg, n, go_peer.as_deref());
+    }
+    let total = total_bytes(&args)?;
     let w = Workload::new(args.size, total)?;
     if !args.json {
         println!(
@@ -219,39 +344,74 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         };
         print_run(&args, &w, run, &ours)?;
         ours_rows.push(ours);
-        if let Some(Baseline::TendermintP2p) = args.baseline {
-            let base = run_tendermint(&w)?;
-            print_run(&args, &w, run, &base)?;
-            base_rows.push(base);
-        }
+        let base = match (args.baseline, &go_peer) {
+            (None, _) => continue,
+            (Some(Baseline::TendermintP2p), _) => run_tendermint(&w)?,
+            (Some(_), Some(peer)) => run_go(peer, &w, args.mib)?,
+            (Some(_), None) => unreachable!("the Go peer was built above"),
+        };
+        print_run(&args, &w, run, &base)?;
+        base_rows.push(base);
     }
-    let ours = Summary::of(&ours_rows);
-    let base = Summary::of(&base_rows);
-    if ours_rows.len() > 1 {
+    summarize(&args, &w, &ours_rows, &base_rows)
+}
+
+/// Medians of both implementations' runs and their ratios.
+fn summarize(args: &BenchArgs, w: &Workload, ours: &[Row], base: &[Row]) -> Result<(), String> {
+    let ours_m = Summary::of(ours);
+    let base_m = Summary::of(base);
+    if ours.len() > 1 {
         if !args.json {
-            println!("median of {} runs:", ours_rows.len());
+            println!("median of {} runs:", ours.len());
         }
-        for m in ours.iter().chain(&base) {
-            print_median(&args, &w, m)?;
+        for m in ours_m.iter().chain(&base_m) {
+            print_median(args, w, m)?;
         }
     }
-    if let (Some(ours), Some(base)) = (ours, base) {
-        let ratio = ours.mb_per_s / base.mb_per_s;
-        if args.json {
-            print_json(&JsonLine {
-                kind: "ratio",
-                runs: ours.runs,
-                implementation: &ours.name,
-                over: Some(&base.name),
-                ratio: Some(ratio),
-                ..JsonLine::new(&args, &w)
-            })?;
+    let (Some(ours), Some(base)) = (ours_m, base_m) else {
+        return Ok(());
+    };
+    let ratio = if args.handshakes.is_some() {
+        ours.msgs_per_s / base.msgs_per_s
+    } else {
+        ours.mb_per_s / base.mb_per_s
+    };
+    // How many times less CPU per GiB (per handshake) than the baseline
+    // (> 1: ours is cheaper).
+    let cpu_ratio = match (ours.cpu_cost, base.cpu_cost) {
+        (Some(o), Some(b)) if o > 0.0 => Some(b / o),
+        _ => None,
+    };
+    if args.json {
+        return print_json(&JsonLine {
+            kind: "ratio",
+            runs: ours.runs,
+            implementation: &ours.name,
+            over: Some(&base.name),
+            ratio: Some(ratio),
+            cpu_ratio,
+            ..JsonLine::new(args, w)
+        });
+    }
+    let what = if args.handshakes.is_some() {
+        "handshakes/s"
+    } else {
+        "throughput"
+    };
+    println!(
+        "ratio {what:<18} {ratio:>9.2}x  ({} / {})",
+        ours.name, base.name
+    );
+    if let Some(c) = cpu_ratio {
+        let per = if args.handshakes.is_some() {
+            "handshake"
         } else {
-            println!(
-                "ratio {:<18} {ratio:>10.2}x  ({} / {})",
-                "", ours.name, base.name
-            );
-        }
+            "GiB"
+        };
+        println!(
+            "ratio {:<18} {c:>9.2}x  less CPU per {per} for {} than {}",
+            "CPU", ours.name, base.name
+        );
     }
     Ok(())
 }
@@ -269,23 +429,28 @@ fn median(values: &[f64]) -> Option<f64> {
     }
 }
 
-/// Median throughput of one implementation's runs.
+/// Medians of one implementation's runs.
 struct Summary {
     name: String,
     runs: usize,
     mb_per_s: f64,
     msgs_per_s: f64,
+    /// Median CPU seconds per GiB (per handshake for `--handshakes`), if
+    /// every run measured its CPU.
+    cpu_cost: Option<f64>,
 }
 
 impl Summary {
     fn of(rows: &[Row]) -> Option<Summary> {
         let mb: Vec<f64> = rows.iter().map(Row::mb_per_s).collect();
         let msgs: Vec<f64> = rows.iter().map(Row::msgs_per_s).collect();
+        let cpu: Option<Vec<f64>> = rows.iter().map(Row::cpu_cost).collect();
         Some(Summary {
             name: rows.first()?.name.clone(),
             runs: rows.len(),
             mb_per_s: median(&mb)?,
             msgs_per_s: median(&msgs)?,
+            cpu_cost: cpu.and_then(|c| median(&c)),
         })
     }
 }
@@ -297,6 +462,9 @@ struct JsonLine<'a> {
     /// "run" (one measured run), "median" (of `runs` runs) or "ratio" (of
     /// the two medians, or of the two runs when `runs` is 1).
     kind: &'static str,
+    /// "transfer", or "handshakes" for `--handshakes` (then `messages` is
+    /// the handshake count, `msgs_per_s` handshakes per second).
+    mode: &'static str,
     /// 0-based index of a measured run; null for summary rows.
     run: Option<usize>,
     /// How many runs the row stands for.
@@ -305,12 +473,23 @@ struct JsonLine<'a> {
     implementation: &'a str,
     /// "ratio" only: the implementation `impl` is compared with.
     over: Option<&'a str>,
-    /// "ratio" only: `impl` MB/s over `over` MB/s.
+    /// "ratio" only: `impl` MB/s over `over` MB/s (handshakes per second
+    /// for "handshakes").
     ratio: Option<f64>,
+    /// "ratio" only: `over` CPU per GiB over `impl` CPU per GiB (per
+    /// handshake for "handshakes"; above 1: `impl` uses less CPU).
+    cpu_ratio: Option<f64>,
     mb_per_s: Option<f64>,
     msgs_per_s: Option<f64>,
     /// "run" only: from the sender's first byte to the receiver's last.
     seconds: Option<f64>,
+    /// "run" only: process CPU seconds (user, sys) over `seconds`.
+    cpu_user: Option<f64>,
+    cpu_sys: Option<f64>,
+    /// CPU seconds (user + sys) per GiB moved ("transfer").
+    cpu_s_per_gib: Option<f64>,
+    /// CPU seconds (user + sys) per handshake ("handshakes").
+    cpu_s_per_handshake: Option<f64>,
     size: usize,
     messages: u64,
     bytes: u64,
@@ -323,16 +502,23 @@ struct JsonLine<'a> {
 impl<'a> JsonLine<'a> {
     /// The workload's fields, with everything else empty.
     fn new(args: &BenchArgs, w: &Workload) -> Self {
+        let handshakes = args.handshakes.is_some();
         JsonLine {
             kind: "run",
+            mode: if handshakes { "handshakes" } else { "transfer" },
             run: None,
             runs: 1,
             implementation: "",
             over: None,
             ratio: None,
+            cpu_ratio: None,
             mb_per_s: None,
             msgs_per_s: None,
             seconds: None,
+            cpu_user: None,
+            cpu_sys: None,
+            cpu_s_per_gib: None,
+            cpu_s_per_handshake: None,
             size: w.size,
             messages: w.messages,
             bytes: w.bytes(),
@@ -349,46 +535,90 @@ fn print_json(line: &JsonLine<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// " 1.234 s CPU/GiB" or nothing when the CPU time is unknown.
+fn cpu_text(cpu_s_per_gib: Option<f64>) -> String {
+    cpu_s_per_gib
+        .map(|c| format!("  {c:>6.3} s CPU/GiB"))
+        .unwrap_or_default()
+}
+
 fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<(), String> {
+    let handshakes = args.handshakes.is_some();
     if args.json {
-        print_json(&JsonLine {
+        return print_json(&JsonLine {
             kind: "run",
             run: Some(run),
             implementation: &row.name,
-            mb_per_s: Some(row.mb_per_s()),
+            mb_per_s: (!handshakes).then(|| row.mb_per_s()),
             msgs_per_s: Some(row.msgs_per_s()),
             seconds: Some(row.elapsed.as_secs_f64()),
+            cpu_user: row.cpu.map(|c| c.user),
+            cpu_sys: row.cpu.map(|c| c.sys),
+            cpu_s_per_gib: row.cpu_s_per_gib(),
+            cpu_s_per_handshake: row.cpu_s_per_message().filter(|_| handshakes),
+            messages: row.messages,
             ..JsonLine::new(args, w)
-        })
+        });
+    }
+    if handshakes {
+        let cpu = row
+            .cpu
+            .map(|c| format!(", {:.0} µs CPU each", c.total() * 1e6 / row.messages as f64))
+            .unwrap_or_default();
+        println!(
+            "{:<34} {:>10.0} handshakes/s   ({} in {:.3} s{cpu})",
+            row.name,
+            row.msgs_per_s(),
+            row.messages,
+            row.elapsed.as_secs_f64()
+        );
     } else {
         println!(
-            "{:<24} {:>10.1} MB/s {:>12.0} msg/s   ({:.3} s, content verified)",
+            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}   ({:.3} s, content verified)",
             row.name,
             row.mb_per_s(),
             row.msgs_per_s(),
+            cpu_text(row.cpu_s_per_gib()),
             row.elapsed.as_secs_f64()
         );
-        Ok(())
     }
+    Ok(())
 }
 
 fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), String> {
+    let handshakes = args.handshakes.is_some();
     if args.json {
-        print_json(&JsonLine {
+        return print_json(&JsonLine {
             kind: "median",
             runs: m.runs,
             implementation: &m.name,
-            mb_per_s: Some(m.mb_per_s),
+            mb_per_s: (!handshakes).then_some(m.mb_per_s),
             msgs_per_s: Some(m.msgs_per_s),
+            cpu_s_per_gib: m.cpu_cost.filter(|_| !handshakes),
+            cpu_s_per_handshake: m.cpu_cost.filter(|_| handshakes),
             ..JsonLine::new(args, w)
-        })
+        });
+    }
+    if handshakes {
+        let cpu = m
+            .cpu_cost
+            .map(|c| format!(", {:.0} µs CPU each", c * 1e6))
+            .unwrap_or_default();
+        println!(
+            "{:<34} {:>10.0} handshakes/s   (median of {} runs{cpu})",
+            m.name, m.msgs_per_s, m.runs
+        );
     } else {
         println!(
-            "{:<24} {:>10.1} MB/s {:>12.0} msg/s   (median of {} runs)",
-            m.name, m.mb_per_s, m.msgs_per_s, m.runs
+            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}   (median of {} runs)",
+            m.name,
+            m.mb_per_s,
+            m.msgs_per_s,
+            cpu_text(m.cpu_cost),
+            m.runs
         );
-        Ok(())
     }
+    Ok(())
 }
 
 fn tokio_runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -437,7 +667,7 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
                 v.msg, v.w.messages
             ));
         }
-        Ok::<_, String>(Instant::now())
+        Ok::<_, String>(Mark::now())
     });
     let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
@@ -446,7 +676,7 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
         let mut framed = codec::handshake(tcp, &Identity::generate(), cfg)
             .await
             .map_err(s)?;
-        start = Instant::now();
+        start = Mark::now();
         for i in 0..w.messages {
             framed.feed(w.message(i)).await.map_err(s)?;
         }
@@ -456,13 +686,13 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
         let mut conn = ptokio::handshake(tcp, &Identity::generate(), cfg)
             .await
             .map_err(s)?;
-        start = Instant::now();
+        start = Mark::now();
         for i in 0..w.messages {
             conn.write_all(w.message(i)).await.map_err(s)?;
         }
         conn.shutdown().await.map_err(s)?;
     }
-    let end = receiver.await.map_err(s)??;
+    let (elapsed, cpu) = receiver.await.map_err(s)??.since(start);
     let name = if use_codec {
         "p2p-conn (codec)"
     } else {
@@ -472,16 +702,18 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
         name: name.into(),
         bytes: w.bytes(),
         messages: w.messages,
-        elapsed: end - start,
+        elapsed,
+        cpu,
     })
 }
 
 /// Accept on one thread, dial on this one, run `recv` and `send` over the
-/// two ends, and time from the sender's first byte to the receiver's last.
-fn run_threads<R, S>(recv: R, send: S) -> Result<Duration, String>
+/// two ends, and measure from the sender's first byte (the `Mark` `send`
+/// sets) to the receiver's last.
+fn run_threads<R, S>(recv: R, send: S) -> Result<(Duration, Option<Cpu>), String>
 where
     R: FnOnce(TcpStream) -> Result<(), String> + Send + 'static,
-    S: FnOnce(TcpStream, &mut Option<Instant>) -> Result<(), String>,
+    S: FnOnce(TcpStream, &mut Option<Mark>) -> Result<(), String>,
 {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(s)?;
     let addr = listener.local_addr().map_err(s)?;
@@ -489,7 +721,7 @@ where
         let (tcp, _) = listener.accept().map_err(s)?;
         tcp.set_nodelay(true).map_err(s)?;
         recv(tcp)?;
-        Ok::<_, String>(Instant::now())
+        Ok::<_, String>(Mark::now())
     });
     let tcp = TcpStream::connect(addr).map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
@@ -499,16 +731,19 @@ where
         .join()
         .map_err(|_| "receiver thread panicked".to_string())??;
     sent?;
-    Ok(end - start.ok_or("sender never started")?)
+    Ok(end.since(start.ok_or("sender never started")?))
 }
+
+/// 64 KiB reads on the receiving side, as the Go peer's bench.
+const READ_CHUNK: usize = 64 * 1024;
 
 fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
     let (rcfg, rw) = (cfg.clone(), w.clone());
-    let elapsed = run_threads(
+    let (elapsed, cpu) = run_threads(
         move |tcp| {
             let mut conn = blocking::handshake_tcp(tcp, &Identity::generate(), &rcfg).map_err(s)?;
             let mut v = Verifier::new(rw);
-            let mut buf = vec![0u8; v.w.size.min(1 << 20)];
+            let mut buf = vec![0u8; READ_CHUNK];
             loop {
                 let n = conn.read(&mut buf).map_err(s)?;
                 if n == 0 {
@@ -525,7 +760,7 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
         |tcp, start| {
             let conn = blocking::handshake_tcp(tcp, &Identity::generate(), cfg).map_err(s)?;
             let (_r, mut wr) = conn.split().map_err(s)?;
-            *start = Some(Instant::now());
+            *start = Some(Mark::now());
             for i in 0..w.messages {
                 wr.write_all(w.message(i)).map_err(s)?;
             }
@@ -537,6 +772,7 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
         bytes: w.bytes(),
         messages: w.messages,
         elapsed,
+        cpu,
     })
 }
 
@@ -546,11 +782,11 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
     use tendermint_p2p::secret_connection::{SecretConnection, Version};
     let key = || ed25519_consensus::SigningKey::new(rand_core::OsRng);
     let rw = w.clone();
-    let elapsed = run_threads(
+    let (elapsed, cpu) = run_threads(
         move |tcp| {
             let mut conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
             let mut v = Verifier::new(rw);
-            let mut buf = vec![0u8; 64 * 1024];
+            let mut buf = vec![0u8; READ_CHUNK];
             while !v.done() {
                 let n = conn.read(&mut buf).map_err(s)?;
                 if n == 0 {
@@ -562,7 +798,7 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
         },
         |tcp, start| {
             let mut conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
-            *start = Some(Instant::now());
+            *start = Some(Mark::now());
             for i in 0..w.messages {
                 conn.write_all(w.message(i)).map_err(s)?;
             }
@@ -574,9 +810,283 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
         bytes: w.bytes(),
         messages: w.messages,
         elapsed,
+        cpu,
     })
 }
 
+/// What the Go peer's `bench` and `handshake-dial` print (one JSON line).
+#[derive(serde::Deserialize)]
+struct GoResult {
+    #[serde(rename = "impl")]
+    implementation: String,
+    #[serde(default)]
+    messages: u64,
+    #[serde(default)]
+    bytes: u64,
+    #[serde(default)]
+    handshakes: u64,
+    seconds: f64,
+    cpu_user: f64,
+    cpu_sys: f64,
+}
+
+impl GoResult {
+    fn parse(output: std::process::Output, what: &str) -> Result<GoResult, String> {
+        if !output.status.success() {
+            return Err(format!(
+                "the Go peer's {what} failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        let line = String::from_utf8_lossy(&output.stdout);
+        serde_json::from_str(line.trim())
+            .map_err(|e| format!("the Go peer's {what} printed {line:?}: {e}"))
+    }
+
+    fn cpu(&self) -> Option<Cpu> {
+        Some(Cpu {
+            user: self.cpu_user,
+            sys: self.cpu_sys,
+        })
+    }
+}
+
+/// The same workload through CometBFT's Go `SecretConnection`, as a separate
+/// process (the Go peer's `bench`: the same messages, pattern, 64 KiB reads
+/// and verification; it measures its own time and CPU over the same span).
+fn run_go(peer: &Path, w: &Workload, mib: u64) -> Result<Row, String> {
+    let output = std::process::Command::new(peer)
+        .args([
+            "bench",
+            "-size",
+            &w.size.to_string(),
+            "-mib",
+            &mib.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("running {}: {e}", peer.display()))?;
+    let r = GoResult::parse(output, "bench")?;
+    if (r.messages, r.bytes) != (w.messages, w.bytes()) {
+        return Err(format!(
+            "the Go peer sent {} messages ({} bytes), not {} ({} bytes)",
+            r.messages,
+            r.bytes,
+            w.messages,
+            w.bytes()
+        ));
+    }
+    Ok(Row {
+        cpu: r.cpu(),
+        name: r.implementation,
+        bytes: r.bytes,
+        messages: r.messages,
+        elapsed: Duration::from_secs_f64(r.seconds),
+    })
+}
+
+/// `--handshakes N`: N sequential connections (TCP connect, full handshake,
+/// close) from us and, with a Go baseline, from the Go peer, alternating
+/// under `--repeat`, all against one listener: the Go peer's
+/// `handshake-serve` for a Go baseline, else our own (std, one thread).
+fn run_handshakes(
+    args: &BenchArgs,
+    cfg: &Config,
+    n: u64,
+    go_peer: Option<&Path>,
+) -> Result<(), String> {
+    if n == 0 {
+        return Err("--handshakes must be at least 1".into());
+    }
+    if args.baseline == Some(Baseline::TendermintP2p) {
+        return Err("--handshakes compares with the Go baselines only".into());
+    }
+    let w = Workload {
+        size: 0,
+        messages: n,
+        pattern: Default::default(),
+    };
+    let server = match go_peer {
+        Some(peer) => Server::go(peer)?,
+        None => Server::ours(cfg)?,
+    };
+    if !args.json {
+        println!(
+            "p2p-conn bench: {n} sequential handshakes (connect, handshake, close) over loopback TCP against {}",
+            server.name
+        );
+    }
+    let identity = Identity::generate();
+    let rt = tokio_runtime()?;
+    let mut ours_rows = Vec::new();
+    let mut base_rows = Vec::new();
+    for run in 0..args.repeat.max(1) {
+        let start = Mark::now();
+        for _ in 0..n {
+            handshake_once(args.adapter, &rt, server.addr, &identity, cfg)?;
+        }
+        let (elapsed, cpu) = Mark::now().since(start);
+        let ours = Row {
+            name: format!("p2p-conn ({:?}) -> {}", args.adapter, server.name).to_lowercase(),
+            bytes: 0,
+            messages: n,
+            elapsed,
+            cpu,
+        };
+        print_run(args, &w, run, &ours)?;
+        ours_rows.push(ours);
+        if let Some(peer) = go_peer {
+            let output = std::process::Command::new(peer)
+                .args(["handshake-dial", "-n", &n.to_string()])
+                .arg(server.addr.to_string())
+                .output()
+                .map_err(|e| format!("running {}: {e}", peer.display()))?;
+            let r = GoResult::parse(output, "handshake-dial")?;
+            let base = Row {
+                name: format!("{} -> {}", r.implementation, server.name),
+                bytes: 0,
+                messages: r.handshakes,
+                elapsed: Duration::from_secs_f64(r.seconds),
+                cpu: r.cpu(),
+            };
+            print_run(args, &w, run, &base)?;
+            base_rows.push(base);
+        }
+    }
+    server.stop()?;
+    summarize(args, &w, &ours_rows, &base_rows)
+}
+
+/// One connection: connect, handshake through `adapter`, close.
+fn handshake_once(
+    adapter: Adapter,
+    rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    identity: &Identity,
+    cfg: &Config,
+) -> Result<(), String> {
+    match adapter {
+        Adapter::Std => {
+            let tcp = TcpStream::connect(addr).map_err(s)?;
+            tcp.set_nodelay(true).map_err(s)?;
+            blocking::handshake_tcp(tcp, identity, cfg).map_err(s)?;
+        }
+        Adapter::Tokio | Adapter::Codec => rt.block_on(async {
+            let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
+            tcp.set_nodelay(true).map_err(s)?;
+            if adapter == Adapter::Codec {
+                codec::handshake(tcp, identity, cfg).await.map_err(s)?;
+            } else {
+                ptokio::handshake(tcp, identity, cfg).await.map_err(s)?;
+            }
+            Ok::<_, String>(())
+        })?,
+    }
+    Ok(())
+}
+
+/// The listener `--handshakes` dials.
+struct Server {
+    name: String,
+    addr: SocketAddr,
+    kind: ServerKind,
+}
+
+enum ServerKind {
+    /// The Go peer's `handshake-serve`; it exits when its stdin closes.
+    Go(std::process::Child),
+    /// Our std listener thread; it stops at the first connection after
+    /// `stop` is set.
+    Ours(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    ),
+}
+
+impl Server {
+    fn go(peer: &Path) -> Result<Server, String> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(peer)
+            .args(["handshake-serve", "127.0.0.1:0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("running {}: {e}", peer.display()))?;
+        let mut stderr = std::io::BufReader::new(child.stderr.take().ok_or("no stderr")?);
+        let mut line = String::new();
+        stderr.read_line(&mut line).map_err(s)?;
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("the Go peer's handshake-serve printed {line:?}"))?;
+        // Pass its later messages (failed handshakes) through.
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                eprintln!("{line}");
+            }
+        });
+        let version = std::process::Command::new(peer)
+            .arg("version")
+            .output()
+            .map_err(s)?;
+        Ok(Server {
+            name: format!(
+                "cometbft-go {}",
+                String::from_utf8_lossy(&version.stdout).trim()
+            ),
+            addr,
+            kind: ServerKind::Go(child),
+        })
+    }
+
+    fn ours(cfg: &Config) -> Result<Server, String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(s)?;
+        let addr = listener.local_addr().map_err(s)?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (flag, cfg) = (stop.clone(), cfg.clone());
+        let thread = std::thread::spawn(move || {
+            let identity = Identity::generate();
+            for tcp in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                if let Ok(tcp) = tcp {
+                    let _ = tcp.set_nodelay(true);
+                    if let Err(e) = blocking::handshake_tcp(tcp, &identity, &cfg) {
+                        eprintln!("p2p-conn bench: server handshake failed: {e}");
+                    }
+                }
+            }
+        });
+        Ok(Server {
+            name: "p2p-conn (std)".into(),
+            addr,
+            kind: ServerKind::Ours(stop, thread),
+        })
+    }
+
+    fn stop(self) -> Result<(), String> {
+        match self.kind {
+            ServerKind::Go(mut child) => {
+                drop(child.stdin.take());
+                child.wait().map_err(s)?;
+            }
+            ServerKind::Ours(stop, thread) => {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                // Wake the accept loop so it sees the flag.
+                let _ = TcpStream::connect(self.addr);
+                thread
+                    .join()
+                    .map_err(|_| "server thread panicked".to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,13 +1112,38 @@ mod tests {
                 bytes: 1_000_000,
                 messages: 10,
                 elapsed: Duration::from_secs_f64(1.0 / rate),
+                // 1 MB is 1e6 / 2^30 GiB: 0.1 s CPU is 107.37 s per GiB.
+                cpu: Some(Cpu {
+                    user: 0.1 * rate,
+                    sys: 0.0,
+                }),
             })
             .collect();
         let m = Summary::of(&rows).unwrap();
         assert!((m.mb_per_s - 2.5).abs() < 1e-6, "{}", m.mb_per_s);
         assert!((m.msgs_per_s - 25.0).abs() < 1e-6, "{}", m.msgs_per_s);
         assert_eq!(m.runs, 4);
+        // Median of 0.1, 0.2, 0.3 and 0.4 s CPU per MB.
+        let gib = (1u64 << 30) as f64 / 1e6;
+        let cpu = m.cpu_cost.unwrap();
+        assert!((cpu - 0.25 * gib).abs() < 1e-6, "{cpu}");
         assert!(Summary::of(&[]).is_none());
+    }
+
+    #[test]
+    fn cpu_time_is_read_and_grows() {
+        let start = Mark::now();
+        let begin = Instant::now();
+        let mut x = 0u64;
+        while begin.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let (elapsed, cpu) = Mark::now().since(start);
+        let cpu = cpu.expect("getrusage works on unix");
+        assert!(elapsed >= Duration::from_millis(30));
+        // A 30 ms busy loop shows up as (most of) 30 ms of CPU.
+        assert!(cpu.total() > 0.01, "{cpu:?}");
+        assert!(cpu.user >= 0.0 && cpu.sys >= 0.0, "{cpu:?}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId, ProtocolError}
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
+mod cometbft_go;
 
 #[derive(Parser)]
 #[command(
