@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Side-by-side comparison with CometBFT's own Go SecretConnection (v1.0.1 and
+# v0.38.26) for 200 B, 1 KiB, 64 KiB and 1 MiB messages, plus handshakes.
+#
+#   benches/scripts/cometbft-go.sh [ROUNDS]      (default 5)
+#
+# Each round runs, per message size, `p2p-conn bench` once with the tokio
+# adapter against `--baseline cometbft-go` and once with the std adapter
+# against `--baseline cometbft-go-0.38`, so the four implementations alternate
+# within every round. The table gives the medians over the rounds of MB/s,
+# messages/s and CPU seconds (user+sys) per GiB, and the ratios of p2p-conn
+# over each Go version. Needs `go` (the CLI builds the Go peer) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds="${1:-5}"
+cargo build --release -q -p p2p-conn
+bin=target/release/p2p-conn
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# size:MiB pairs: about half a second to a second per run on 2 cores.
+for round in $(seq "$rounds"); do
+  for pair in 200:16 1024:64 65536:512 1048576:512; do
+    size=${pair%%:*}
+    mib=${pair##*:}
+    "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline cometbft-go >>"$out"
+    "$bin" bench --json --size "$size" --mib "$mib" --adapter std --baseline cometbft-go-0.38 >>"$out"
+  done
+  "$bin" bench --json --handshakes 500 --adapter tokio --baseline cometbft-go >>"$out"
+  echo "round $round of $rounds done" >&2
+done
+
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+from collections import defaultdict
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+runs = [r for r in rows if r["kind"] == "run"]
+by = defaultdict(list)
+for r in runs:
+    by[(r["mode"], r["size"], r["impl"])].append(r)
+
+def med(key, mode, size, impl):
+    vals = [r[key] for r in by[(mode, size, impl)] if r[key] is not None]
+    return statistics.median(vals) if vals else None
+
+impls = ["p2p-conn (tokio)", "p2p-conn (std)", "cometbft-go v1.0.1", "cometbft-go v0.38.26"]
+print(f"medians of {sys.argv[2]} alternating rounds")
+print()
+print("| message | implementation | MB/s | msg/s | CPU s/GiB |")
+print("|---|---|---:|---:|---:|")
+for size in sorted({r["size"] for r in runs if r["mode"] == "transfer"}):
+    for impl in impls:
+        mb = med("mb_per_s", "transfer", size, impl)
+        if mb is None:
+            continue
+        msgs = med("msgs_per_s", "transfer", size, impl)
+        cpu = med("cpu_s_per_gib", "transfer", size, impl)
+        print(f"| {size} B | {impl} | {mb:.1f} | {msgs:.0f} | {cpu:.3f} |")
+print()
+print("| message | p2p-conn | over | throughput ratio | CPU ratio (less CPU per GiB) |")
+print("|---|---|---|---:|---:|")
+for size in sorted({r["size"] for r in runs if r["mode"] == "transfer"}):
+    for ours in impls[:2]:
+        for go in impls[2:]:
+            a, b = med("mb_per_s", "transfer", size, ours), med("mb_per_s", "transfer", size, go)
+            ca, cb = med("cpu_s_per_gib", "transfer", size, ours), med("cpu_s_per_gib", "transfer", size, go)
+            if None in (a, b, ca, cb):
+                continue
+            print(f"| {size} B | {ours} | {go} | {a / b:.2f}x | {cb / ca:.2f}x |")
+hs = [k for k in by if k[0] == "handshakes"]
+if hs:
+    print()
+    print("| handshakes (sequential, loopback) | per second | CPU µs each (dialer process) |")
+    print("|---|---:|---:|")
+    for k in sorted(hs):
+        rate = med("msgs_per_s", *k)
+        cpu = med("cpu_s_per_handshake", *k)
+        print(f"| {k[2]} | {rate:.0f} | {cpu * 1e6:.0f} |")
+PY
