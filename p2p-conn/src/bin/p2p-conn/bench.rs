@@ -38,6 +38,14 @@ pub enum Adapter {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// Two worker threads: sender and receiver tasks run in parallel
+    MultiThread,
+    /// One thread for both tasks: no cross-thread wakeups, one core
+    CurrentThread,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
     /// CometBFT v1.0.1's Go SecretConnection (separate process; needs `go`)
     #[value(name = "cometbft-go")]
@@ -72,6 +80,9 @@ pub struct BenchArgs {
     /// Which p2p-conn adapter carries the workload
     #[arg(long, value_enum, default_value_t = Adapter::Tokio)]
     adapter: Adapter,
+    /// tokio runtime for the tokio and codec adapters
+    #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
+    runtime: Runtime,
     /// Also run the same workload through another implementation and print the ratio
     #[arg(long, value_enum)]
     baseline: Option<Baseline>,
@@ -338,8 +349,10 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let mut base_rows = Vec::new();
     for run in 0..args.repeat.max(1) {
         let ours = match args.adapter {
-            Adapter::Tokio => tokio_runtime()?.block_on(run_tokio(&w, &cfg, false))?,
-            Adapter::Codec => tokio_runtime()?.block_on(run_tokio(&w, &cfg, true))?,
+            Adapter::Tokio | Adapter::Codec => {
+                let codec = args.adapter == Adapter::Codec;
+                tokio_runtime(args.runtime)?.block_on(run_tokio(&w, &cfg, codec, args.runtime))?
+            }
             Adapter::Std => run_std(&w, &cfg)?,
         };
         print_run(&args, &w, run, &ours)?;
@@ -621,15 +634,26 @@ fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), Strin
     Ok(())
 }
 
-fn tokio_runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(s)
+/// The runtime the tokio and codec adapters run on.
+fn tokio_runtime(flavor: Runtime) -> Result<tokio::runtime::Runtime, String> {
+    match flavor {
+        Runtime::MultiThread => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
+        Runtime::CurrentThread => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+    }
+    .map_err(s)
 }
 
-async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, String> {
+async fn run_tokio(
+    w: &Workload,
+    cfg: &Config,
+    use_codec: bool,
+    flavor: Runtime,
+) -> Result<Row, String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(s)?;
@@ -693,10 +717,11 @@ async fn run_tokio(w: &Workload, cfg: &Config, use_codec: bool) -> Result<Row, S
         conn.shutdown().await.map_err(s)?;
     }
     let (elapsed, cpu) = receiver.await.map_err(s)??.since(start);
-    let name = if use_codec {
-        "p2p-conn (codec)"
-    } else {
-        "p2p-conn (tokio)"
+    let name = match (use_codec, flavor) {
+        (false, Runtime::MultiThread) => "p2p-conn (tokio)",
+        (true, Runtime::MultiThread) => "p2p-conn (codec)",
+        (false, Runtime::CurrentThread) => "p2p-conn (tokio, 1 thread)",
+        (true, Runtime::CurrentThread) => "p2p-conn (codec, 1 thread)",
     };
     Ok(Row {
         name: name.into(),
@@ -917,7 +942,7 @@ fn run_handshakes(
         );
     }
     let identity = Identity::generate();
-    let rt = tokio_runtime()?;
+    let rt = tokio_runtime(args.runtime)?;
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
     for run in 0..args.repeat.max(1) {
