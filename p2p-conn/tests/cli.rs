@@ -1,128 +1,85 @@
 //! The `p2p-conn` binary as a user runs it: keys, netcat-style exchange,
 //! failure exits.
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
+
+use common::process::{free_port, listening, run, scratch, Feed, Finished, Proc};
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Bound on the commands that run to their end by themselves (`keygen`,
+/// `id`, `bench`, a dial that cannot connect).
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Bound on a listener's start, from its spawn to listening.
+const LISTEN_LIMIT: Duration = Duration::from_secs(5);
+
+/// `p2p-conn args` to its end.
+fn run_cli(args: &[&str]) -> Finished {
+    run(Path::new(BIN), args, RUN_LIMIT)
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("p2p-conn-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// `p2p-conn args` with `stdin`, then end of file.
+fn spawn(args: &[&str], stdin: &[u8]) -> Proc {
+    Proc::spawn(Path::new(BIN), args, Feed::Now(stdin.to_vec()))
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-/// Wait for a child with a deadline, draining its output meanwhile (a full
-/// pipe would otherwise stall it); kill it and fail if it overstays.
-fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
-    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                r.read_to_end(&mut v).ok();
-            }
-            v
-        })
-    }
-    let out = drain(child.stdout.take());
-    let err = drain(child.stderr.take());
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            child.kill().ok();
-            child.wait().ok();
-            let e = err.join().unwrap();
-            panic!(
-                "process still running after {limit:?}; stderr: {}",
-                String::from_utf8_lossy(&e)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
-}
-
-fn spawn(args: &[&str], stdin: &[u8]) -> Child {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    std::thread::spawn(move || {
-        input.write_all(&data).ok();
-        // dropping closes stdin
-    });
-    child
-}
-
-/// Start a listener and wait until its port accepts connections.
-fn spawn_listener(port: u16, extra: &[&str], stdin: &[u8]) -> Child {
+/// Start a listener and wait until it listens.
+fn spawn_listener(port: u16, extra: &[&str], stdin: &[u8]) -> Proc {
     let addr = format!("127.0.0.1:{port}");
     let mut args = vec!["listen", addr.as_str()];
     args.extend_from_slice(extra);
-    spawn(&args, stdin)
+    let mut listener = spawn(&args, stdin);
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
+    listener
 }
 
-fn connect_when_ready(port: u16) {
-    // The dialer retries nothing itself; give the listener a moment to bind.
+/// The readiness probe the listener tests rely on.
+#[test]
+fn listening_probe_sees_a_listener() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert!(listening(port));
+    drop(listener);
+    // A process another test is spawning right now may hold a copy of the
+    // socket until it execs (close-on-exec), so give it a moment.
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        // A probe connection would be accepted as the one connection, so only
-        // check the port is bound by trying to bind it ourselves.
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    while listening(port) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "port {port} still listening"
+        );
+        thread::sleep(Duration::from_millis(5));
     }
-    panic!("listener never bound port {port}");
 }
 
 #[test]
 fn keygen_and_id() {
-    let dir = tmp("keygen");
+    let dir = scratch("keygen");
     let key = dir.join("node_key.json");
-    let out = run(&["keygen", "--out", key.to_str().unwrap()]);
+    let out = run_cli(&["keygen", "--out", key.to_str().unwrap()]);
     assert!(out.status.success(), "{out:?}");
     let printed = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert_eq!(printed.len(), 40);
     let id = p2p_conn::keyfile::load(&key).unwrap();
     assert_eq!(printed, id.node_id().to_string());
-    let out = run(&["id", "--key", key.to_str().unwrap()]);
+    let out = run_cli(&["id", "--key", key.to_str().unwrap()]);
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), printed);
     // Never overwrites a key.
-    let out = run(&["keygen", "--out", key.to_str().unwrap()]);
+    let out = run_cli(&["keygen", "--out", key.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
 }
 
 #[test]
 fn netcat_exchange_both_ways_with_half_close() {
-    let dir = tmp("nc");
+    let dir = scratch("nc");
     let lkey = dir.join("l.json");
     let dkey = dir.join("d.json");
     let lid = p2p_conn::Identity::generate();
@@ -135,60 +92,19 @@ fn netcat_exchange_both_ways_with_half_close() {
     // The listener's stdin stays open until the listener has printed the
     // whole upload, as a person typing would: the dialer has half-closed by
     // then and must keep reading until the listener's stream ends too.
-    let mut listener = Command::new(BIN)
-        .args([
-            "listen",
-            &format!("127.0.0.1:{port}"),
-            "--key",
-            lkey.to_str().unwrap(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (got_upload, upload_seen) = std::sync::mpsc::channel::<()>();
-    let mut lin = listener.stdin.take().unwrap();
-    let down_in = down.clone();
-    let feeder = std::thread::spawn(move || {
-        lin.write_all(&down_in).unwrap();
-        upload_seen.recv_timeout(Duration::from_secs(30)).ok();
-        // dropping `lin` ends the listener's stdin
-    });
-    let mut lout = listener.stdout.take().unwrap();
-    let up_len = up.len();
-    let collector = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut buf = [0u8; 8192];
-        let mut signalled = false;
-        loop {
-            match lout.read(&mut buf) {
-                Ok(0) | Err(_) => return all,
-                Ok(n) => all.extend_from_slice(&buf[..n]),
-            }
-            if !signalled && all.len() >= up_len {
-                got_upload.send(()).ok();
-                signalled = true;
-            }
-        }
-    });
-    connect_when_ready(port);
-    let target = format!("{}@127.0.0.1:{port}", lid.node_id());
+    let addr = format!("127.0.0.1:{port}");
+    let mut listener = Proc::spawn(
+        Path::new(BIN),
+        &["listen", &addr, "--key", lkey.to_str().unwrap()],
+        Feed::UntilOutput(down.clone(), up.len()),
+    );
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
+    let target = format!("{}@{addr}", lid.node_id());
     let dialer = spawn(&["dial", &target, "--key", dkey.to_str().unwrap()], &up);
-    let d = wait_with_deadline(dialer, Duration::from_secs(30));
-    let mut l = wait_with_deadline(listener, Duration::from_secs(30));
-    l.stdout = collector.join().unwrap();
-    feeder.join().unwrap();
-    assert!(
-        d.status.success(),
-        "dialer: {}",
-        String::from_utf8_lossy(&d.stderr)
-    );
-    assert!(
-        l.status.success(),
-        "listener: {}",
-        String::from_utf8_lossy(&l.stderr)
-    );
+    let d = dialer.finish_within(Duration::from_secs(30));
+    let l = listener.finish_within(Duration::from_secs(30));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
     assert_eq!(l.stdout, up);
     assert_eq!(d.stdout, down);
     assert_eq!(
@@ -205,20 +121,17 @@ fn netcat_exchange_both_ways_with_half_close() {
 fn peer_id_mismatch_fails_with_one_line() {
     let port = free_port();
     let listener = spawn_listener(port, &[], b"");
-    connect_when_ready(port);
     let wrong = "00".repeat(20);
-    let out = wait_with_deadline(
-        spawn(
-            &["dial", &format!("127.0.0.1:{port}"), "--peer-id", &wrong],
-            b"",
-        ),
-        Duration::from_secs(30),
-    );
+    let out = spawn(
+        &["dial", &format!("127.0.0.1:{port}"), "--peer-id", &wrong],
+        b"",
+    )
+    .finish_within(Duration::from_secs(30));
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: peer ID mismatch"), "{err}");
-    let _ = wait_with_deadline(listener, Duration::from_secs(30));
+    let _ = listener.finish_within(Duration::from_secs(30));
 }
 
 #[test]
@@ -236,18 +149,16 @@ fn stalled_peer_times_out() {
         }
     });
     let start = Instant::now();
-    let out = wait_with_deadline(
-        spawn(
-            &[
-                "dial",
-                &format!("127.0.0.1:{port}"),
-                "--handshake-timeout",
-                "0.5",
-            ],
-            b"",
-        ),
-        Duration::from_secs(10),
-    );
+    let out = spawn(
+        &[
+            "dial",
+            &format!("127.0.0.1:{port}"),
+            "--handshake-timeout",
+            "0.5",
+        ],
+        b"",
+    )
+    .finish_within(Duration::from_secs(10));
     assert!(start.elapsed() < Duration::from_secs(5));
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
@@ -258,7 +169,7 @@ fn stalled_peer_times_out() {
 #[test]
 fn connection_refused_is_an_io_error() {
     let port = free_port();
-    let out = run(&["dial", &format!("127.0.0.1:{port}")]);
+    let out = run_cli(&["dial", &format!("127.0.0.1:{port}")]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("error: I/O error"), "{err}");
@@ -266,7 +177,7 @@ fn connection_refused_is_an_io_error() {
 
 #[test]
 fn bench_runs_small() {
-    let out = run(&["bench", "--mib", "2", "--size", "4096"]);
+    let out = run_cli(&["bench", "--mib", "2", "--size", "4096"]);
     assert!(
         out.status.success(),
         "{}",
@@ -277,7 +188,7 @@ fn bench_runs_small() {
         text.contains("MB/s") && text.contains("content verified"),
         "{text}"
     );
-    let out = run(&[
+    let out = run_cli(&[
         "bench",
         "--mib",
         "1",
@@ -314,7 +225,7 @@ fn leaked_window(text: &str, secret: &str) -> Option<String> {
 #[test]
 fn malformed_key_file_never_echoes_the_secret() {
     use base64::Engine;
-    let dir = tmp("leak");
+    let dir = scratch("leak");
     // A valid-looking secret: base64 of 64 random-ish bytes (88 characters).
     let raw: Vec<u8> = (0..64u32)
         .map(|i| (i.wrapping_mul(97) ^ 0x5a) as u8)
@@ -358,7 +269,7 @@ fn malformed_key_file_never_echoes_the_secret() {
             vec!["id", "--key", p],
             vec!["listen", "127.0.0.1:0", "--key", p],
         ] {
-            let out = wait_with_deadline(spawn(&args, b""), Duration::from_secs(10));
+            let out = spawn(&args, b"").finish_within(Duration::from_secs(10));
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{name} {args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "{name} {args:?}: {err}");
@@ -373,10 +284,10 @@ fn malformed_key_file_never_echoes_the_secret() {
 
 #[test]
 fn keygen_never_replaces_an_existing_path() {
-    let dir = tmp("keygen-existing");
+    let dir = scratch("keygen-existing");
     let existing = dir.join("node_key.json");
     std::fs::write(&existing, b"precious").unwrap();
-    let out = run(&["keygen", "--out", existing.to_str().unwrap()]);
+    let out = run_cli(&["keygen", "--out", existing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -392,7 +303,7 @@ fn keygen_never_replaces_an_existing_path() {
         let target = dir.join("elsewhere.json");
         let link = dir.join("link.json");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let out = run(&["keygen", "--out", link.to_str().unwrap()]);
+        let out = run_cli(&["keygen", "--out", link.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(1), "{out:?}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("already exists"),
@@ -432,14 +343,13 @@ fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
     v
 }
 
-fn spawn_io(args: &[&str], stdin: Stdio, stdout: Stdio) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+/// `p2p-conn args` with stdin and stdout as given (a piped stdout is
+/// collected; stdin gets no input).
+fn spawn_io(args: &[&str], stdin: Stdio, stdout: Stdio) -> Proc {
+    Proc::start(
+        Command::new(BIN).args(args).stdin(stdin).stdout(stdout),
+        Feed::none(),
+    )
 }
 
 fn file_in(path: &std::path::Path) -> Stdio {
@@ -450,35 +360,26 @@ fn file_out(path: &std::path::Path) -> Stdio {
     Stdio::from(std::fs::File::create(path).unwrap())
 }
 
-fn assert_ok(name: &str, out: &Output) {
-    assert!(
-        out.status.success(),
-        "{name} exited {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 const TRANSFER_BYTES: usize = 10 << 20;
 
 /// `listen < /dev/null > copy` and `dial < file`: the dialer must not stop at
 /// the listener's end of stream before its own stdin is through.
 #[test]
 fn file_to_listener_arrives_whole() {
-    let dir = tmp("to-listener");
+    let dir = scratch("to-listener");
     let input = dir.join("input");
     let copy = dir.join("copy");
     let data = pseudo_random(TRANSFER_BYTES, 0x9e37_79b9_7f4a_7c15);
     std::fs::write(&input, &data).unwrap();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let listener = spawn_io(&["listen", &addr], Stdio::null(), file_out(&copy));
-    connect_when_ready(port);
+    let mut listener = spawn_io(&["listen", &addr], Stdio::null(), file_out(&copy));
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
     let dialer = spawn_io(&["dial", &addr], file_in(&input), Stdio::piped());
-    let d = wait_with_deadline(dialer, Duration::from_secs(60));
-    let l = wait_with_deadline(listener, Duration::from_secs(60));
-    assert_ok("dialer", &d);
-    assert_ok("listener", &l);
+    let d = dialer.finish_within(Duration::from_secs(60));
+    let l = listener.finish_within(Duration::from_secs(60));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
     assert!(d.stdout.is_empty());
     let got = std::fs::read(&copy).unwrap();
     assert_eq!(got.len(), data.len(), "copy has the wrong length");
@@ -488,20 +389,20 @@ fn file_to_listener_arrives_whole() {
 /// The mirror: the listener sends a file, the dialer's stdin is empty.
 #[test]
 fn file_from_listener_arrives_whole() {
-    let dir = tmp("from-listener");
+    let dir = scratch("from-listener");
     let input = dir.join("input");
     let copy = dir.join("copy");
     let data = pseudo_random(TRANSFER_BYTES, 0x0123_4567_89ab_cdef);
     std::fs::write(&input, &data).unwrap();
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let listener = spawn_io(&["listen", &addr], file_in(&input), Stdio::piped());
-    connect_when_ready(port);
+    let mut listener = spawn_io(&["listen", &addr], file_in(&input), Stdio::piped());
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
     let dialer = spawn_io(&["dial", &addr], Stdio::null(), file_out(&copy));
-    let d = wait_with_deadline(dialer, Duration::from_secs(60));
-    let l = wait_with_deadline(listener, Duration::from_secs(60));
-    assert_ok("dialer", &d);
-    assert_ok("listener", &l);
+    let d = dialer.finish_within(Duration::from_secs(60));
+    let l = listener.finish_within(Duration::from_secs(60));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
     let got = std::fs::read(&copy).unwrap();
     assert_eq!(got.len(), data.len(), "copy has the wrong length");
     assert!(got == data, "copy differs from the input");
@@ -544,7 +445,7 @@ fn sender_fails_when_peer_quits(how: Quit) {
         }
         // Dropping with unread data in the receive queue sends a reset.
     });
-    let dir = tmp(&format!("quit-{how:?}"));
+    let dir = scratch(&format!("quit-{how:?}"));
     let input = dir.join("input");
     std::fs::write(&input, pseudo_random(4 * TRANSFER_BYTES, 7)).unwrap();
     let dialer = spawn_io(
@@ -552,7 +453,7 @@ fn sender_fails_when_peer_quits(how: Quit) {
         file_in(&input),
         Stdio::null(),
     );
-    let out = wait_with_deadline(dialer, Duration::from_secs(60));
+    let out = dialer.finish_within(Duration::from_secs(60));
     peer.join().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{how:?}: {err}");
@@ -582,15 +483,15 @@ fn peer_ending_its_stream_early_does_not_end_the_upload() {
 fn frame_size_mismatch_names_frame_size() {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let listener = spawn_io(
+    let mut listener = spawn_io(
         &["listen", &addr, "--frame-size", "4096"],
         Stdio::null(),
         Stdio::piped(),
     );
-    connect_when_ready(port);
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
     let dialer = spawn_io(&["dial", &addr], Stdio::null(), Stdio::piped());
-    let d = wait_with_deadline(dialer, Duration::from_secs(30));
-    let l = wait_with_deadline(listener, Duration::from_secs(30));
+    let d = dialer.finish_within(Duration::from_secs(30));
+    let l = listener.finish_within(Duration::from_secs(30));
     let (derr, lerr) = (
         String::from_utf8_lossy(&d.stderr),
         String::from_utf8_lossy(&l.stderr),
@@ -609,7 +510,7 @@ fn frame_size_mismatch_names_frame_size() {
 
 #[test]
 fn same_non_standard_settings_exchange_data() {
-    let dir = tmp("frame4096");
+    let dir = scratch("frame4096");
     let input = dir.join("input");
     let copy = dir.join("copy");
     let data = pseudo_random(300_001, 42);
@@ -628,15 +529,15 @@ fn same_non_standard_settings_exchange_data() {
     ];
     let mut largs = vec!["listen", addr.as_str()];
     largs.extend_from_slice(&flags);
-    let listener = spawn_io(&largs, Stdio::null(), file_out(&copy));
-    connect_when_ready(port);
+    let mut listener = spawn_io(&largs, Stdio::null(), file_out(&copy));
+    listener.wait_listening(port, Instant::now() + LISTEN_LIMIT);
     let mut dargs = vec!["dial", addr.as_str(), "--connect-timeout", "5"];
     dargs.extend_from_slice(&flags);
     let dialer = spawn_io(&dargs, file_in(&input), Stdio::piped());
-    let d = wait_with_deadline(dialer, Duration::from_secs(30));
-    let l = wait_with_deadline(listener, Duration::from_secs(30));
-    assert_ok("dialer", &d);
-    assert_ok("listener", &l);
+    let d = dialer.finish_within(Duration::from_secs(30));
+    let l = listener.finish_within(Duration::from_secs(30));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
     assert!(std::fs::read(&copy).unwrap() == data, "copy differs");
 }
 
@@ -666,7 +567,7 @@ fn bad_connection_flags_fail_with_one_line() {
         ),
     ];
     for (args, needle) in cases {
-        let out = wait_with_deadline(spawn(args, b""), Duration::from_secs(10));
+        let out = spawn(args, b"").finish_within(Duration::from_secs(10));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -702,18 +603,16 @@ fn connect_timeout_ends_a_hanging_dial() {
         }
     }
     let start = Instant::now();
-    let out = wait_with_deadline(
-        spawn(
-            &[
-                "dial",
-                &format!("127.0.0.1:{port}"),
-                "--connect-timeout",
-                "1",
-            ],
-            b"",
-        ),
-        Duration::from_secs(20),
-    );
+    let out = spawn(
+        &[
+            "dial",
+            &format!("127.0.0.1:{port}"),
+            "--connect-timeout",
+            "1",
+        ],
+        b"",
+    )
+    .finish_within(Duration::from_secs(20));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -739,7 +638,7 @@ fn bench_rejects_huge_sizes() {
         &["bench", "--mib", "1048577"],
         &["bench", "--size", "0"],
     ] {
-        let out = wait_with_deadline(spawn(args, b""), Duration::from_secs(10));
+        let out = spawn(args, b"").finish_within(Duration::from_secs(10));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -756,8 +655,8 @@ fn bench_json_lines_share_one_schema() {
             "bench", "--mib", "1", "--size", "4096", "--repeat", "2", "--json",
         ];
         args.extend_from_slice(extra);
-        let out = run(&args);
-        assert_ok("bench", &out);
+        let out = run_cli(&args);
+        out.assert_ok("bench");
         let text = String::from_utf8(out.stdout).unwrap();
         let rows: Vec<serde_json::Map<String, serde_json::Value>> = text
             .lines()

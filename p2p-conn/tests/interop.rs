@@ -22,6 +22,8 @@
 //! Every test runs under a watchdog ([`supervise`]): a hang fails within
 //! [`TEST_LIMIT`] instead of hanging CI.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::panic::{self, AssertUnwindSafe};
@@ -30,6 +32,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{check_bytes_at, payload, rethrow, summarize};
 use ed25519_consensus::SigningKey;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
@@ -62,20 +65,10 @@ const TM_TO_US: u8 = 0x5A;
 // ---------------------------------------------------------------------------
 // Messages
 
-/// Message `index` of direction `dir`: `len` SplitMix64 bytes seeded by both,
-/// so every message of every direction differs from its first byte on.
+/// Message `index` of direction `dir`: `len` pseudo-random bytes seeded by
+/// both, so every message of every direction differs from its first byte on.
 fn message(dir: u8, index: usize, len: usize) -> Vec<u8> {
-    let mut state = (u64::from(dir) << 32) | index as u64;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+    payload(len, (u64::from(dir) << 32) | index as u64)
 }
 
 /// What the receiver of direction `dir` must get: every message, concatenated.
@@ -99,33 +92,17 @@ fn frame_sizes(sizes: &[usize]) -> Vec<usize> {
 /// Check `got` byte for byte, naming the first bad byte's message and offset
 /// (without dumping megabytes through `assert_eq!`).
 fn check_stream(what: &str, got: &[u8], dir: u8, sizes: &[usize]) {
-    let expected = stream(dir, sizes);
-    if got == expected {
-        return;
-    }
-    let at = got
-        .iter()
-        .zip(&expected)
-        .position(|(a, b)| a != b)
-        .unwrap_or(got.len().min(expected.len()));
-    let (mut index, mut start) = (sizes.len(), 0);
-    for (i, &len) in sizes.iter().enumerate() {
-        if at < start + len {
-            index = i;
-            break;
+    check_bytes_at(what, got, &stream(dir, sizes), |at| {
+        let (mut index, mut start) = (sizes.len(), 0);
+        for (i, &len) in sizes.iter().enumerate() {
+            if at < start + len {
+                index = i;
+                break;
+            }
+            start += len;
         }
-        start += len;
-    }
-    let show = |b: &[u8]| format!("{:02x?}", &b[at.min(b.len())..(at + 16).min(b.len())]);
-    panic!(
-        "{what}: got {} bytes, expected {}; first difference at byte {at} \
-         (message {index}, offset {}): got {} expected {}",
-        got.len(),
-        expected.len(),
-        at - start.min(at),
-        show(got),
-        show(&expected),
-    );
+        format!(" (message {index}, offset {})", at - start.min(at))
+    });
 }
 
 /// Send `sizes` (direction `dir`) with one `write` per message, then the rest
@@ -335,14 +312,6 @@ fn supervise(start: impl FnOnce(&Crew)) {
                 panic!("test did not finish within {TEST_LIMIT:?}; still running: {running:?}")
             }
         }
-    }
-}
-
-/// Resume a tokio task's panic in the caller.
-fn rethrow(e: tokio::task::JoinError) -> ! {
-    match e.try_into_panic() {
-        Ok(payload) => panic::resume_unwind(payload),
-        Err(e) => panic!("task failed: {e}"),
     }
 }
 
@@ -633,22 +602,6 @@ where
     if let Err(e) = tokio::try_join!(send, recv) {
         rethrow(e);
     }
-}
-
-/// Run-length summary of a read-size list, e.g. `[1, 1023, 1024 x3, 1]`.
-fn summarize(sizes: &[usize]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sizes.len() {
-        let run = sizes[i..].iter().take_while(|&&n| n == sizes[i]).count();
-        parts.push(if run == 1 {
-            sizes[i].to_string()
-        } else {
-            format!("{} x{run}", sizes[i])
-        });
-        i += run;
-    }
-    format!("[{}]", parts.join(", "))
 }
 
 // ---------------------------------------------------------------------------

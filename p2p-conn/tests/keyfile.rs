@@ -1,16 +1,12 @@
 //! `p2p_conn::keyfile`: CometBFT `node_key.json` parsing, errors that never
 //! carry the secret, and `save_new`, which never replaces a file.
 
+mod common;
+
 use base64::Engine;
+use common::process::scratch;
 use p2p_conn::keyfile::{self, KeyFileError, KeyFileProblem};
 use p2p_conn::Identity;
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("p2p-conn-keyfile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn names_in(dir: &std::path::Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -158,7 +154,7 @@ fn parse_reports_the_kind_of_problem_without_content() {
 
 #[test]
 fn load_names_the_path_and_rejects_huge_and_binary_files() {
-    let dir = tmp("load");
+    let dir = scratch("load");
     let path = dir.join("node_key.json");
     std::fs::write(&path, "not json").unwrap();
     let e = keyfile::load(&path).unwrap_err();
@@ -193,7 +189,7 @@ fn load_names_the_path_and_rejects_huge_and_binary_files() {
 
 #[test]
 fn save_new_writes_a_loadable_owner_only_file_and_no_temp() {
-    let dir = tmp("save");
+    let dir = scratch("save");
     let path = dir.join("node_key.json");
     let id = Identity::generate();
     keyfile::save_new(&id, &path).unwrap();
@@ -213,7 +209,7 @@ fn save_new_writes_a_loadable_owner_only_file_and_no_temp() {
 
 #[test]
 fn save_new_never_replaces_an_existing_file() {
-    let dir = tmp("exists");
+    let dir = scratch("exists");
     let path = dir.join("node_key.json");
     std::fs::write(&path, b"precious").unwrap();
     let e = keyfile::save_new(&Identity::generate(), &path).unwrap_err();
@@ -242,7 +238,7 @@ fn save_new_never_replaces_an_existing_file() {
 /// the winner's key, and no temporary file is left.
 #[test]
 fn save_new_racing_writers_exactly_one_wins() {
-    let dir = tmp("race");
+    let dir = scratch("race");
     let path = dir.join("node_key.json");
     let ids: Vec<Identity> = (0..8).map(|_| Identity::generate()).collect();
     let barrier = std::sync::Barrier::new(ids.len());
@@ -280,7 +276,7 @@ fn save_new_racing_writers_exactly_one_wins() {
 
 #[test]
 fn save_new_failures_leave_nothing_behind() {
-    let dir = tmp("fail");
+    let dir = scratch("fail");
     // The parent does not exist: a write error, nothing created.
     let e = keyfile::save_new(&Identity::generate(), dir.join("no/such/dir/k.json")).unwrap_err();
     assert!(matches!(e, KeyFileError::Write { .. }), "{e:?}");

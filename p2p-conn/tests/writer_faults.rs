@@ -31,8 +31,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{
-    block_on, connect, is_would_block, pair, payload, proptest_config, sealed_len, Conn, Control,
-    End, Plan, Rates, Rng, StdConn, TokioConn,
+    block_on, check_bytes, connect, is_would_block, pair, payload, proptest_config, sealed_len,
+    Conn, Control, End, Plan, Rates, Rng, StdConn, TokioConn,
 };
 use futures::poll;
 use p2p_conn::engine::{poll_handshake, FrameReader, PollIo, ReadCore};
@@ -49,23 +49,6 @@ use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 
 /// Consecutive rounds without any progress before a driver declares a hang.
 const IDLE_LIMIT: u32 = 100_000;
-
-/// `got` must equal `expected`; name the first difference, not megabytes.
-fn assert_stream(what: &str, got: &[u8], expected: &[u8]) {
-    if got == expected {
-        return;
-    }
-    let at = got
-        .iter()
-        .zip(expected)
-        .position(|(a, b)| a != b)
-        .unwrap_or(got.len().min(expected.len()));
-    panic!(
-        "{what}: got {} bytes, expected {}; first difference at byte {at}",
-        got.len(),
-        expected.len()
-    );
-}
 
 fn retry_kind(e: &io::Error) -> bool {
     is_would_block(e) || e.kind() == io::ErrorKind::Interrupted
@@ -404,8 +387,8 @@ fn run_stream<C: Conn>(case: &Case) {
             idle = 0;
         }
     }
-    assert_stream("b received (a's accepted bytes)", &rb.got, &sa.accepted);
-    assert_stream("a received (b's accepted bytes)", &ra.got, &sb.accepted);
+    check_bytes("b received (a's accepted bytes)", &rb.got, &sa.accepted);
+    check_bytes("a received (b's accepted bytes)", &ra.got, &sb.accepted);
 }
 
 proptest! {
@@ -540,8 +523,8 @@ fn run_dropping(case: &Case, drop_pct: u32) -> u32 {
             .await
             .expect("no progress for 60 s: a lost wakeup?")
     });
-    assert_stream("b received (a's accepted bytes)", &got_b, &acc_a);
-    assert_stream("a received (b's accepted bytes)", &got_a, &acc_b);
+    check_bytes("b received (a's accepted bytes)", &got_b, &acc_a);
+    check_bytes("a received (b's accepted bytes)", &got_a, &acc_b);
     d1 + d2 + d3 + d4
 }
 
@@ -655,7 +638,7 @@ fn current_call_only<C: Conn>() {
     }
     let mut expected = m1.clone();
     expected.extend_from_slice(&m2[..n2]);
-    assert_stream("receiver", &got, &expected);
+    check_bytes("receiver", &got, &expected);
 }
 
 #[test]
@@ -1079,7 +1062,7 @@ fn run_poison<C: Conn>(case: &PoisonCase) {
     let wire = ca.wire();
     assert_eq!(wire.len() as u64, 35 + SEALED + fail_at);
     let on_wire = open_wire(&wire, secret, 1024);
-    assert_stream("peer's data vs the frames on the wire", &got, &on_wire);
+    check_bytes("peer's data vs the frames on the wire", &got, &on_wire);
     accepted.extend_from_slice(&offered);
     assert!(
         accepted.starts_with(&got),
