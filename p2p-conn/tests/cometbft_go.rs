@@ -375,7 +375,7 @@ async fn our_codec(
             Err(e) => rethrow(e),
         }
     }
-    if x.index % 2 == 0 {
+    if x.index.is_multiple_of(2) {
         let ((r, w), remote) = codec::handshake_split(tcp, &identity, &config)
             .await
             .expect("p2p-conn codec handshake_split");

@@ -16,7 +16,7 @@
 //!
 //! Data flows one way on each side:
 //! * send: adapter → [`WriteCore::seal`] into the write buffer → one write;
-//! * receive: one read fills the read buffer → [`ReadCore::open_next`] opens
+//! * receive: one read fills the read buffer → `ReadCore::open_next` opens
 //!   in place → plaintext out through `AsyncRead`, `BufRead` or a codec item.
 //!
 //! # Not provided

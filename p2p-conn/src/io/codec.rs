@@ -11,7 +11,7 @@
 //!   `FramedWrite` writes the buffer (one transport write) once it holds a
 //!   flush's worth, and on every flush.
 //! * The decoder opens frames in place in `FramedRead`'s buffer
-//!   ([`ReadCore::open_next`]) and yields each frame's data as a [`Bytes`]
+//!   (`ReadCore::open_next`) and yields each frame's data as a [`Bytes`]
 //!   slice of that buffer: no copy. One read fills the buffer with as many
 //!   frames as the transport has (up to `read_buffer_size`, at least one
 //!   sealed frame).

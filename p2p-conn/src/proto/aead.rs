@@ -10,6 +10,11 @@
 //! * [`Backend::RustCrypto`]: the pure-Rust `chacha20poly1305` crate. Always
 //!   compiled, so a build with no features at all works and is pure Rust;
 //!   the default when `ring` is off.
+//! * `Backend::Avx512` (feature `avx512`): on CPUs with AVX-512 IFMA,
+//!   p2p-conn's own engine ([`super::multiframe`]) seals and opens whole
+//!   groups of 16 standard frames at once; single frames, other frame sizes
+//!   and other CPUs go to ring (RustCrypto without the `ring` feature). The
+//!   default when compiled in and the CPU has the instructions.
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place. Nonce construction lives in
@@ -37,14 +42,23 @@ pub enum Backend {
     /// RustCrypto `chacha20poly1305` (pure Rust). Always compiled: it is
     /// the backend of a build without `ring`.
     RustCrypto,
+    /// Groups of 16 standard frames through p2p-conn's AVX-512 IFMA engine,
+    /// everything else through ring (RustCrypto without `ring`). On a CPU
+    /// without AVX-512 IFMA it is exactly that one-frame backend; see
+    /// [`Backend::accelerated`]. Feature `avx512`.
+    #[cfg(feature = "avx512")]
+    Avx512,
 }
 
 impl Default for Backend {
+    /// `Avx512` when compiled in and this CPU runs it, else `Ring` when
+    /// compiled in, else `RustCrypto`.
     fn default() -> Self {
-        #[cfg(feature = "ring")]
-        return Backend::Ring;
-        #[cfg(not(feature = "ring"))]
-        return Backend::RustCrypto;
+        #[cfg(feature = "avx512")]
+        if super::multiframe::Engine::available() {
+            return Backend::Avx512;
+        }
+        Backend::single_frame()
     }
 }
 
@@ -54,6 +68,8 @@ impl Backend {
         #[cfg(feature = "ring")]
         Backend::Ring,
         Backend::RustCrypto,
+        #[cfg(feature = "avx512")]
+        Backend::Avx512,
     ];
 
     /// Short lowercase name, as accepted by the CLI's `--backend`.
@@ -62,7 +78,28 @@ impl Backend {
             #[cfg(feature = "ring")]
             Backend::Ring => "ring",
             Backend::RustCrypto => "rustcrypto",
+            #[cfg(feature = "avx512")]
+            Backend::Avx512 => "avx512",
         }
+    }
+
+    /// Whether this backend seals and opens groups of frames at once on this
+    /// CPU (`Avx512` on a CPU with AVX-512 IFMA); `false` means one frame at
+    /// a time.
+    pub fn accelerated(self) -> bool {
+        match self {
+            #[cfg(feature = "avx512")]
+            Backend::Avx512 => super::multiframe::Engine::available(),
+            _ => false,
+        }
+    }
+
+    /// The fastest one-frame backend compiled in.
+    fn single_frame() -> Backend {
+        #[cfg(feature = "ring")]
+        return Backend::Ring;
+        #[cfg(not(feature = "ring"))]
+        return Backend::RustCrypto;
     }
 }
 
@@ -72,11 +109,10 @@ impl std::str::FromStr for Backend {
         let name = match s {
             "ring" => "ring",
             "rustcrypto" | "rust-crypto" | "chacha20poly1305" => "rustcrypto",
-            other => {
-                return Err(format!(
-                    "unknown AEAD backend {other:?} (expected \"ring\" or \"rustcrypto\")"
-                ))
-            }
+            "avx512" => "avx512",
+            other => return Err(format!(
+                "unknown AEAD backend {other:?} (expected \"avx512\", \"ring\" or \"rustcrypto\")"
+            )),
         };
         Backend::ALL
             .iter()
@@ -104,7 +140,11 @@ pub struct OpenFailed;
 /// key schedule in memory it owns and does not wipe it; where that matters,
 /// use [`Backend::RustCrypto`].
 pub struct Cipher {
+    backend: Backend,
     inner: Inner,
+    /// The multi-frame engine (`Backend::Avx512` on a CPU that runs it).
+    #[cfg(feature = "avx512")]
+    multi: Option<super::multiframe::Engine>,
 }
 
 // One cipher per direction per connection: the size difference is irrelevant,
@@ -120,7 +160,17 @@ impl Cipher {
     /// Key a cipher of the given backend.
     pub fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
         let key = Zeroizing::new(*key);
-        let inner = match backend {
+        #[cfg(feature = "avx512")]
+        let (single, multi) = match backend {
+            Backend::Avx512 => (
+                Backend::single_frame(),
+                super::multiframe::Engine::new(&key),
+            ),
+            other => (other, None),
+        };
+        #[cfg(not(feature = "avx512"))]
+        let single = backend;
+        let inner = match single {
             #[cfg(feature = "ring")]
             Backend::Ring => {
                 // Cannot fail: the key length is exactly what the algorithm takes.
@@ -131,8 +181,26 @@ impl Cipher {
             Backend::RustCrypto => {
                 Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
             }
+            #[cfg(feature = "avx512")]
+            Backend::Avx512 => unreachable!("mapped to its one-frame backend above"),
         };
-        Cipher { inner }
+        Cipher {
+            backend,
+            inner,
+            #[cfg(feature = "avx512")]
+            multi,
+        }
+    }
+
+    /// The backend this cipher was keyed for.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The multi-frame engine, when this cipher has one.
+    #[cfg(feature = "avx512")]
+    pub(crate) fn multi_frame(&self) -> Option<&super::multiframe::Engine> {
+        self.multi.as_ref()
     }
 
     /// Encrypt `buf` in place and return the tag.
@@ -189,13 +257,9 @@ impl Cipher {
 
 impl std::fmt::Debug for Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let backend = match self.inner {
-            #[cfg(feature = "ring")]
-            Inner::Ring(_) => Backend::Ring,
-            Inner::RustCrypto(_) => Backend::RustCrypto,
-        };
         f.debug_struct("Cipher")
-            .field("backend", &backend)
+            .field("backend", &self.backend)
+            .field("accelerated", &self.backend.accelerated())
             .finish_non_exhaustive()
     }
 }
@@ -217,7 +281,9 @@ mod tests {
             buf.extend_from_slice(&tag);
             sealed.push(buf);
         }
-        assert_eq!(sealed[0], sealed[1]);
+        for other in &sealed[1..] {
+            assert_eq!(&sealed[0], other);
+        }
         for &b in Backend::ALL {
             let c = Cipher::new(b, &key);
             let mut ok = sealed[0].clone();

@@ -274,6 +274,12 @@ impl Sealer {
             return Err(ProtocolError::NonceExhausted);
         }
         out.reserve_more(frames * self.sealed_frame_len());
+        let first_frame = out.len();
+        let first_counter = self.counter.next;
+        // Frames `0..grouped` are laid out here and sealed together at the
+        // end by the multi-frame engine; the rest one at a time as we go.
+        let grouped = self.grouped_frames(frames);
+        let mut index = 0;
         let mut parts = parts.iter().map(|p| &p[..]).filter(|p| !p.is_empty());
         let mut current: &[u8] = parts.next().unwrap_or(&[]);
         let mut left = total;
@@ -294,10 +300,45 @@ impl Sealer {
                 current = &current[k..];
                 need -= k;
             }
-            self.finish_frame(start, take, counter, out);
+            if index < grouped {
+                out.put_zeros(self.frame_size - take + TAG_LEN);
+            } else {
+                self.finish_frame(start, take, counter, out);
+            }
+            index += 1;
             left -= take;
         }
+        self.seal_grouped(first_counter, &mut out[first_frame..], grouped);
         Ok(frames)
+    }
+
+    /// How many of a message's `frames` the multi-frame engine seals: whole
+    /// groups of standard frames when this cipher has the engine, else 0.
+    fn grouped_frames(&self, frames: usize) -> usize {
+        #[cfg(feature = "avx512")]
+        if self.frame_size == STANDARD_FRAME_SIZE && self.cipher.multi_frame().is_some() {
+            use super::multiframe::GROUP;
+            return frames / GROUP * GROUP;
+        }
+        let _ = frames;
+        0
+    }
+
+    /// Seal the first `grouped` frames of `out` (laid out as plaintext,
+    /// counters from `first_counter`) with the multi-frame engine.
+    fn seal_grouped(&self, first_counter: u64, out: &mut [u8], grouped: usize) {
+        if grouped == 0 {
+            return;
+        }
+        #[cfg(feature = "avx512")]
+        if let Some(engine) = self.cipher.multi_frame() {
+            // The counter check at the top covered every frame, so
+            // `first_counter + grouped - 1` did not wrap.
+            engine.seal_groups(first_counter, &mut out[..grouped * self.sealed_frame_len()]);
+            return;
+        }
+        let _ = (first_counter, out);
+        unreachable!("grouped_frames is 0 without the multi-frame engine")
     }
 
     /// Pad the frame whose plaintext starts at `start` and carries `len` data
@@ -404,6 +445,66 @@ impl Opener {
         r
     }
 
+    /// Open, with the multi-frame engine, as many whole groups of standard
+    /// frames at the front of `sealed` as it holds, and return how many
+    /// frames are now plaintext in place (0 without the engine, with fewer
+    /// than a group, or after a failure). It stops before the first frame
+    /// whose tag fails, leaving it sealed: [`Self::open_in_place`] then
+    /// reports it. The counter advances past every frame opened; the caller
+    /// takes each one's data with [`Self::opened_frame`], in order.
+    pub(crate) fn open_groups_in_place(&mut self, sealed: &mut [u8]) -> usize {
+        #[cfg(feature = "avx512")]
+        if self.failed.is_none() && self.frame_size == STANDARD_FRAME_SIZE {
+            use super::multiframe::GROUP;
+            let Some(engine) = self.cipher.multi_frame() else {
+                return 0;
+            };
+            let frames = sealed.len() / self.sealed_frame_len() / GROUP * GROUP;
+            // Leave exhaustion to the one-frame path, which reports it.
+            if frames == 0 || frames as u128 > self.counter.remaining() {
+                return 0;
+            }
+            let sealed = &mut sealed[..frames * self.sealed_frame_len()];
+            let opened = engine.open_groups(self.counter.next, sealed);
+            for _ in 0..opened {
+                // Cannot fail: `remaining` covered every frame.
+                let _ = self.counter.take();
+            }
+            return opened;
+        }
+        let _ = sealed;
+        0
+    }
+
+    /// The data range of a frame [`Self::open_groups_in_place`] opened
+    /// (`frame` is its [`Self::sealed_frame_len`] bytes, now plaintext).
+    /// Checks the length prefix; errors are sticky as in
+    /// [`Self::open_in_place`].
+    pub(crate) fn opened_frame(&mut self, frame: &[u8]) -> Result<Range<usize>, ProtocolError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.data_range(frame);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    /// The data range a decrypted frame's length prefix announces.
+    fn data_range(&self, frame: &[u8]) -> Result<Range<usize>, ProtocolError> {
+        let mut len_bytes = [0u8; LEN_PREFIX];
+        len_bytes.copy_from_slice(&frame[..LEN_PREFIX]);
+        let len = u32::from_le_bytes(len_bytes) as usize;
+        if len > self.frame_size {
+            return Err(ProtocolError::FrameTooLarge {
+                len: len as u64,
+                max: self.frame_size,
+            });
+        }
+        Ok(LEN_PREFIX..LEN_PREFIX + len)
+    }
+
     fn open_inner(&mut self, frame: &mut [u8]) -> Result<Range<usize>, ProtocolError> {
         if frame.len() != self.sealed_frame_len() {
             return Err(ProtocolError::FrameTooLarge {
@@ -419,16 +520,7 @@ impl Opener {
             .open_in_place(&nonce_bytes(counter), frame)
             .map_err(|_| ProtocolError::FrameAuthentication { counter })?;
         self.counter.take()?;
-        let mut len_bytes = [0u8; LEN_PREFIX];
-        len_bytes.copy_from_slice(&frame[..LEN_PREFIX]);
-        let len = u32::from_le_bytes(len_bytes) as usize;
-        if len > self.frame_size {
-            return Err(ProtocolError::FrameTooLarge {
-                len: len as u64,
-                max: self.frame_size,
-            });
-        }
-        Ok(LEN_PREFIX..LEN_PREFIX + len)
+        self.data_range(frame)
     }
 }
 
@@ -616,5 +708,146 @@ mod tests {
         assert_eq!(fs.whole_frames(1043), 1044);
         assert_eq!(fs.whole_frames(2 * 1044 + 1043), 2 * 1044);
         assert_eq!(fs.whole_frames(128 * 1024), 125 * 1044);
+    }
+
+    /// Messages of every size around group boundaries, through every
+    /// backend: the grouped sealing (`Avx512`) writes the very bytes the
+    /// one-frame backends write, and every opener reads them back.
+    #[test]
+    fn grouped_sealing_is_byte_identical() {
+        let sizes = [
+            1usize,
+            1024,
+            15 * 1024,
+            16 * 1024 - 1,
+            16 * 1024,
+            16 * 1024 + 1,
+            17 * 1024,
+            32 * 1024,
+            33 * 1024 + 5,
+            64 * 1024,
+            100 * 1024 + 999,
+        ];
+        for counter in [0u64, 0xFFFF_FFF5, u64::MAX - 200] {
+            for &len in &sizes {
+                let data: Vec<u8> = (0..len).map(|i| (i * 13 + len) as u8).collect();
+                // Two parts split off-frame, as a vectored write would.
+                let cut = len / 3;
+                let parts = [&data[..cut], &data[cut..]];
+                let mut wires = Vec::new();
+                for &b in Backend::ALL {
+                    let (mut s, _) = pair(b, 1024, counter);
+                    let mut out = vec![0xEE; 7]; // sealing appends after existing bytes
+                    s.seal_append_vectored(&parts, &mut out).unwrap();
+                    wires.push((b, out));
+                }
+                for (b, wire) in &wires[1..] {
+                    assert!(
+                        wire == &wires[0].1,
+                        "{len} bytes at {counter:#x}: {b} differs"
+                    );
+                }
+                for &b in Backend::ALL {
+                    let (_, mut o) = pair(b, 1024, counter);
+                    let mut wire = wires[0].1[7..].to_vec();
+                    let mut got = Vec::new();
+                    for f in wire.chunks_mut(STANDARD_SEALED_FRAME) {
+                        let r = o.open_in_place(f).unwrap();
+                        got.extend_from_slice(&f[r]);
+                    }
+                    assert_eq!(got, data, "{len} bytes opened by {b}");
+                }
+            }
+        }
+    }
+
+    /// The all-or-nothing nonce rule holds for grouped sealing too.
+    #[test]
+    fn grouped_sealing_stops_at_nonce_exhaustion() {
+        for &b in Backend::ALL {
+            // 20 counters left: a 20-frame message fits, a 21-frame one not.
+            let (mut s, _) = pair(b, 1024, u64::MAX - 19);
+            let mut out = Vec::new();
+            assert_eq!(
+                s.seal_append(&[1u8; 21 * 1024], &mut out),
+                Err(ProtocolError::NonceExhausted)
+            );
+            assert!(out.is_empty());
+            assert_eq!(s.seal_append(&[1u8; 20 * 1024], &mut out), Ok(20));
+            assert_eq!(
+                s.seal_append(&[1u8], &mut out),
+                Err(ProtocolError::NonceExhausted)
+            );
+        }
+    }
+
+    /// Group opening: frames up to a bad one open, the bad one is reported
+    /// with its counter by the one-frame path, and the failure sticks.
+    #[cfg(feature = "avx512")]
+    #[test]
+    fn group_open_stops_before_a_bad_frame() {
+        let b = Backend::Avx512;
+        let (mut s, _) = pair(b, 1024, 5);
+        let data: Vec<u8> = (0..40 * 1024).map(|i| (i % 251) as u8).collect();
+        let mut wire = Vec::new();
+        s.seal_append(&data, &mut wire).unwrap();
+        wire[21 * STANDARD_SEALED_FRAME + 100] ^= 1;
+        let (_, mut o) = pair(b, 1024, 5);
+        let opened = o.open_groups_in_place(&mut wire);
+        if !b.accelerated() {
+            assert_eq!(opened, 0);
+            return;
+        }
+        // Group 0 (frames 0..16) opens; group 1 stops at frame 21.
+        assert_eq!(opened, 21);
+        assert_eq!(o.next_counter(), 5 + 21);
+        for i in 0..21 {
+            let f = &wire[i * STANDARD_SEALED_FRAME..(i + 1) * STANDARD_SEALED_FRAME];
+            let r = o.opened_frame(f).unwrap();
+            assert_eq!(&f[r], &data[i * 1024..(i + 1) * 1024]);
+        }
+        let bad = &mut wire[21 * STANDARD_SEALED_FRAME..22 * STANDARD_SEALED_FRAME];
+        let err = ProtocolError::FrameAuthentication { counter: 26 };
+        assert_eq!(o.open_in_place(bad), Err(err.clone()));
+        assert_eq!(
+            o.open_groups_in_place(&mut wire[22 * STANDARD_SEALED_FRAME..]),
+            0
+        );
+        assert_eq!(o.opened_frame(&[0u8; STANDARD_SEALED_FRAME]), Err(err));
+    }
+
+    /// A frame inside a group that decrypts to a length above the frame
+    /// size is an error at that frame, as on the one-frame path.
+    #[cfg(feature = "avx512")]
+    #[test]
+    fn group_open_checks_each_length_prefix() {
+        let b = Backend::Avx512;
+        if !b.accelerated() {
+            return;
+        }
+        let key = [3u8; 32];
+        let c = Cipher::new(b, &key);
+        let mut wire = Vec::new();
+        for i in 0..16u64 {
+            let mut plain = vec![0u8; LEN_PREFIX + 1024];
+            let len: u32 = if i == 9 { 1025 } else { 10 };
+            plain[..4].copy_from_slice(&len.to_le_bytes());
+            let tag = c.seal_in_place(&nonce_bytes(i), &mut plain);
+            wire.extend_from_slice(&plain);
+            wire.extend_from_slice(&tag);
+        }
+        let mut o = Opener::new(Cipher::new(b, &key), FrameSize::STANDARD);
+        assert_eq!(o.open_groups_in_place(&mut wire), 16);
+        for i in 0..9 {
+            let f = &wire[i * STANDARD_SEALED_FRAME..(i + 1) * STANDARD_SEALED_FRAME];
+            assert_eq!(o.opened_frame(f), Ok(LEN_PREFIX..LEN_PREFIX + 10));
+        }
+        let f = &wire[9 * STANDARD_SEALED_FRAME..10 * STANDARD_SEALED_FRAME];
+        let err = ProtocolError::FrameTooLarge {
+            len: 1025,
+            max: 1024,
+        };
+        assert_eq!(o.opened_frame(f), Err(err.clone()));
+        assert_eq!(o.open_in_place(&mut [0u8; STANDARD_SEALED_FRAME]), Err(err));
     }
 }

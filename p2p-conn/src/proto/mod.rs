@@ -13,6 +13,8 @@ mod error;
 pub mod frame;
 pub mod handshake;
 pub mod kdf;
+#[cfg(feature = "avx512")]
+pub mod multiframe;
 
 pub use aead::Backend;
 pub use error::ProtocolError;
