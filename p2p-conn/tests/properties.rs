@@ -127,11 +127,25 @@ impl StreamCase {
 }
 
 fn stream_case() -> impl Strategy<Value = StreamCase> {
-    let lens = || prop::collection::vec(0usize..5000, 0..=20);
+    stream_case_with(5000, 20, 6000)
+}
+
+/// Messages of up to 100 KiB written in pieces of up to 70 KiB: whole groups
+/// of 16 frames on both sides, for the multi-frame backend.
+fn large_stream_case() -> impl Strategy<Value = StreamCase> {
+    stream_case_with(100_000, 4, 70_000)
+}
+
+fn stream_case_with(
+    max_len: usize,
+    max_messages: usize,
+    max_write: usize,
+) -> impl Strategy<Value = StreamCase> {
+    let lens = move || prop::collection::vec(0usize..max_len, 0..=max_messages);
     (
         (lens(), lens(), any::<u64>()),
         (
-            prop::collection::vec(1usize..=6000, 1..6),
+            prop::collection::vec(1usize..=max_write, 1..6),
             prop::collection::vec(1usize..=3000, 1..6),
         ),
         (
@@ -396,6 +410,19 @@ proptest! {
     /// concurrently, round-trip byte-identically.
     #[test]
     fn tokio_stream_roundtrip(case in stream_case()) {
+        tokio_roundtrip(&case);
+    }
+}
+
+proptest! {
+    #![proptest_config(proptest_config(12))]
+
+    /// Large messages through both adapters: the default backend (the
+    /// multi-frame engine where the CPU has it) seals and opens whole groups
+    /// across every cut of the transport.
+    #[test]
+    fn large_messages_roundtrip(case in large_stream_case()) {
+        std_roundtrip(&case);
         tokio_roundtrip(&case);
     }
 }

@@ -11,7 +11,7 @@
 //!   compiled, so a build with no features at all works and is pure Rust;
 //!   the default when `ring` is off.
 //! * `Backend::Avx512` (feature `avx512`): on CPUs with AVX-512 IFMA,
-//!   p2p-conn's own engine ([`super::multiframe`]) seals and opens whole
+//!   p2p-conn's own engine (`proto::multiframe`, private) seals and opens whole
 //!   groups of 16 standard frames at once; single frames, other frame sizes
 //!   and other CPUs go to ring (RustCrypto without the `ring` feature). The
 //!   default when compiled in and the CPU has the instructions.
@@ -110,9 +110,11 @@ impl std::str::FromStr for Backend {
             "ring" => "ring",
             "rustcrypto" | "rust-crypto" | "chacha20poly1305" => "rustcrypto",
             "avx512" => "avx512",
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "unknown AEAD backend {other:?} (expected \"avx512\", \"ring\" or \"rustcrypto\")"
-            )),
+            ))
+            }
         };
         Backend::ALL
             .iter()

@@ -14,7 +14,7 @@ pub mod frame;
 pub mod handshake;
 pub mod kdf;
 #[cfg(feature = "avx512")]
-pub mod multiframe;
+mod multiframe;
 
 pub use aead::Backend;
 pub use error::ProtocolError;

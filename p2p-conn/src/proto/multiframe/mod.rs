@@ -35,8 +35,11 @@
 //!   and their invariants are in [`avx512`].
 //!
 //! # Not provided
-//! * Counter arithmetic is the caller's: it must hand in a group only when
-//!   `counter + 15` does not wrap (the frame layer's nonce accounting does).
+//! * Counter arithmetic is the caller's: it must hand in groups only when
+//!   no frame's counter wraps. The frame layer's nonce accounting
+//!   guarantees it, which is why this module is crate-private; the engine
+//!   still refuses (panics on) a batch whose counters would wrap, so a
+//!   future caller's bug cannot reuse a nonce.
 //! * Other frame sizes; CPUs without IFMA (an AVX2 variant was measured
 //!   slower than ring and is not included).
 //! * Key wiping of SIMD register spills: the key words and the one-time
@@ -108,9 +111,11 @@ impl Engine {
     /// the tag. Frame `i` uses counter `counter + i`, which must not wrap.
     ///
     /// # Panics
-    /// If `frames.len()` is not a multiple of [`GROUP_BYTES`] (a caller bug).
+    /// If `frames.len()` is not a multiple of [`GROUP_BYTES`], or a frame's
+    /// counter would wrap past `u64::MAX` (caller bugs; the frame layer
+    /// checks both before calling).
     pub fn seal_groups(&self, counter: u64, frames: &mut [u8]) {
-        assert_eq!(frames.len() % GROUP_BYTES, 0, "whole groups only");
+        check_batch(counter, frames);
         let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
         let mut tags = [[0u8; 16]; GROUP];
         for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
@@ -129,9 +134,9 @@ impl Engine {
     /// frame and every later one are left untouched.
     ///
     /// # Panics
-    /// If `frames.len()` is not a multiple of [`GROUP_BYTES`] (a caller bug).
+    /// As [`Self::seal_groups`].
     pub fn open_groups(&self, counter: u64, frames: &mut [u8]) -> usize {
-        assert_eq!(frames.len() % GROUP_BYTES, 0, "whole groups only");
+        check_batch(counter, frames);
         let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
         let mut tags = [[0u8; 16]; GROUP];
         for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
@@ -177,6 +182,16 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").finish_non_exhaustive()
     }
+}
+
+/// Whole groups, and counters `counter..counter + frames` all below 2^64.
+fn check_batch(counter: u64, frames: &[u8]) {
+    assert_eq!(frames.len() % GROUP_BYTES, 0, "whole groups only");
+    let n = (frames.len() / SEALED_LEN) as u64;
+    assert!(
+        n == 0 || counter.checked_add(n - 1).is_some(),
+        "frame counters would wrap"
+    );
 }
 
 /// Constant-time comparison of a computed and a received tag.

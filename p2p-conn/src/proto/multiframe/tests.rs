@@ -199,3 +199,17 @@ fn poly_finish_reduces_at_the_modulus() {
     ];
     assert_eq!(poly_finish(&lazy, &[0, 44, 88], &k), want);
 }
+
+#[test]
+fn a_batch_whose_counters_wrap_is_refused() {
+    let k = key(1);
+    let Some(e) = engine(&k) else { return };
+    let mut frames = plaintext(1, 1);
+    // Counters u64::MAX - 14 ..= u64::MAX + 1: the last one wraps.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        e.seal_groups(u64::MAX - 14, &mut frames)
+    }));
+    assert!(r.is_err(), "a wrapping batch must be refused");
+    // Ending exactly at u64::MAX is fine.
+    e.seal_groups(u64::MAX - 15, &mut frames);
+}
