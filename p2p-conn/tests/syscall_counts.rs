@@ -363,18 +363,51 @@ fn check_reads<C: Conn>() {
             }
             assert!(got == msg, "{}: data", C::NAME);
             let c = cb.counters();
-            assert_eq!(
-                c.read_sizes,
-                expected_reads(n, r),
-                "{}: {n} frames, read_buffer_size {r}: read calls",
+            let expected = expected_reads(n, r);
+            // A tokio reader with the multi-frame engine may hold frames back
+            // for one more read (see below): then its reads are fuller, never
+            // more numerous, and never above the read buffer size.
+            let may_hold_back = C::NAME == "tokio"
+                && p2p_conn::Backend::default().accelerated()
+                && r >= 2 * 17 * SEALED;
+            if may_hold_back {
+                assert!(
+                    c.read_sizes.len() <= expected.len()
+                        && c.read_sizes.iter().all(|&k| k <= r.max(SEALED))
+                        && c.read_sizes.iter().sum::<usize>() == n * SEALED,
+                    "{}: {n} frames, read_buffer_size {r}: read calls {:?}, without holding back {expected:?}",
+                    C::NAME,
+                    c.read_sizes
+                );
+            } else {
+                assert_eq!(
+                    c.read_sizes,
+                    expected,
+                    "{}: {n} frames, read_buffer_size {r}: read calls",
+                    C::NAME
+                );
+            }
+            // A tokio reader with the multi-frame engine, whose last read
+            // filled its buffer, tries one more read before it opens the
+            // frames short of a group one at a time: that read may find
+            // nothing (one `Pending`). Real tokio then knows the socket is
+            // not readable, so the closing read below costs no syscall
+            // there; this double counts it anyway.
+            let early = c.read_pending;
+            assert!(
+                early == 0 || (may_hold_back && early == 1),
+                "{}: {n} frames, read_buffer_size {r}: {early} reads found nothing",
                 C::NAME
             );
-            assert_eq!(c.read_calls, c.reads, "no other read results");
+            assert_eq!(c.read_calls, c.reads + early, "no other read results");
             // Nothing more: one read finds nothing.
             let e = b.try_read(&mut buf).expect_err("nothing left");
             assert!(is_would_block(&e), "{e}");
             let c = cb.counters();
-            assert_eq!((c.read_calls, c.read_pending), (c.reads + 1, 1));
+            assert_eq!(
+                (c.read_calls, c.read_pending),
+                (c.reads + early + 1, early + 1)
+            );
         }
     }
 }

@@ -35,6 +35,7 @@ use std::io;
 use std::ops::Range;
 use std::task::Poll;
 
+use crate::proto::frame::GROUP_FRAMES;
 use crate::proto::{Opener, ProtocolError};
 use crate::Error;
 
@@ -98,6 +99,15 @@ impl ReadCore {
         self.opener.sealed_frame_len()
     }
 
+    /// Whether holding back a partial group for one more read can pay: the
+    /// multi-frame engine is on, and the read buffer has room for a partial
+    /// group (at most `GROUP_FRAMES + 1` frames' bytes) twice over, so a
+    /// read after it always has space.
+    fn can_hold_back(&self) -> bool {
+        self.opener.opens_groups()
+            && self.read_buffer_size >= 2 * (GROUP_FRAMES + 1) * self.sealed_frame_len()
+    }
+
     /// Most raw bytes one read brings in (at least one sealed frame).
     pub fn read_buffer_size(&self) -> usize {
         self.read_buffer_size
@@ -140,12 +150,23 @@ impl ReadCore {
     /// not consume, unchanged (more may follow). `FrameReader` keeps them in
     /// its own buffer; the codec's decoder relies on `FramedRead`'s buffer,
     /// which is the `Decoder` contract. That is why this is crate-private.
-    pub(crate) fn open_next(&mut self, sealed: &mut [u8]) -> Result<Opened, ProtocolError> {
+    ///
+    /// `groups_only`: open nothing unless a whole group can be opened at
+    /// once (or frames of one are already open): the caller will read more
+    /// first, then ask again without it.
+    pub(crate) fn open_next(
+        &mut self,
+        sealed: &mut [u8],
+        groups_only: bool,
+    ) -> Result<Opened, ProtocolError> {
         let frame = self.sealed_frame_len();
         let mut at = 0;
         while sealed.len() - at >= frame {
             if self.opened_ahead == 0 {
                 self.opened_ahead = self.opener.open_groups_in_place(&mut sealed[at..]);
+                if self.opened_ahead == 0 && groups_only {
+                    break;
+                }
             }
             let r = if self.opened_ahead > 0 {
                 // Decrypted in place by an earlier group open (this buffer's
@@ -201,6 +222,11 @@ pub struct FrameReader {
     eof: bool,
     /// Size to allocate the next time the buffer is (re)allocated.
     next_alloc: usize,
+    /// The read function returns `Pending` rather than blocking (tokio).
+    nonblocking: bool,
+    /// The last read filled all the space it was given: more is likely
+    /// queued in the transport.
+    last_read_full: bool,
 }
 
 impl std::fmt::Debug for FrameReader {
@@ -227,7 +253,19 @@ impl FrameReader {
             plain: 0..0,
             eof: false,
             next_alloc: 0,
+            nonblocking: false,
+            last_read_full: false,
         }
+    }
+
+    /// Tell the reader its read function returns `Pending` instead of
+    /// blocking (the tokio adapter). It then reads once more, when the last
+    /// read filled its buffer, before it opens fewer frames than a group one
+    /// at a time, so the multi-frame engine gets whole groups. A blocking
+    /// reader never does: that read could wait for bytes the peer only sends
+    /// after it has seen the data already here.
+    pub(crate) fn set_nonblocking(&mut self, nonblocking: bool) {
+        self.nonblocking = nonblocking;
     }
 
     /// Bytes of buffer memory held.
@@ -287,9 +325,13 @@ impl FrameReader {
             if avail > 0 {
                 return Poll::Ready(Ok(avail));
             }
+            // Hold back a partial group for one more read when more is
+            // likely queued and the read cannot block.
+            let groups_only =
+                self.nonblocking && self.last_read_full && !self.eof && self.core.can_hold_back();
             let opened = self
                 .core
-                .open_next(&mut self.buf[self.start..self.end])
+                .open_next(&mut self.buf[self.start..self.end], groups_only)
                 .map_err(protocol_io)?;
             if opened.consumed > 0 {
                 self.plain = self.start + opened.data.start..self.start + opened.data.end;
@@ -304,18 +346,31 @@ impl FrameReader {
             if self.start == self.end {
                 self.start = 0;
                 self.end = 0;
-            } else if self.buf.len() - self.start < sealed {
+            } else if self.buf.len() - self.start < sealed || groups_only {
+                // Room for the rest of a frame; or, holding back a partial
+                // group, keep it at the front.
                 self.buf.copy_within(self.start..self.end, 0);
                 self.end -= self.start;
                 self.start = 0;
             }
             self.prepare_buffer();
-            let space = self.buf.len() - self.end;
-            match read(&mut self.buf[self.end..]) {
+            if groups_only {
+                // A full read after the frames held back: the buffer grows by
+                // at most a partial group (`can_hold_back`), so holding back
+                // never costs an extra read.
+                let need = self.end + self.core.read_buffer_size();
+                if self.buf.len() < need {
+                    self.buf.resize(need, 0);
+                }
+            }
+            // One read brings in at most `read_buffer_size` bytes.
+            let space = (self.buf.len() - self.end).min(self.core.read_buffer_size());
+            match read(&mut self.buf[self.end..self.end + space]) {
                 Poll::Ready(Ok(0)) => self.eof = true,
                 Poll::Ready(Ok(n)) => {
                     let n = n.min(space);
                     self.end += n;
+                    self.last_read_full = n == space;
                     // A read that filled the buffer means more is queued: use
                     // the full size from now on. Otherwise remember roughly
                     // how much arrives at once.
@@ -327,6 +382,12 @@ impl FrameReader {
                 }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if groups_only => {
+                    // Nothing more queued after all: open the frames here
+                    // one at a time (the waker stays registered, so a later
+                    // wake-up is merely early).
+                    self.last_read_full = false;
+                }
                 Poll::Pending => {
                     // Nothing buffered and nothing arriving: the connection is
                     // idle, so give the buffer back until data comes.
@@ -387,10 +448,10 @@ mod tests {
         s.seal_frame(b"", &mut wire).unwrap();
         let f = 84;
         wire.truncate(3 * f + 10);
-        let o = core.open_next(&mut wire).unwrap();
+        let o = core.open_next(&mut wire, false).unwrap();
         assert_eq!(o.consumed, 3 * f);
         assert_eq!(&wire[o.data], b"abc");
-        let o = core.open_next(&mut wire[3 * f..]).unwrap();
+        let o = core.open_next(&mut wire[3 * f..], false).unwrap();
         assert_eq!(
             o,
             Opened {
@@ -457,7 +518,7 @@ mod tests {
                     let mut got = Vec::new();
                     let mut err = None;
                     while err.is_none() {
-                        match core.open_next(&mut buf) {
+                        match core.open_next(&mut buf, false) {
                             Ok(o) if o.consumed > 0 => {
                                 got.extend_from_slice(&buf[o.data]);
                                 buf.drain(..o.consumed);
@@ -482,12 +543,74 @@ mod tests {
                                 err,
                                 Some(ProtocolError::FrameAuthentication { counter: k as u64 })
                             );
-                            assert_eq!(core.open_next(&mut buf).err(), err, "sticky");
+                            assert_eq!(core.open_next(&mut buf, false).err(), err, "sticky");
                         }
                     }
                     assert!(frames > 64);
                 }
             }
+        }
+    }
+
+    /// A non-blocking reader whose read filled its buffer holds back a
+    /// partial group for one more read, and when that read finds nothing
+    /// (`Pending`) it opens those frames at once: data already here is
+    /// never kept waiting for bytes that may not come.
+    #[test]
+    fn held_back_frames_are_delivered_when_nothing_more_comes() {
+        let key = [4u8; 32];
+        let b = Backend::default();
+        let sealed_len = crate::proto::STANDARD_SEALED_FRAME;
+        // The first read is one frame (the buffer starts small), the second
+        // fills the 34-frame read buffer: 35 frames = 2 groups + 3.
+        let read_buffer = 2 * (GROUP_FRAMES + 1) * sealed_len;
+        let frames = 1 + 2 * (GROUP_FRAMES + 1);
+        let data: Vec<u8> = (0..frames * 1024).map(|i| (i % 239) as u8).collect();
+        let mut wire = Vec::new();
+        Sealer::new(Cipher::new(b, &key), FrameSize::STANDARD)
+            .seal_append(&data, &mut wire)
+            .unwrap();
+        assert_eq!(wire.len(), frames * sealed_len);
+        let core = || {
+            ReadCore::new(
+                Opener::new(Cipher::new(b, &key), FrameSize::STANDARD),
+                vec![],
+                read_buffer,
+            )
+        };
+        for nonblocking in [false, true] {
+            let mut r = FrameReader::new(core());
+            r.set_nonblocking(nonblocking);
+            let mut fed = 0;
+            let mut pendings = 0;
+            let mut got = Vec::new();
+            while got.len() < data.len() {
+                let poll = r.poll_fill_with(|buf: &mut [u8]| {
+                    if fed == wire.len() {
+                        pendings += 1;
+                        return Poll::Pending;
+                    }
+                    let n = buf.len().min(wire.len() - fed);
+                    buf[..n].copy_from_slice(&wire[fed..fed + n]);
+                    fed += n;
+                    Poll::Ready(Ok(n))
+                });
+                match poll {
+                    Poll::Ready(Ok(n)) => {
+                        got.extend_from_slice(&r.available()[..n]);
+                        r.consume(n);
+                    }
+                    other => panic!(
+                        "nonblocking {nonblocking}: {other:?} after {} bytes",
+                        got.len()
+                    ),
+                }
+            }
+            assert!(got == data);
+            // The blocking reader never reads ahead; the non-blocking one
+            // tries once (and only) when the engine would group frames.
+            let expect = usize::from(nonblocking && b.accelerated());
+            assert_eq!(pendings, expect, "nonblocking {nonblocking}");
         }
     }
 }

@@ -106,7 +106,8 @@ impl Decoder for SecretDecoder {
         // frame with data, or with less than a frame left.
         let opened = self
             .core
-            .open_next(src)
+            // The decoder cannot read more itself: open what is here.
+            .open_next(src, false)
             .map_err(crate::engine::reader::protocol_io)?;
         if !opened.data.is_empty() {
             let frames = src.split_to(opened.consumed).freeze();

@@ -96,7 +96,10 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let est = run_handshake(&mut io, identity, config).await?;
-    SecretConnection::established(io, est, config)
+    let mut conn = SecretConnection::established(io, est, config)?;
+    // tokio reads return `Pending` instead of blocking.
+    conn.engines.reader.set_nonblocking(true);
+    Ok(conn)
 }
 
 /// The handshake alone, shared with the codec adapter: drive the state machine

@@ -37,6 +37,8 @@ pub const LEN_PREFIX: usize = 4;
 pub const STANDARD_FRAME_SIZE: usize = 1024;
 /// Sealed bytes per frame on the standard CometBFT wire (1044).
 pub const STANDARD_SEALED_FRAME: usize = LEN_PREFIX + STANDARD_FRAME_SIZE + TAG_LEN;
+/// Frames the multi-frame engine (`Backend::Avx512`) seals or opens at once.
+pub(crate) const GROUP_FRAMES: usize = 16;
 /// Smallest frame data size accepted in a non-standard profile.
 pub const MIN_FRAME_SIZE: usize = 64;
 /// Largest frame data size accepted in a non-standard profile (1 MiB).
@@ -474,6 +476,16 @@ impl Opener {
         }
         let _ = sealed;
         0
+    }
+
+    /// Whether [`Self::open_groups_in_place`] can open anything at all
+    /// (the multi-frame engine, standard frames, no failure yet).
+    pub(crate) fn opens_groups(&self) -> bool {
+        #[cfg(feature = "avx512")]
+        if self.failed.is_none() && self.frame_size == STANDARD_FRAME_SIZE {
+            return self.cipher.multi_frame().is_some();
+        }
+        false
     }
 
     /// The data range of a frame [`Self::open_groups_in_place`] opened

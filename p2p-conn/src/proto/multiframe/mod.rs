@@ -50,11 +50,11 @@
 #[allow(unsafe_code)]
 mod avx512;
 
-use super::frame::{LEN_PREFIX, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use super::frame::{GROUP_FRAMES, LEN_PREFIX, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
 use zeroize::{Zeroize, Zeroizing};
 
 /// Frames per group.
-pub const GROUP: usize = 16;
+pub const GROUP: usize = GROUP_FRAMES;
 /// Bytes of data per frame the engine handles.
 pub(crate) const DATA_LEN: usize = STANDARD_FRAME_SIZE;
 /// Plaintext bytes per frame: length prefix and data.
