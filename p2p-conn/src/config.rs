@@ -47,7 +47,9 @@ pub struct Config {
     pub flush_size: usize,
     /// Most raw bytes one read syscall brings in, so one read carries many
     /// frames. Raised to one sealed frame when smaller. 1 to
-    /// [`MAX_BUFFER_SIZE`].
+    /// [`MAX_BUFFER_SIZE`]. The tokio reader's buffer can hold up to 17
+    /// sealed frames more with [`Backend::Avx512`](crate::Backend) (frames
+    /// held back for one more read so they open as a group).
     pub read_buffer_size: usize,
     /// ChaCha20-Poly1305 implementation (a local choice; peers need not agree).
     pub backend: Backend,
