@@ -276,14 +276,26 @@ func cpuNow() cpuTimes {
 	return cpuTimes{tv(ru.Utime), tv(ru.Stime)}
 }
 
-type benchResult struct {
-	Impl     string  `json:"impl"`
-	Size     int     `json:"size"`
-	Messages int64   `json:"messages"`
-	Bytes    int64   `json:"bytes"`
-	Seconds  float64 `json:"seconds"`
-	CPUUser  float64 `json:"cpu_user"`
-	CPUSys   float64 `json:"cpu_sys"`
+// result is the one JSON line `bench` and `handshake-dial` print: the
+// seconds of the measured span and the process CPU time (getrusage) over it.
+type result struct {
+	Impl       string  `json:"impl"`
+	Size       int     `json:"size,omitempty"`
+	Messages   int64   `json:"messages,omitempty"`
+	Bytes      int64   `json:"bytes,omitempty"`
+	Handshakes int     `json:"handshakes,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	CPUUser    float64 `json:"cpu_user"`
+	CPUSys     float64 `json:"cpu_sys"`
+}
+
+func (r result) print() error {
+	out, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	return nil
 }
 
 func bench(args []string) error {
@@ -390,7 +402,7 @@ func bench(args []string) error {
 	if d.err != nil {
 		return d.err
 	}
-	out, err := json.Marshal(benchResult{
+	return result{
 		Impl:     "cometbft-go " + cometbftVersion(),
 		Size:     *size,
 		Messages: messages,
@@ -398,12 +410,7 @@ func bench(args []string) error {
 		Seconds:  d.at.Sub(start).Seconds(),
 		CPUUser:  d.cpu.user - cpu0.user,
 		CPUSys:   d.cpu.sys - cpu0.sys,
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(out))
-	return nil
+	}.print()
 }
 
 func handshakeServe(args []string) error {
@@ -437,14 +444,6 @@ func handshakeServe(args []string) error {
 	}
 }
 
-type handshakeResult struct {
-	Impl       string  `json:"impl"`
-	Handshakes int     `json:"handshakes"`
-	Seconds    float64 `json:"seconds"`
-	CPUUser    float64 `json:"cpu_user"`
-	CPUSys     float64 `json:"cpu_sys"`
-}
-
 func handshakeDial(args []string) error {
 	fs := flag.NewFlagSet("handshake-dial", flag.ContinueOnError)
 	n := fs.Int("n", 1000, "handshakes to run, one after another")
@@ -466,16 +465,11 @@ func handshakeDial(args []string) error {
 		}
 	}
 	elapsed, cpu := time.Since(start), cpuNow()
-	out, err := json.Marshal(handshakeResult{
+	return result{
 		Impl:       "cometbft-go " + cometbftVersion(),
 		Handshakes: *n,
 		Seconds:    elapsed.Seconds(),
 		CPUUser:    cpu.user - cpu0.user,
 		CPUSys:     cpu.sys - cpu0.sys,
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Println(string(out))
-	return nil
+	}.print()
 }
