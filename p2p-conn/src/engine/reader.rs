@@ -264,6 +264,7 @@ impl FrameReader {
     /// at a time, so the multi-frame engine gets whole groups. A blocking
     /// reader never does: that read could wait for bytes the peer only sends
     /// after it has seen the data already here.
+    #[cfg(feature = "tokio")]
     pub(crate) fn set_nonblocking(&mut self, nonblocking: bool) {
         self.nonblocking = nonblocking;
     }
