@@ -29,7 +29,7 @@ pub mod writer;
 
 pub use handshake::{poll_handshake, PollIo};
 pub use reader::{FrameReader, Opened, ReadCore};
-pub use writer::{FrameWriter, WriteCore, WRITE_BUFFER_KEEP};
+pub use writer::{Backlog, FrameWriter, WriteCore, WRITE_BUFFER_KEEP};
 
 use crate::proto::Established;
 use crate::{Config, Error, PublicKey};

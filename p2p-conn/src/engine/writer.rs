@@ -36,6 +36,7 @@
 //! # Not provided
 //! No I/O of its own, no timers, no locking.
 
+use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::task::Poll;
 
@@ -114,6 +115,78 @@ impl WriteCore {
             .seal_append_prefix(parts, total, out)
             .map_err(protocol_io)?;
         Ok(total)
+    }
+}
+
+/// Messages waiting for [`FrameWriter::poll_write_backlog_with`], oldest
+/// first. A message may be partly sealed already (the front one, when it was
+/// larger than one write); zero-length items are markers that leave the
+/// backlog once everything before them is sealed.
+#[derive(Debug)]
+pub struct Backlog<M> {
+    queue: VecDeque<M>,
+    /// Bytes of the front message already sealed.
+    offset: usize,
+    /// Unsealed bytes in the backlog.
+    bytes: usize,
+}
+
+impl<M> Default for Backlog<M> {
+    fn default() -> Self {
+        Backlog {
+            queue: VecDeque::new(),
+            offset: 0,
+            bytes: 0,
+        }
+    }
+}
+
+impl<M: AsRef<[u8]>> Backlog<M> {
+    /// An empty backlog.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queue `m` behind everything already queued.
+    pub fn push(&mut self, m: M) {
+        self.bytes += m.as_ref().len();
+        self.queue.push_back(m);
+    }
+
+    /// Items queued (markers included).
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Plaintext bytes not sealed yet.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Remove `n` sealed bytes from the front, moving every item that is
+    /// now wholly sealed (and every marker reached) to `done`, at most
+    /// `items` of them.
+    fn consume(&mut self, mut n: usize, items: usize, done: &mut Vec<M>) {
+        self.bytes -= n;
+        let mut taken = 0;
+        while let Some(front) = self.queue.front() {
+            let rest = front.as_ref().len() - self.offset;
+            if taken == items || rest > n {
+                self.offset += n;
+                return;
+            }
+            n -= rest;
+            self.offset = 0;
+            taken += 1;
+            if let Some(m) = self.queue.pop_front() {
+                done.push(m);
+            }
+        }
     }
 }
 
@@ -231,6 +304,56 @@ impl FrameWriter {
         }
     }
 
+    /// Seal one write's worth from the front of `backlog` and offer it to
+    /// the transport in one write: every queued message that fits (at most
+    /// `max_messages` of them and [`WriteCore::max_chunk`] bytes), as one
+    /// stream (frames are filled across message boundaries), or the first
+    /// `max_chunk` bytes of a larger front message. Items wholly sealed move
+    /// to `done`, in order. Returns the plaintext bytes sealed.
+    ///
+    /// Same contract as [`Self::poll_write_vectored_with`]: sealed bytes of
+    /// an earlier short write go out first, and `Pending` is only returned
+    /// before anything new is sealed.
+    pub fn poll_write_backlog_with<M, W>(
+        &mut self,
+        backlog: &mut Backlog<M>,
+        max_messages: usize,
+        done: &mut Vec<M>,
+        mut write: W,
+    ) -> Poll<io::Result<usize>>
+    where
+        M: AsRef<[u8]>,
+        W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
+    {
+        self.core.check()?;
+        match self.poll_drain(&mut write) {
+            Poll::Ready(Ok(())) => {}
+            other => return other.map(|r| r.map(|()| 0)),
+        }
+        let budget = self.core.max_chunk();
+        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut total = 0;
+        for (i, m) in backlog.queue.iter().enumerate() {
+            let rest = if i == 0 {
+                &m.as_ref()[backlog.offset..]
+            } else {
+                m.as_ref()
+            };
+            if parts.len() == max_messages.max(1) || (i > 0 && total + rest.len() > budget) {
+                break;
+            }
+            total += rest.len();
+            parts.push(rest);
+        }
+        let items = parts.len();
+        let n = self.core.seal(&parts, budget, &mut self.buf)?;
+        backlog.consume(n, items, done);
+        match self.poll_drain(&mut write) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(n)),
+        }
+    }
+
     /// Send a whole message: accept it in `max_chunk` pieces (one transport
     /// write each), then flush. Every slice of `bufs` is advanced in place past
     /// what was accepted, so a caller that is interrupted (or whose future is
@@ -272,5 +395,150 @@ impl FrameWriter {
     {
         self.core.check()?;
         self.poll_drain(&mut write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::aead::Cipher;
+    use crate::proto::{Backend, FrameSize, Opener, STANDARD_SEALED_FRAME};
+
+    fn writer(flush_size: usize) -> (FrameWriter, Opener) {
+        let key = [6u8; 32];
+        let b = Backend::default();
+        (
+            FrameWriter::new(WriteCore::new(
+                Sealer::new(Cipher::new(b, &key), FrameSize::STANDARD),
+                flush_size,
+            )),
+            Opener::new(Cipher::new(b, &key), FrameSize::STANDARD),
+        )
+    }
+
+    /// Open every frame of `wire` and return the data stream.
+    fn open_all(o: &mut Opener, wire: &mut [u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in wire.chunks_mut(STANDARD_SEALED_FRAME) {
+            let r = o.open_in_place(f).unwrap();
+            out.extend_from_slice(&f[r]);
+        }
+        out
+    }
+
+    /// One batch call: the write sizes it made and what it sealed.
+    fn batch(
+        w: &mut FrameWriter,
+        backlog: &mut Backlog<Vec<u8>>,
+        max_messages: usize,
+        done: &mut Vec<Vec<u8>>,
+        wire: &mut Vec<u8>,
+    ) -> (Vec<usize>, usize) {
+        let mut writes = Vec::new();
+        let r = w.poll_write_backlog_with(backlog, max_messages, done, |b: &[u8]| {
+            writes.push(b.len());
+            wire.extend_from_slice(b);
+            Poll::Ready(Ok(b.len()))
+        });
+        match r {
+            Poll::Ready(Ok(n)) => (writes, n),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn small_messages_share_frames_and_one_write() {
+        let (mut w, mut o) = writer(128 * 1024);
+        let mut backlog = Backlog::new();
+        let msgs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 200]).collect();
+        for m in &msgs {
+            backlog.push(m.clone());
+        }
+        assert_eq!(backlog.bytes(), 1000);
+        let (mut done, mut wire) = (Vec::new(), Vec::new());
+        let (writes, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        // Five 200-byte messages: 1000 bytes in one frame, one write.
+        assert_eq!((writes, n), (vec![STANDARD_SEALED_FRAME], 1000));
+        assert_eq!(done, msgs);
+        assert!(backlog.is_empty() && backlog.bytes() == 0);
+        assert_eq!(open_all(&mut o, &mut wire), msgs.concat());
+    }
+
+    #[test]
+    fn batches_respect_the_message_and_byte_budgets() {
+        // flush_size of 4 frames: 4096 bytes of plaintext per write.
+        let (mut w, mut o) = writer(4 * STANDARD_SEALED_FRAME);
+        let mut backlog = Backlog::new();
+        let mut all = Vec::new();
+        // 3 small, one of 10,000 bytes (sent 4096 at a time), then a marker
+        // (empty) and 2 small.
+        let items: Vec<Vec<u8>> = vec![
+            vec![1; 100],
+            vec![2; 100],
+            vec![3; 100],
+            vec![4; 10_000],
+            vec![],
+            vec![5; 3000],
+            vec![6; 3000],
+        ];
+        for m in &items {
+            backlog.push(m.clone());
+            all.extend_from_slice(m);
+        }
+        let (mut done, mut wire) = (Vec::new(), Vec::new());
+        // At most 2 messages: the first two only.
+        let (_, n) = batch(&mut w, &mut backlog, 2, &mut done, &mut wire);
+        assert_eq!((n, done.len()), (200, 2));
+        // Next: the third message, not the 10,000-byte one (it would
+        // exceed the budget behind it).
+        let (_, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        assert_eq!((n, done.len()), (100, 3));
+        // The big one at the front: 4096, 4096, then its last 1808 with the
+        // marker and nothing more (1808 + 3000 > 4096).
+        for expect in [4096, 4096] {
+            let (writes, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+            assert_eq!((writes.len(), n, done.len()), (1, expect, 3));
+        }
+        let (_, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        assert_eq!((n, done.len()), (1808, 5), "the marker leaves with it");
+        let (_, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        assert_eq!((n, done.len()), (3000, 6));
+        let (_, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        assert_eq!((n, done.len()), (3000, 7));
+        assert_eq!(done, items);
+        assert!(backlog.is_empty());
+        assert_eq!(open_all(&mut o, &mut wire), all);
+    }
+
+    #[test]
+    fn a_short_write_keeps_the_batch_and_pending_comes_before_sealing() {
+        let (mut w, mut o) = writer(128 * 1024);
+        let mut backlog = Backlog::new();
+        backlog.push(vec![7u8; 3000]);
+        let mut done = Vec::new();
+        let mut wire = Vec::new();
+        // The transport takes 100 bytes, then would block.
+        let mut calls = 0;
+        let r = w.poll_write_backlog_with(&mut backlog, 64, &mut done, |b: &[u8]| {
+            calls += 1;
+            if calls == 1 {
+                wire.extend_from_slice(&b[..100]);
+                Poll::Ready(Ok(100))
+            } else {
+                Poll::Pending
+            }
+        });
+        assert!(matches!(r, Poll::Ready(Ok(3000))));
+        assert_eq!(done.len(), 1, "sealed: it belongs to the stream now");
+        backlog.push(vec![8u8; 10]);
+        // Still blocked: nothing new is sealed.
+        let r = w.poll_write_backlog_with(&mut backlog, 64, &mut done, |_: &[u8]| Poll::Pending);
+        assert!(r.is_pending());
+        assert_eq!(backlog.len(), 1);
+        let (_, n) = batch(&mut w, &mut backlog, 64, &mut done, &mut wire);
+        assert_eq!(n, 10);
+        let mut expect = vec![7u8; 3000];
+        expect.extend_from_slice(&[8u8; 10]);
+        assert_eq!(open_all(&mut o, &mut wire), expect);
     }
 }
