@@ -79,7 +79,9 @@ pub mod proto;
 pub mod testkit;
 
 pub use config::{
-    Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER, MAX_BUFFER_SIZE,
+    Config, Overflow, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BATCH_MESSAGES,
+    DEFAULT_MAX_PENDING_BYTES, DEFAULT_READ_BUFFER, DEFAULT_SHUTDOWN_TIMEOUT, MAX_BUFFER_SIZE,
+    MAX_PENDING_BYTES_LIMIT,
 };
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};

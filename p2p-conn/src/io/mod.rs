@@ -16,6 +16,8 @@ pub mod tokio;
 pub mod blocking;
 #[cfg(feature = "codec")]
 pub mod codec;
+#[cfg(feature = "queue")]
+pub mod queue;
 
 use std::marker::PhantomData;
 

@@ -263,7 +263,7 @@ impl<T: AsyncRead + Unpin, E: HasReader> AsyncBufRead for SecretStream<T, E, Tok
 }
 
 /// The transport's `poll_write` as the engine's write closure.
-fn writer_io<'a, 'b, W: AsyncWrite + Unpin>(
+pub(super) fn writer_io<'a, 'b, W: AsyncWrite + Unpin>(
     io: &'a mut W,
     cx: &'a mut Context<'b>,
 ) -> impl FnMut(&[u8]) -> Poll<io::Result<usize>> + use<'a, 'b, W> {
