@@ -17,12 +17,14 @@
 //	keygen FILE        write a new node_key.json with CometBFT's code, print the ID
 //	id FILE            print the node ID of a node_key.json
 //	version            print the CometBFT module version built in
-//	bench -size N -mib M
+//	bench -size N -mib M [-producers P]
 //	    in-process pair over loopback TCP, as `p2p-conn bench`: the dialer
 //	    writes ceil(M MiB / N) messages of N bytes (one Write each), the
 //	    listener reads with 64 KiB buffers and verifies every byte. Prints
 //	    one JSON line: seconds from the first byte sent to the last byte
-//	    verified, and the process CPU time (getrusage) over that span.
+//	    verified, and the process CPU time (getrusage) over that span. With
+//	    -producers P, P goroutines share the connection's Write, each
+//	    sending its own numbered messages (as `p2p-conn bench --producers`).
 //	handshake-serve ADDR    accept and handshake until stdin closes
 //	handshake-dial -n N ADDR
 //	    N sequential connections, each dial + handshake + close; prints one
@@ -31,6 +33,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -302,18 +305,29 @@ func bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	size := fs.Int("size", 65536, "bytes per message (one Write each)")
 	mib := fs.Int64("mib", 256, "MiB to send in all")
+	producers := fs.Int("producers", 0, "goroutines sharing the connection's Write (0: one loop, the plain pattern)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size < 1 || *mib < 0 {
-		return errors.New("-size must be at least 1 and -mib at least 0")
+	if *size < 1 || *mib < 0 || *producers < 0 || *producers > 255 {
+		return errors.New("-size must be at least 1, -mib at least 0, -producers 0 to 255")
+	}
+	if *producers > 0 && *size < producerHeader {
+		return fmt.Errorf("-producers needs -size of at least %d", producerHeader)
 	}
 	total := *mib << 20
 	messages := (total + int64(*size) - 1) / int64(*size)
 	if messages < 1 {
 		messages = 1
 	}
-	pat := pattern(*size)
+	var check checker
+	if *producers > 0 {
+		per := (messages + int64(*producers) - 1) / int64(*producers)
+		messages = per * int64(*producers)
+		check = &producerChecker{size: *size, next: make([]uint32, *producers), per: uint32(per)}
+	} else {
+		check = &patternChecker{size: *size, messages: messages, pat: pattern(*size)}
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -339,29 +353,11 @@ func bench(args []string) error {
 			return
 		}
 		buf := make([]byte, 1<<16)
-		var msg int64
-		at := 0
 		for {
 			n, err := sc.Read(buf)
-			data := buf[:n]
-			for len(data) > 0 {
-				if msg >= messages {
-					recv <- done{err: errors.New("extra bytes after the last message")}
-					return
-				}
-				off := int(msg % 251)
-				want := pat[off+at : off+*size]
-				k := min(len(want), len(data))
-				if string(data[:k]) != string(want[:k]) {
-					recv <- done{err: fmt.Errorf("message %d arrived corrupted", msg)}
-					return
-				}
-				data = data[k:]
-				at += k
-				if at == *size {
-					at = 0
-					msg++
-				}
+			if ferr := check.feed(buf[:n]); ferr != nil {
+				recv <- done{err: ferr}
+				return
 			}
 			if err == io.EOF {
 				break
@@ -371,8 +367,8 @@ func bench(args []string) error {
 				return
 			}
 		}
-		if msg != messages {
-			recv <- done{err: fmt.Errorf("stream ended after %d of %d messages", msg, messages)}
+		if !check.complete() {
+			recv <- done{err: errors.New("stream ended early")}
 			return
 		}
 		recv <- done{at: time.Now(), cpu: cpuNow()}
@@ -389,10 +385,34 @@ func bench(args []string) error {
 		return err
 	}
 	start, cpu0 := time.Now(), cpuNow()
-	for i := int64(0); i < messages; i++ {
-		off := int(i % 251)
-		if _, err := sc.Write(pat[off : off+*size]); err != nil {
-			return err
+	if *producers == 0 {
+		pat := pattern(*size)
+		for i := int64(0); i < messages; i++ {
+			off := int(i % 251)
+			if _, err := sc.Write(pat[off : off+*size]); err != nil {
+				return err
+			}
+		}
+	} else {
+		per := messages / int64(*producers)
+		errs := make(chan error, *producers)
+		for p := 0; p < *producers; p++ {
+			go func(p byte) {
+				msg := make([]byte, *size)
+				for seq := uint32(0); int64(seq) < per; seq++ {
+					producerMessage(msg, p, seq)
+					if _, err := sc.Write(msg); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}(byte(p))
+		}
+		for p := 0; p < *producers; p++ {
+			if err := <-errs; err != nil {
+				return err
+			}
 		}
 	}
 	if err := tcp.CloseWrite(); err != nil {
@@ -402,8 +422,12 @@ func bench(args []string) error {
 	if d.err != nil {
 		return d.err
 	}
+	impl := "cometbft-go " + cometbftVersion()
+	if *producers > 0 {
+		impl = fmt.Sprintf("%s (%d goroutines)", impl, *producers)
+	}
 	return result{
-		Impl:     "cometbft-go " + cometbftVersion(),
+		Impl:     impl,
 		Size:     *size,
 		Messages: messages,
 		Bytes:    messages * int64(*size),
@@ -411,6 +435,101 @@ func bench(args []string) error {
 		CPUUser:  d.cpu.user - cpu0.user,
 		CPUSys:   d.cpu.sys - cpu0.sys,
 	}.print()
+}
+
+// checker verifies a received byte stream, whatever its chunking.
+type checker interface {
+	feed(data []byte) error
+	complete() bool
+}
+
+// patternChecker: message i is pattern[i%251:][:size].
+type patternChecker struct {
+	size     int
+	messages int64
+	pat      []byte
+	msg      int64
+	at       int
+}
+
+func (c *patternChecker) feed(data []byte) error {
+	for len(data) > 0 {
+		if c.msg >= c.messages {
+			return errors.New("extra bytes after the last message")
+		}
+		off := int(c.msg % 251)
+		want := c.pat[off+c.at : off+c.size]
+		k := min(len(want), len(data))
+		if string(data[:k]) != string(want[:k]) {
+			return fmt.Errorf("message %d arrived corrupted", c.msg)
+		}
+		data = data[k:]
+		c.at += k
+		if c.at == c.size {
+			c.at = 0
+			c.msg++
+		}
+	}
+	return nil
+}
+
+func (c *patternChecker) complete() bool { return c.msg == c.messages }
+
+// producerHeader: producer (1 byte) and its sequence number (4 bytes, LE).
+const producerHeader = 5
+
+// producerMessage fills msg as `p2p-conn bench --producers` does: header,
+// then byte k = k*7 ^ p ^ seq.
+func producerMessage(msg []byte, p byte, seq uint32) {
+	msg[0] = p
+	binary.LittleEndian.PutUint32(msg[1:5], seq)
+	for k := producerHeader; k < len(msg); k++ {
+		msg[k] = byte(k*7) ^ p ^ byte(seq)
+	}
+}
+
+// producerChecker: messages of every producer arrive whole, in its order.
+type producerChecker struct {
+	size  int
+	per   uint32
+	next  []uint32
+	carry []byte
+}
+
+func (c *producerChecker) feed(data []byte) error {
+	for len(data) > 0 {
+		k := min(c.size-len(c.carry), len(data))
+		c.carry = append(c.carry, data[:k]...)
+		data = data[k:]
+		if len(c.carry) < c.size {
+			return nil
+		}
+		p := int(c.carry[0])
+		if p >= len(c.next) {
+			return fmt.Errorf("message from unknown producer %d", p)
+		}
+		seq := binary.LittleEndian.Uint32(c.carry[1:5])
+		if seq != c.next[p] || seq >= c.per {
+			return fmt.Errorf("producer %d: message %d arrived, expected %d", p, seq, c.next[p])
+		}
+		for i := producerHeader; i < c.size; i++ {
+			if c.carry[i] != byte(i*7)^byte(p)^byte(seq) {
+				return fmt.Errorf("producer %d message %d arrived corrupted", p, seq)
+			}
+		}
+		c.next[p]++
+		c.carry = c.carry[:0]
+	}
+	return nil
+}
+
+func (c *producerChecker) complete() bool {
+	for _, n := range c.next {
+		if n != c.per {
+			return false
+		}
+	}
+	return len(c.carry) == 0
 }
 
 func handshakeServe(args []string) error {

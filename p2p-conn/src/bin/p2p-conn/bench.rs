@@ -94,6 +94,15 @@ pub struct BenchArgs {
     /// instead of a transfer
     #[arg(long)]
     handshakes: Option<u64>,
+    /// Share the connection between this many producer tasks (tokio), each
+    /// sending its own numbered messages (at least 5 bytes each); a Go
+    /// baseline then uses as many goroutines on one `SecretConnection`
+    #[arg(long, default_value_t = 0)]
+    producers: usize,
+    /// With --producers: through the send queue, or the plain writer behind a
+    /// shared lock
+    #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
+    send_path: crate::producers::SendPath,
     /// Print one JSON object per line instead of text, all with the same keys:
     /// "kind" is "run" (with "run" = 0..n-1), "median" or "ratio" (with
     /// "run" = null); fields that do not apply to a kind are null
@@ -113,14 +122,14 @@ const MAX_MESSAGE_BYTES: usize = 1 << 30;
 const MAX_TOTAL_MIB: u64 = 1 << 20;
 
 /// One measured run.
-struct Row {
-    name: String,
-    bytes: u64,
+pub struct Row {
+    pub name: String,
+    pub bytes: u64,
     /// Messages, or handshakes for `--handshakes`.
-    messages: u64,
-    elapsed: Duration,
+    pub messages: u64,
+    pub elapsed: Duration,
     /// Process CPU time (user + sys) over the measured span, where known.
-    cpu: Option<Cpu>,
+    pub cpu: Option<Cpu>,
 }
 
 impl Row {
@@ -154,7 +163,7 @@ impl Row {
 
 /// User and system CPU seconds of this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Cpu {
+pub struct Cpu {
     user: f64,
     sys: f64,
 }
@@ -191,13 +200,13 @@ impl Cpu {
 
 /// A point in a run: the time and the CPU used so far.
 #[derive(Clone, Copy)]
-struct Mark {
+pub struct Mark {
     at: Instant,
     cpu: Option<Cpu>,
 }
 
 impl Mark {
-    fn now() -> Self {
+    pub fn now() -> Self {
         Mark {
             at: Instant::now(),
             cpu: Cpu::now(),
@@ -205,7 +214,7 @@ impl Mark {
     }
 
     /// Elapsed time and CPU from `start` to `self`.
-    fn since(self, start: Mark) -> (Duration, Option<Cpu>) {
+    pub fn since(self, start: Mark) -> (Duration, Option<Cpu>) {
         let cpu = match (self.cpu, start.cpu) {
             (Some(end), Some(begin)) => Some(end.since(begin)),
             _ => None,
@@ -295,7 +304,7 @@ impl Verifier {
     }
 }
 
-fn s<E: std::fmt::Display>(e: E) -> String {
+pub fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
@@ -347,8 +356,22 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     }
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
+    let producers = args.producers;
+    if producers > 0 && args.baseline == Some(Baseline::TendermintP2p) {
+        return Err("--producers compares with the Go baselines only".into());
+    }
     for run in 0..args.repeat.max(1) {
         let ours = match args.adapter {
+            _ if producers > 0 => {
+                let per = crate::producers::per_producer(w.messages, producers);
+                tokio_runtime(args.runtime)?.block_on(crate::producers::run(
+                    w.size,
+                    producers,
+                    per,
+                    &cfg,
+                    args.send_path,
+                ))?
+            }
             Adapter::Tokio | Adapter::Codec => {
                 let codec = args.adapter == Adapter::Codec;
                 tokio_runtime(args.runtime)?.block_on(run_tokio(&w, &cfg, codec, args.runtime))?
@@ -360,7 +383,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         let base = match (args.baseline, &go_peer) {
             (None, _) => continue,
             (Some(Baseline::TendermintP2p), _) => run_tendermint(&w)?,
-            (Some(_), Some(peer)) => run_go(peer, &w, args.mib)?,
+            (Some(_), Some(peer)) => run_go(peer, &w, args.mib, producers)?,
             (Some(_), None) => unreachable!("the Go peer was built above"),
         };
         print_run(&args, &w, run, &base)?;
@@ -880,7 +903,7 @@ impl GoResult {
 /// The same workload through CometBFT's Go `SecretConnection`, as a separate
 /// process (the Go peer's `bench`: the same messages, pattern, 64 KiB reads
 /// and verification; it measures its own time and CPU over the same span).
-fn run_go(peer: &Path, w: &Workload, mib: u64) -> Result<Row, String> {
+fn run_go(peer: &Path, w: &Workload, mib: u64, producers: usize) -> Result<Row, String> {
     let output = std::process::Command::new(peer)
         .args([
             "bench",
@@ -888,17 +911,23 @@ fn run_go(peer: &Path, w: &Workload, mib: u64) -> Result<Row, String> {
             &w.size.to_string(),
             "-mib",
             &mib.to_string(),
+            "-producers",
+            &producers.to_string(),
         ])
         .output()
         .map_err(|e| format!("running {}: {e}", peer.display()))?;
     let r = GoResult::parse(output, "bench")?;
-    if (r.messages, r.bytes) != (w.messages, w.bytes()) {
+    let messages = match producers {
+        0 => w.messages,
+        n => crate::producers::per_producer(w.messages, n) * n as u64,
+    };
+    if (r.messages, r.bytes) != (messages, messages * w.size as u64) {
         return Err(format!(
             "the Go peer sent {} messages ({} bytes), not {} ({} bytes)",
             r.messages,
             r.bytes,
-            w.messages,
-            w.bytes()
+            messages,
+            messages * w.size as u64
         ));
     }
     Ok(Row {

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
 mod cometbft_go;
+mod producers;
 
 #[derive(Parser)]
 #[command(

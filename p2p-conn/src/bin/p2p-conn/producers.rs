@@ -1,0 +1,249 @@
+//! `p2p-conn bench --producers N`: N tasks share one connection's send side,
+//! each sending its own numbered messages, the way a node's reactors share a
+//! peer. Through the send queue (`io::queue::Sender`, the default) or through
+//! the plain writer behind a shared lock (`--send-path lock`, one write per
+//! message). The receiver checks that every producer's messages arrive
+//! whole, once and in order. The Go peer's `bench -producers N` runs the same
+//! workload with N goroutines calling `Write` on one `SecretConnection`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use p2p_conn::io::queue::Sender;
+use p2p_conn::io::tokio as ptokio;
+use p2p_conn::{Config, Identity};
+use tokio::io::AsyncBufReadExt;
+
+use crate::bench::{s, Mark, Row};
+
+/// How producers reach the socket.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendPath {
+    /// The send queue: batched writes, frames packed across messages
+    Queue,
+    /// The plain writer behind a shared lock: one write per message
+    Lock,
+}
+
+/// Producer (1 byte) and its sequence number (4 bytes, little-endian).
+pub const HEADER: usize = 5;
+
+/// Message `seq` of producer `p`: the header, then byte `k` = `k*7 ^ p ^ seq`
+/// (as the Go peer's `producerMessage`).
+fn message(size: usize, p: u8, seq: u32) -> Bytes {
+    let mut m = vec![0u8; size];
+    m[0] = p;
+    m[1..HEADER].copy_from_slice(&seq.to_le_bytes());
+    for (k, b) in m.iter_mut().enumerate().skip(HEADER) {
+        *b = (k.wrapping_mul(7) as u8) ^ p ^ (seq as u8);
+    }
+    Bytes::from(m)
+}
+
+/// Checks a stream of fixed-size producer messages, whatever its chunking.
+struct Checker {
+    size: usize,
+    per: u32,
+    next: Vec<u32>,
+    carry: Vec<u8>,
+}
+
+impl Checker {
+    fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
+        while !data.is_empty() {
+            let k = (self.size - self.carry.len()).min(data.len());
+            self.carry.extend_from_slice(&data[..k]);
+            data = &data[k..];
+            if self.carry.len() < self.size {
+                return Ok(());
+            }
+            let m = &self.carry;
+            let p = m[0] as usize;
+            let seq = u32::from_le_bytes([m[1], m[2], m[3], m[4]]);
+            let next = self
+                .next
+                .get_mut(p)
+                .ok_or_else(|| format!("message from unknown producer {p}"))?;
+            if seq != *next || seq >= self.per {
+                return Err(format!(
+                    "producer {p}: message {seq} arrived, expected {next}"
+                ));
+            }
+            let ok = m
+                .iter()
+                .enumerate()
+                .skip(HEADER)
+                .all(|(k, &b)| b == (k.wrapping_mul(7) as u8) ^ (p as u8) ^ (seq as u8));
+            if !ok {
+                return Err(format!("producer {p}: message {seq} arrived corrupted"));
+            }
+            *next += 1;
+            self.carry.clear();
+        }
+        Ok(())
+    }
+
+    fn complete(&self) -> bool {
+        self.carry.is_empty() && self.next.iter().all(|&n| n == self.per)
+    }
+}
+
+/// Messages per producer for `messages` in all (rounded up).
+pub fn per_producer(messages: u64, producers: usize) -> u64 {
+    messages.div_ceil(producers as u64)
+}
+
+/// One measured run: `producers` tasks, `per` messages of `size` bytes each.
+pub async fn run(
+    size: usize,
+    producers: usize,
+    per: u64,
+    cfg: &Config,
+    path: SendPath,
+) -> Result<Row, String> {
+    if size < HEADER || !(1..=255).contains(&producers) || per > u64::from(u32::MAX) {
+        return Err(format!(
+            "--producers needs --size of at least {HEADER} bytes, 1 to 255 producers, at most 2^32 messages each"
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(s)?;
+    let addr = listener.local_addr().map_err(s)?;
+    let rcfg = cfg.clone();
+    let receiver = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.map_err(s)?;
+        tcp.set_nodelay(true).map_err(s)?;
+        let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg)
+            .await
+            .map_err(s)?;
+        let mut check = Checker {
+            size,
+            per: per as u32,
+            next: vec![0; producers],
+            carry: Vec::with_capacity(size),
+        };
+        loop {
+            let chunk = conn.fill_buf().await.map_err(s)?;
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            check.feed(chunk)?;
+            conn.consume(n);
+        }
+        if !check.complete() {
+            return Err("stream ended early".to_string());
+        }
+        Ok::<_, String>(Mark::now())
+    });
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
+    tcp.set_nodelay(true).map_err(s)?;
+    let conn = ptokio::handshake(tcp, &Identity::generate(), cfg)
+        .await
+        .map_err(s)?;
+    let (_read, write) = conn.into_split();
+    let start;
+    match path {
+        SendPath::Queue => {
+            let sender = Sender::with_addr(write, Some(addr), cfg).map_err(s)?;
+            start = Mark::now();
+            let tasks: Vec<_> = (0..producers)
+                .map(|p| {
+                    let sender = sender.clone();
+                    tokio::spawn(async move {
+                        for seq in 0..per as u32 {
+                            sender.send(message(size, p as u8, seq)).await.map_err(s)?;
+                        }
+                        Ok::<_, String>(())
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.map_err(s)??;
+            }
+            sender.shutdown();
+        }
+        SendPath::Lock => {
+            let shared = Arc::new(tokio::sync::Mutex::new(write));
+            start = Mark::now();
+            let tasks: Vec<_> = (0..producers)
+                .map(|p| {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        for seq in 0..per as u32 {
+                            let m = message(size, p as u8, seq);
+                            shared.lock().await.send(&m).await.map_err(s)?;
+                        }
+                        Ok::<_, String>(())
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.map_err(s)??;
+            }
+            use tokio::io::AsyncWriteExt;
+            shared.lock().await.shutdown().await.map_err(s)?;
+        }
+    }
+    let (elapsed, cpu) = receiver.await.map_err(s)??.since(start);
+    let messages = per * producers as u64;
+    let name = match path {
+        SendPath::Queue => format!("p2p-conn (queue, {producers} producers)"),
+        SendPath::Lock => format!("p2p-conn (shared lock, {producers} producers)"),
+    };
+    Ok(Row {
+        name,
+        bytes: messages * size as u64,
+        messages,
+        elapsed,
+        cpu,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checker_takes_any_chunking_and_refuses_reordering() {
+        let size = 40;
+        let msgs = [
+            message(size, 0, 0),
+            message(size, 1, 0),
+            message(size, 0, 1),
+            message(size, 1, 1),
+        ];
+        let stream: Vec<u8> = msgs.iter().flat_map(|m| m.iter().copied()).collect();
+        for cut in [1, 7, 40, 41, 160] {
+            let mut c = Checker {
+                size,
+                per: 2,
+                next: vec![0; 2],
+                carry: vec![],
+            };
+            for chunk in stream.chunks(cut) {
+                c.feed(chunk).unwrap();
+            }
+            assert!(c.complete(), "cut {cut}");
+        }
+        // Producer 0's messages swapped: refused.
+        let mut bad = Checker {
+            size,
+            per: 2,
+            next: vec![0; 2],
+            carry: vec![],
+        };
+        assert!(bad.feed(&msgs[2]).is_err());
+        // A flipped payload byte: refused.
+        let mut m = msgs[0].to_vec();
+        m[20] ^= 1;
+        let mut bad = Checker {
+            size,
+            per: 2,
+            next: vec![0; 2],
+            carry: vec![],
+        };
+        assert!(bad.feed(&m).is_err());
+    }
+}
