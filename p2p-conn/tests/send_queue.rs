@@ -1,11 +1,16 @@
 //! The send queue (`io::queue`) over real loopback TCP: many producers and
-//! bundles, the byte cap under each overflow policy, large messages, and the
-//! bounded shutdown.
+//! bundles, the byte cap under each overflow policy, large messages, the
+//! bounded shutdown, and packed frames read by CometBFT's Go implementation
+//! and by tendermint-p2p as one stream.
+
+mod common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::go_peer::{go_listen, go_peer, GoVersion};
+use common::process::Feed;
 use p2p_conn::io::queue::{CloseReason, SendError, Sender};
 use p2p_conn::io::tokio::{handshake, SecretConnection};
 use p2p_conn::{Config, Identity, Overflow};
@@ -425,4 +430,137 @@ async fn close_stops_at_once_and_every_waiter_learns_why() {
         );
     }
     assert!(matches!(p.sender.close_reason(), Some(CloseReason::Closed)));
+}
+
+/// What four producers send in the packing tests: numbered small messages,
+/// most in bundles (sealed in one batch, so several share a frame).
+async fn send_small_messages(sender: &Sender) -> Vec<Vec<Vec<u8>>> {
+    let mut tasks = Vec::new();
+    for producer in 0..4u8 {
+        let sender = sender.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            let mut seq = 0u32;
+            for bundle in 0..40u32 {
+                let count = (bundle % 7 + 1) as u8;
+                let msgs: Vec<Bytes> = (0..count)
+                    .map(|i| {
+                        let m = message(producer, seq, bundle, i, count, (seq % 90) as u16);
+                        seq += 1;
+                        m
+                    })
+                    .collect();
+                mine.extend(msgs.iter().map(|m| m.to_vec()));
+                sender.send_bundle(msgs).await.unwrap();
+            }
+            mine
+        }));
+    }
+    let mut per_producer = Vec::new();
+    for t in tasks {
+        per_producer.push(t.await.unwrap());
+    }
+    per_producer
+}
+
+/// `stream` is the producers' messages, each producer's in order, every
+/// message once (interleaved between producers however the queue took them).
+fn check_stream(stream: &[u8], per_producer: &[Vec<Vec<u8>>]) {
+    let mut next = vec![0usize; per_producer.len()];
+    let mut at = 0;
+    while at < stream.len() {
+        let len = u16::from_le_bytes([stream[at + 11], stream[at + 12]]) as usize;
+        let m = &stream[at..at + HEADER + len];
+        let p = m[0] as usize;
+        assert!(
+            per_producer[p].get(next[p]).map(Vec::as_slice) == Some(m),
+            "producer {p}: message {} out of order or corrupted",
+            next[p]
+        );
+        next[p] += 1;
+        at += HEADER + len;
+    }
+    let expected: Vec<usize> = per_producer.iter().map(Vec::len).collect();
+    assert_eq!(next, expected, "every message once");
+}
+
+/// Dial `addr`, handshake, and put a send queue on the write half.
+async fn dial_queue(
+    addr: &str,
+) -> (
+    Sender,
+    p2p_conn::io::tokio::ReadHalf<tokio::net::tcp::OwnedReadHalf>,
+) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let conn = handshake(tcp, &Identity::generate(), &Config::default())
+        .await
+        .unwrap();
+    let (read, write) = conn.into_split();
+    (Sender::new(write, &Config::default()).unwrap(), read)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_frames_are_one_stream_to_cometbft_go() {
+    for version in GoVersion::ALL {
+        let Some(bin) = go_peer(version, "packed_frames_are_one_stream_to_cometbft_go") else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Go writes nothing (its stdin is empty) and prints what it reads.
+        let (go, addr) = tokio::task::spawn_blocking(move || {
+            go_listen(&bin, &["-chunk", "1024"], Feed::none(), deadline)
+        })
+        .await
+        .unwrap();
+        let (sender, _read) = dial_queue(&addr).await;
+        let sent = send_small_messages(&sender).await;
+        sender.flush().await.unwrap();
+        let stats = sender.stats();
+        sender.shutdown();
+        let out = tokio::task::spawn_blocking(move || go.finish_ok(deadline))
+            .await
+            .unwrap();
+        check_stream(&out.stdout, &sent);
+        // Bundles went out packed: fewer frames than messages.
+        let messages: usize = sent.iter().map(Vec::len).sum();
+        let bytes: usize = sent.iter().flatten().map(Vec::len).sum();
+        assert_eq!(out.stdout.len(), bytes);
+        assert!(
+            (stats.batches as usize) < messages,
+            "{version:?}: {} batches for {messages} messages",
+            stats.batches
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_frames_are_one_stream_to_tendermint_p2p() {
+    use std::io::Read;
+    use tendermint_p2p::secret_connection::{SecretConnection as TmConnection, Version};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let reader = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().unwrap();
+        let key = ed25519_consensus::SigningKey::new(rand_core::OsRng);
+        let mut conn = TmConnection::new(tcp, key, Version::V0_34).unwrap();
+        let mut all = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) => return all,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                // tendermint-p2p reports the end of stream as an error.
+                Err(_) => return all,
+            }
+        }
+    });
+    let (sender, _read) = dial_queue(&addr).await;
+    let sent = send_small_messages(&sender).await;
+    sender.flush().await.unwrap();
+    sender.shutdown();
+    let got = tokio::task::spawn_blocking(move || reader.join().unwrap())
+        .await
+        .unwrap();
+    check_stream(&got, &sent);
 }

@@ -1,0 +1,98 @@
+//! Memory a connection holds while idle, counted by a global allocator: a
+//! connection that has handshaken and sent nothing, with a send queue on its
+//! write half, holds a few KiB, not a 64 KiB buffer.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use p2p_conn::io::queue::Sender;
+use p2p_conn::io::tokio::handshake;
+use p2p_conn::{Config, Identity};
+
+/// Bytes currently allocated through this allocator.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+struct Counting;
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Bytes held by one end: its connection (both halves) and a send queue.
+#[test]
+fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = (Identity::generate(), Identity::generate());
+        let cfg = Config::default();
+        // Warm up tokio's lazily allocated parts (driver registrations, the
+        // timer wheel) with one connection that is then dropped.
+        for _ in 0..2 {
+            let accept = listener.accept();
+            let dial = tokio::net::TcpStream::connect(addr);
+            let (accepted, dialed) = tokio::join!(accept, dial);
+            let (x, y) = tokio::join!(
+                handshake(accepted.unwrap().0, &a, &cfg),
+                handshake(dialed.unwrap(), &b, &cfg)
+            );
+            drop((x.unwrap(), y.unwrap()));
+        }
+        let before = live();
+        let accept = listener.accept();
+        let dial = tokio::net::TcpStream::connect(addr);
+        let (accepted, dialed) = tokio::join!(accept, dial);
+        let (x, y) = tokio::join!(
+            handshake(accepted.unwrap().0, &a, &cfg),
+            handshake(dialed.unwrap(), &b, &cfg)
+        );
+        let (x, y) = (x.unwrap(), y.unwrap());
+        let connected = live();
+        let (read, write) = y.into_split();
+        let sender = Sender::new(write, &cfg).unwrap();
+        let queued = live();
+        let per_connection = (connected - before) / 2;
+        let queue = queued - connected;
+        eprintln!(
+            "idle: {per_connection} heap bytes per connection end; \
+             {queue} for the send queue (with the write half it now owns)"
+        );
+        // No read or write buffer until data moves: the connection itself
+        // holds next to nothing on the heap; the queue (channel, cap
+        // accounting, and the write half boxed for its task) a few KiB.
+        assert!(
+            per_connection < 4 * 1024,
+            "{per_connection} bytes per idle connection"
+        );
+        assert!(queue < 4 * 1024, "{queue} bytes for an unused send queue");
+        // The first message allocates the writer's buffer and task; after
+        // it is written the buffer is kept small (one frame here).
+        sender.send(&b"hello"[..]).await.unwrap();
+        sender.flush().await.unwrap();
+        let after = live() - queued;
+        eprintln!("after one small message: {after} bytes more");
+        assert!(after < 8 * 1024, "{after} bytes after one small message");
+        drop((x, read, sender));
+    });
+}
