@@ -2,7 +2,8 @@
 # Side-by-side comparison with CometBFT's own Go SecretConnection (v1.0.1 and
 # v0.38.26) for 200 B, 1 KiB, 64 KiB and 1 MiB messages, plus handshakes.
 #
-#   benches/scripts/cometbft-go.sh [ROUNDS]      (default 5)
+#   benches/scripts/cometbft-go.sh [ROUNDS]              (default 5)
+#   benches/scripts/cometbft-go.sh ROUNDS producers N    (N producers share a connection)
 #
 # Each round runs, per message size, `p2p-conn bench` once with the tokio
 # adapter against `--baseline cometbft-go`, once with the std adapter against
@@ -11,6 +12,12 @@
 # alternate within every round. p2p-conn rows name their AEAD backend. The table gives the medians over the rounds of MB/s,
 # messages/s and CPU seconds (user+sys) per GiB, and the ratios of p2p-conn
 # over each Go version. Needs `go` (the CLI builds the Go peer) and python3.
+#
+# With `producers N`: 200 B and 1 KiB messages from N producers sharing one
+# connection: p2p-conn's send queue against Go v1.0.1 (N goroutines calling
+# `Write` on one `SecretConnection`), the plain writer behind a shared lock
+# against Go v0.38.26, and the queue against tendermint-p2p (N threads behind
+# a mutex).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -19,16 +26,32 @@ bin=target/release/p2p-conn
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
+producers=0
+if [ "${2:-}" = producers ]; then
+  producers="${3:?producers N}"
+fi
+
 # size:MiB pairs: about half a second to a second per run on 2 cores.
 for round in $(seq "$rounds"); do
-  for pair in 200:16 1024:64 65536:512 1048576:512; do
-    size=${pair%%:*}
-    mib=${pair##*:}
-    "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline cometbft-go >>"$out"
-    "$bin" bench --json --size "$size" --mib "$mib" --adapter std --baseline cometbft-go-0.38 >>"$out"
-    "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --backend ring >>"$out"
-  done
-  "$bin" bench --json --handshakes 500 --adapter tokio --baseline cometbft-go >>"$out"
+  if [ "$producers" -gt 0 ]; then
+    for pair in 200:32 1024:128; do
+      size=${pair%%:*}
+      mib=${pair##*:}
+      p=(--json --size "$size" --mib "$mib" --producers "$producers")
+      "$bin" bench "${p[@]}" --baseline cometbft-go >>"$out"
+      "$bin" bench "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench "${p[@]}" --baseline tendermint-p2p >>"$out"
+    done
+  else
+    for pair in 200:16 1024:64 65536:512 1048576:512; do
+      size=${pair%%:*}
+      mib=${pair##*:}
+      "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline cometbft-go >>"$out"
+      "$bin" bench --json --size "$size" --mib "$mib" --adapter std --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --backend ring >>"$out"
+    done
+    "$bin" bench --json --handshakes 500 --adapter tokio --baseline cometbft-go >>"$out"
+  fi
   echo "round $round of $rounds done" >&2
 done
 
@@ -50,7 +73,8 @@ def med(key, mode, size, impl):
     return statistics.median(vals) if vals else None
 
 ours = sorted({r["impl"] for r in runs if r["impl"].startswith("p2p-conn") and r["mode"] == "transfer"})
-impls = ours + ["cometbft-go v1.0.1", "cometbft-go v0.38.26"]
+theirs = sorted({r["impl"] for r in runs if not r["impl"].startswith("p2p-conn") and r["mode"] == "transfer"})
+impls = ours + theirs
 print(f"medians of {sys.argv[2]} alternating rounds")
 print()
 print("| message | implementation | MB/s | msg/s | CPU s/GiB |")
@@ -65,6 +89,7 @@ for size in sorted({r["size"] for r in runs if r["mode"] == "transfer"}):
         print(f"| {size} B | {impl} | {mb:.1f} | {msgs:.0f} | {cpu:.3f} |")
 print()
 print("| message | p2p-conn | over | throughput ratio | CPU ratio (less CPU per GiB) |")
+# Every p2p-conn row against every other implementation.
 print("|---|---|---|---:|---:|")
 for size in sorted({r["size"] for r in runs if r["mode"] == "transfer"}):
     for mine in ours:

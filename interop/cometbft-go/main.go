@@ -33,6 +33,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -324,7 +325,7 @@ func bench(args []string) error {
 	if *producers > 0 {
 		per := (messages + int64(*producers) - 1) / int64(*producers)
 		messages = per * int64(*producers)
-		check = &producerChecker{size: *size, next: make([]uint32, *producers), per: uint32(per)}
+		check = newProducerChecker(*size, *producers, uint32(per))
 	} else {
 		check = &patternChecker{size: *size, messages: messages, pat: pattern(*size)}
 	}
@@ -399,8 +400,9 @@ func bench(args []string) error {
 		for p := 0; p < *producers; p++ {
 			go func(p byte) {
 				msg := make([]byte, *size)
+				base := producerBase(*size)
 				for seq := uint32(0); int64(seq) < per; seq++ {
-					producerMessage(msg, p, seq)
+					producerMessage(msg, base, p, seq)
 					if _, err := sc.Write(msg); err != nil {
 						errs <- err
 						return
@@ -478,48 +480,92 @@ func (c *patternChecker) complete() bool { return c.msg == c.messages }
 // producerHeader: producer (1 byte) and its sequence number (4 bytes, LE).
 const producerHeader = 5
 
+// producerBase is byte k = k*7 of every producer message, before the
+// per-message constant.
+func producerBase(size int) []byte {
+	b := make([]byte, size)
+	for k := range b {
+		b[k] = byte(k * 7)
+	}
+	return b
+}
+
+// xorInto sets dst[i] = src[i] ^ c, eight bytes at a time.
+func xorInto(dst, src []byte, c byte) {
+	c64 := uint64(c) * 0x0101010101010101
+	i := 0
+	for ; i+8 <= len(src); i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(src[i:])^c64)
+	}
+	for ; i < len(src); i++ {
+		dst[i] = src[i] ^ c
+	}
+}
+
 // producerMessage fills msg as `p2p-conn bench --producers` does: header,
 // then byte k = k*7 ^ p ^ seq.
-func producerMessage(msg []byte, p byte, seq uint32) {
+func producerMessage(msg, base []byte, p byte, seq uint32) {
+	xorInto(msg, base, p^byte(seq))
 	msg[0] = p
 	binary.LittleEndian.PutUint32(msg[1:5], seq)
-	for k := producerHeader; k < len(msg); k++ {
-		msg[k] = byte(k*7) ^ p ^ byte(seq)
-	}
 }
 
 // producerChecker: messages of every producer arrive whole, in its order.
 type producerChecker struct {
-	size  int
+	base  []byte
 	per   uint32
 	next  []uint32
 	carry []byte
+	want  []byte
+}
+
+func newProducerChecker(size, producers int, per uint32) *producerChecker {
+	return &producerChecker{
+		base: producerBase(size),
+		per:  per,
+		next: make([]uint32, producers),
+		want: make([]byte, size),
+	}
 }
 
 func (c *producerChecker) feed(data []byte) error {
+	size := len(c.base)
 	for len(data) > 0 {
-		k := min(c.size-len(c.carry), len(data))
+		if len(c.carry) == 0 && len(data) >= size {
+			if err := c.check(data[:size]); err != nil {
+				return err
+			}
+			data = data[size:]
+			continue
+		}
+		k := min(size-len(c.carry), len(data))
 		c.carry = append(c.carry, data[:k]...)
 		data = data[k:]
-		if len(c.carry) < c.size {
+		if len(c.carry) < size {
 			return nil
 		}
-		p := int(c.carry[0])
-		if p >= len(c.next) {
-			return fmt.Errorf("message from unknown producer %d", p)
+		if err := c.check(c.carry); err != nil {
+			return err
 		}
-		seq := binary.LittleEndian.Uint32(c.carry[1:5])
-		if seq != c.next[p] || seq >= c.per {
-			return fmt.Errorf("producer %d: message %d arrived, expected %d", p, seq, c.next[p])
-		}
-		for i := producerHeader; i < c.size; i++ {
-			if c.carry[i] != byte(i*7)^byte(p)^byte(seq) {
-				return fmt.Errorf("producer %d message %d arrived corrupted", p, seq)
-			}
-		}
-		c.next[p]++
 		c.carry = c.carry[:0]
 	}
+	return nil
+}
+
+func (c *producerChecker) check(m []byte) error {
+	p := int(m[0])
+	if p >= len(c.next) {
+		return fmt.Errorf("message from unknown producer %d", p)
+	}
+	seq := binary.LittleEndian.Uint32(m[1:5])
+	if seq != c.next[p] || seq >= c.per {
+		return fmt.Errorf("producer %d: message %d arrived, expected %d", p, seq, c.next[p])
+	}
+	producerMessage(c.want, c.base, byte(p), seq)
+	if !bytes.Equal(m, c.want) {
+		return fmt.Errorf("producer %d message %d arrived corrupted", p, seq)
+	}
+	c.next[p]++
 	return nil
 }
 

@@ -357,9 +357,6 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
     let producers = args.producers;
-    if producers > 0 && args.baseline == Some(Baseline::TendermintP2p) {
-        return Err("--producers compares with the Go baselines only".into());
-    }
     for run in 0..args.repeat.max(1) {
         let ours = match args.adapter {
             _ if producers > 0 => {
@@ -382,6 +379,13 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         ours_rows.push(ours);
         let base = match (args.baseline, &go_peer) {
             (None, _) => continue,
+            (Some(Baseline::TendermintP2p), _) if producers > 0 => {
+                crate::producers::run_tendermint(
+                    w.size,
+                    producers,
+                    crate::producers::per_producer(w.messages, producers),
+                )?
+            }
             (Some(Baseline::TendermintP2p), _) => run_tendermint(&w)?,
             (Some(_), Some(peer)) => run_go(peer, &w, args.mib, producers)?,
             (Some(_), None) => unreachable!("the Go peer was built above"),

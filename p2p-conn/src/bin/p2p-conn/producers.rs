@@ -28,58 +28,85 @@ pub enum SendPath {
 /// Producer (1 byte) and its sequence number (4 bytes, little-endian).
 pub const HEADER: usize = 5;
 
+/// Byte `k` of every message before the per-message constant: `k*7`.
+fn base(size: usize) -> Vec<u8> {
+    (0..size).map(|k| k.wrapping_mul(7) as u8).collect()
+}
+
 /// Message `seq` of producer `p`: the header, then byte `k` = `k*7 ^ p ^ seq`
 /// (as the Go peer's `producerMessage`).
-fn message(size: usize, p: u8, seq: u32) -> Bytes {
-    let mut m = vec![0u8; size];
+fn message(base: &[u8], p: u8, seq: u32) -> Bytes {
+    let c = p ^ seq as u8;
+    let mut m: Vec<u8> = base.iter().map(|b| b ^ c).collect();
     m[0] = p;
     m[1..HEADER].copy_from_slice(&seq.to_le_bytes());
-    for (k, b) in m.iter_mut().enumerate().skip(HEADER) {
-        *b = (k.wrapping_mul(7) as u8) ^ p ^ (seq as u8);
-    }
     Bytes::from(m)
 }
 
 /// Checks a stream of fixed-size producer messages, whatever its chunking.
 struct Checker {
-    size: usize,
+    base: Vec<u8>,
     per: u32,
     next: Vec<u32>,
     carry: Vec<u8>,
 }
 
 impl Checker {
+    fn new(size: usize, producers: usize, per: u32) -> Self {
+        Checker {
+            base: base(size),
+            per,
+            next: vec![0; producers],
+            carry: Vec::with_capacity(size),
+        }
+    }
+
     fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
+        let size = self.base.len();
         while !data.is_empty() {
-            let k = (self.size - self.carry.len()).min(data.len());
+            if self.carry.is_empty() && data.len() >= size {
+                // A whole message in the chunk: check it in place.
+                let (m, rest) = data.split_at(size);
+                self.check(m)?;
+                data = rest;
+                continue;
+            }
+            let k = (size - self.carry.len()).min(data.len());
             self.carry.extend_from_slice(&data[..k]);
             data = &data[k..];
-            if self.carry.len() < self.size {
+            if self.carry.len() < size {
                 return Ok(());
             }
-            let m = &self.carry;
-            let p = m[0] as usize;
-            let seq = u32::from_le_bytes([m[1], m[2], m[3], m[4]]);
-            let next = self
-                .next
-                .get_mut(p)
-                .ok_or_else(|| format!("message from unknown producer {p}"))?;
-            if seq != *next || seq >= self.per {
-                return Err(format!(
-                    "producer {p}: message {seq} arrived, expected {next}"
-                ));
-            }
-            let ok = m
-                .iter()
-                .enumerate()
-                .skip(HEADER)
-                .all(|(k, &b)| b == (k.wrapping_mul(7) as u8) ^ (p as u8) ^ (seq as u8));
-            if !ok {
-                return Err(format!("producer {p}: message {seq} arrived corrupted"));
-            }
-            *next += 1;
+            let m = std::mem::take(&mut self.carry);
+            self.check(&m)?;
+            self.carry = m;
             self.carry.clear();
         }
+        Ok(())
+    }
+
+    fn check(&mut self, m: &[u8]) -> Result<(), String> {
+        let p = m[0] as usize;
+        let seq = u32::from_le_bytes([m[1], m[2], m[3], m[4]]);
+        let next = self
+            .next
+            .get_mut(p)
+            .ok_or_else(|| format!("message from unknown producer {p}"))?;
+        if seq != *next || seq >= self.per {
+            return Err(format!(
+                "producer {p}: message {seq} arrived, expected {next}"
+            ));
+        }
+        let c = p as u8 ^ seq as u8;
+        // OR of every difference (vectorises; no early exit needed).
+        let diff = m[HEADER..]
+            .iter()
+            .zip(&self.base[HEADER..])
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b ^ c));
+        if diff != 0 {
+            return Err(format!("producer {p}: message {seq} arrived corrupted"));
+        }
+        *next += 1;
         Ok(())
     }
 
@@ -117,12 +144,7 @@ pub async fn run(
         let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg)
             .await
             .map_err(s)?;
-        let mut check = Checker {
-            size,
-            per: per as u32,
-            next: vec![0; producers],
-            carry: Vec::with_capacity(size),
-        };
+        let mut check = Checker::new(size, producers, per as u32);
         loop {
             let chunk = conn.fill_buf().await.map_err(s)?;
             if chunk.is_empty() {
@@ -151,9 +173,10 @@ pub async fn run(
             let tasks: Vec<_> = (0..producers)
                 .map(|p| {
                     let sender = sender.clone();
+                    let base = base(size);
                     tokio::spawn(async move {
                         for seq in 0..per as u32 {
-                            sender.send(message(size, p as u8, seq)).await.map_err(s)?;
+                            sender.send(message(&base, p as u8, seq)).await.map_err(s)?;
                         }
                         Ok::<_, String>(())
                     })
@@ -170,9 +193,10 @@ pub async fn run(
             let tasks: Vec<_> = (0..producers)
                 .map(|p| {
                     let shared = shared.clone();
+                    let base = base(size);
                     tokio::spawn(async move {
                         for seq in 0..per as u32 {
-                            let m = message(size, p as u8, seq);
+                            let m = message(&base, p as u8, seq);
                             shared.lock().await.send(&m).await.map_err(s)?;
                         }
                         Ok::<_, String>(())
@@ -201,6 +225,65 @@ pub async fn run(
     })
 }
 
+/// The same workload through tendermint-p2p 0.41: producer threads share
+/// one connection behind a `Mutex` (its writes are one syscall per frame).
+pub fn run_tendermint(size: usize, producers: usize, per: u64) -> Result<Row, String> {
+    use std::io::{Read, Write};
+    use tendermint_p2p::secret_connection::{SecretConnection, Version};
+    let key = || ed25519_consensus::SigningKey::new(rand_core::OsRng);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(s)?;
+    let addr = listener.local_addr().map_err(s)?;
+    let receiver = std::thread::spawn(move || {
+        let (tcp, _) = listener.accept().map_err(s)?;
+        tcp.set_nodelay(true).map_err(s)?;
+        let mut conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
+        let mut check = Checker::new(size, producers, per as u32);
+        let mut buf = vec![0u8; 64 * 1024];
+        while !check.complete() {
+            let n = conn.read(&mut buf).map_err(s)?;
+            if n == 0 {
+                return Err("tendermint-p2p stream ended early".to_string());
+            }
+            check.feed(&buf[..n])?;
+        }
+        Ok::<_, String>(Mark::now())
+    });
+    let tcp = std::net::TcpStream::connect(addr).map_err(s)?;
+    tcp.set_nodelay(true).map_err(s)?;
+    let conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
+    let shared = Arc::new(std::sync::Mutex::new(conn));
+    let start = Mark::now();
+    let threads: Vec<_> = (0..producers)
+        .map(|p| {
+            let shared = shared.clone();
+            let base = base(size);
+            std::thread::spawn(move || {
+                for seq in 0..per as u32 {
+                    let m = message(&base, p as u8, seq);
+                    let mut conn = shared.lock().map_err(|_| "lock poisoned".to_string())?;
+                    conn.write_all(&m).map_err(s)?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "producer panicked".to_string())??;
+    }
+    let (elapsed, cpu) = receiver
+        .join()
+        .map_err(|_| "receiver panicked".to_string())??
+        .since(start);
+    let messages = per * producers as u64;
+    Ok(Row {
+        name: format!("tendermint-p2p 0.41 ({producers} threads)"),
+        bytes: messages * size as u64,
+        messages,
+        elapsed,
+        cpu,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,42 +291,32 @@ mod tests {
     #[test]
     fn checker_takes_any_chunking_and_refuses_reordering() {
         let size = 40;
+        let b = base(size);
         let msgs = [
-            message(size, 0, 0),
-            message(size, 1, 0),
-            message(size, 0, 1),
-            message(size, 1, 1),
+            message(&b, 0, 0),
+            message(&b, 1, 0),
+            message(&b, 0, 1),
+            message(&b, 1, 1),
         ];
+        // The layout the Go peer writes: byte k = k*7 ^ p ^ seq.
+        assert_eq!(msgs[3][20], (20 * 7) as u8 ^ 1 ^ 1);
         let stream: Vec<u8> = msgs.iter().flat_map(|m| m.iter().copied()).collect();
         for cut in [1, 7, 40, 41, 160] {
-            let mut c = Checker {
-                size,
-                per: 2,
-                next: vec![0; 2],
-                carry: vec![],
-            };
+            let mut c = Checker::new(size, 2, 2);
             for chunk in stream.chunks(cut) {
                 c.feed(chunk).unwrap();
             }
             assert!(c.complete(), "cut {cut}");
         }
         // Producer 0's messages swapped: refused.
-        let mut bad = Checker {
-            size,
-            per: 2,
-            next: vec![0; 2],
-            carry: vec![],
-        };
+        let mut bad = Checker::new(size, 2, 2);
         assert!(bad.feed(&msgs[2]).is_err());
-        // A flipped payload byte: refused.
+        // A flipped payload byte: refused, whole or split.
         let mut m = msgs[0].to_vec();
         m[20] ^= 1;
-        let mut bad = Checker {
-            size,
-            per: 2,
-            next: vec![0; 2],
-            carry: vec![],
-        };
-        assert!(bad.feed(&m).is_err());
+        assert!(Checker::new(size, 2, 2).feed(&m).is_err());
+        let mut split = Checker::new(size, 2, 2);
+        split.feed(&m[..10]).unwrap();
+        assert!(split.feed(&m[10..]).is_err());
     }
 }
