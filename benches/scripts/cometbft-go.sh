@@ -17,7 +17,8 @@
 # connection: p2p-conn's send queue against Go v1.0.1 (N goroutines calling
 # `Write` on one `SecretConnection`), the plain writer behind a shared lock
 # against Go v0.38.26, and the queue against tendermint-p2p (N threads behind
-# a mutex).
+# a mutex); then the same paced at 100k messages/s for send-to-receive
+# latency (p50, p99).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -41,6 +42,9 @@ for round in $(seq "$rounds"); do
       "$bin" bench "${p[@]}" --baseline cometbft-go >>"$out"
       "$bin" bench "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
       "$bin" bench "${p[@]}" --baseline tendermint-p2p >>"$out"
+      # Latency at 100k messages/s, about half what Go sustains here.
+      "$bin" bench "${p[@]}" --rate 100000 --baseline cometbft-go >>"$out"
+      "$bin" bench "${p[@]}" --rate 100000 --send-path lock --baseline cometbft-go-0.38 >>"$out"
     done
   else
     for pair in 200:16 1024:64 65536:512 1048576:512; do
@@ -64,6 +68,8 @@ runs = [r for r in rows if r["kind"] == "run"]
 for r in runs:
     if r["impl"].startswith("p2p-conn") and r["mode"] == "transfer":
         r["impl"] = f'{r["impl"]} [{r["backend"]}]'
+paced = [r for r in runs if r.get("latency_p50_us") is not None]
+runs = [r for r in runs if r.get("latency_p50_us") is None]
 by = defaultdict(list)
 for r in runs:
     by[(r["mode"], r["size"], r["impl"])].append(r)
@@ -99,6 +105,16 @@ for size in sorted({r["size"] for r in runs if r["mode"] == "transfer"}):
             if None in (a, b, ca, cb):
                 continue
             print(f"| {size} B | {mine} | {go} | {a / b:.2f}x | {cb / ca:.2f}x |")
+if paced:
+    lat = defaultdict(list)
+    for r in paced:
+        lat[(r["size"], r["impl"])].append(r)
+    print()
+    print("| message | implementation (paced) | msg/s | CPU s/GiB | latency p50 µs | latency p99 µs |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (size, impl), rs in sorted(lat.items()):
+        m = lambda k: statistics.median(r[k] for r in rs)
+        print(f"| {size} B | {impl} | {m('msgs_per_s'):.0f} | {m('cpu_s_per_gib'):.3f} | {m('latency_p50_us'):.0f} | {m('latency_p99_us'):.0f} |")
 hs = [k for k in by if k[0] == "handshakes"]
 if hs:
     print()

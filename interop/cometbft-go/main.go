@@ -40,9 +40,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime/debug"
+	"sort"
 	"syscall"
 	"time"
 
@@ -283,14 +285,25 @@ func cpuNow() cpuTimes {
 // result is the one JSON line `bench` and `handshake-dial` print: the
 // seconds of the measured span and the process CPU time (getrusage) over it.
 type result struct {
-	Impl       string  `json:"impl"`
-	Size       int     `json:"size,omitempty"`
-	Messages   int64   `json:"messages,omitempty"`
-	Bytes      int64   `json:"bytes,omitempty"`
-	Handshakes int     `json:"handshakes,omitempty"`
-	Seconds    float64 `json:"seconds"`
-	CPUUser    float64 `json:"cpu_user"`
-	CPUSys     float64 `json:"cpu_sys"`
+	Impl       string   `json:"impl"`
+	Size       int      `json:"size,omitempty"`
+	Messages   int64    `json:"messages,omitempty"`
+	Bytes      int64    `json:"bytes,omitempty"`
+	Handshakes int      `json:"handshakes,omitempty"`
+	Seconds    float64  `json:"seconds"`
+	CPUUser    float64  `json:"cpu_user"`
+	CPUSys     float64  `json:"cpu_sys"`
+	LatP50us   *float64 `json:"lat_p50_us,omitempty"`
+	LatP99us   *float64 `json:"lat_p99_us,omitempty"`
+}
+
+// percentiles gives the 50th and 99th percentile of samples (sorted here).
+func percentiles(samples []uint32) (float64, float64) {
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	at := func(q float64) float64 {
+		return float64(samples[int(math.Round(float64(len(samples)-1)*q))])
+	}
+	return at(0.50), at(0.99)
 }
 
 func (r result) print() error {
@@ -307,14 +320,24 @@ func bench(args []string) error {
 	size := fs.Int("size", 65536, "bytes per message (one Write each)")
 	mib := fs.Int64("mib", 256, "MiB to send in all")
 	producers := fs.Int("producers", 0, "goroutines sharing the connection's Write (0: one loop, the plain pattern)")
+	rate := fs.Float64("rate", 0, "with -producers: messages per second in all, paced, with send-to-receive latency")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *size < 1 || *mib < 0 || *producers < 0 || *producers > 255 {
 		return errors.New("-size must be at least 1, -mib at least 0, -producers 0 to 255")
 	}
-	if *producers > 0 && *size < producerHeader {
-		return fmt.Errorf("-producers needs -size of at least %d", producerHeader)
+	least := producerHeader
+	if *rate > 0 {
+		least += stampLen
+	}
+	if *producers > 0 && *size < least {
+		return fmt.Errorf("-producers needs -size of at least %d", least)
+	}
+	t0 := time.Now()
+	var stamp *time.Time
+	if *rate > 0 && *producers > 0 {
+		stamp = &t0
 	}
 	total := *mib << 20
 	messages := (total + int64(*size) - 1) / int64(*size)
@@ -325,7 +348,9 @@ func bench(args []string) error {
 	if *producers > 0 {
 		per := (messages + int64(*producers) - 1) / int64(*producers)
 		messages = per * int64(*producers)
-		check = newProducerChecker(*size, *producers, uint32(per))
+		pc := newProducerChecker(*size, *producers, uint32(per))
+		pc.t0 = stamp
+		check = pc
 	} else {
 		check = &patternChecker{size: *size, messages: messages, pat: pattern(*size)}
 	}
@@ -401,8 +426,18 @@ func bench(args []string) error {
 			go func(p byte) {
 				msg := make([]byte, *size)
 				base := producerBase(*size)
+				perSecond := *rate / float64(*producers)
 				for seq := uint32(0); int64(seq) < per; seq++ {
+					if stamp != nil {
+						due := t0.Add(time.Duration(float64(seq) / perSecond * float64(time.Second)))
+						if d := time.Until(due); d > 0 {
+							time.Sleep(d)
+						}
+					}
 					producerMessage(msg, base, p, seq)
+					if stamp != nil {
+						binary.LittleEndian.PutUint64(msg[producerHeader:], uint64(time.Since(t0).Nanoseconds()))
+					}
 					if _, err := sc.Write(msg); err != nil {
 						errs <- err
 						return
@@ -428,7 +463,7 @@ func bench(args []string) error {
 	if *producers > 0 {
 		impl = fmt.Sprintf("%s (%d goroutines)", impl, *producers)
 	}
-	return result{
+	r := result{
 		Impl:     impl,
 		Size:     *size,
 		Messages: messages,
@@ -436,7 +471,12 @@ func bench(args []string) error {
 		Seconds:  d.at.Sub(start).Seconds(),
 		CPUUser:  d.cpu.user - cpu0.user,
 		CPUSys:   d.cpu.sys - cpu0.sys,
-	}.print()
+	}
+	if pc, ok := check.(*producerChecker); ok && len(pc.latencies) > 0 {
+		p50, p99 := percentiles(pc.latencies)
+		r.LatP50us, r.LatP99us = &p50, &p99
+	}
+	return r.print()
 }
 
 // checker verifies a received byte stream, whatever its chunking.
@@ -480,6 +520,10 @@ func (c *patternChecker) complete() bool { return c.msg == c.messages }
 // producerHeader: producer (1 byte) and its sequence number (4 bytes, LE).
 const producerHeader = 5
 
+// stampLen: paced runs put the send time (nanoseconds since the run's start,
+// LE) after the header; the pattern check skips it.
+const stampLen = 8
+
 // producerBase is byte k = k*7 of every producer message, before the
 // per-message constant.
 func producerBase(size int) []byte {
@@ -517,6 +561,9 @@ type producerChecker struct {
 	next  []uint32
 	carry []byte
 	want  []byte
+	// Paced runs: the run's start and each message's latency (µs).
+	t0        *time.Time
+	latencies []uint32
 }
 
 func newProducerChecker(size, producers int, per uint32) *producerChecker {
@@ -562,7 +609,22 @@ func (c *producerChecker) check(m []byte) error {
 		return fmt.Errorf("producer %d: message %d arrived, expected %d", p, seq, c.next[p])
 	}
 	producerMessage(c.want, c.base, byte(p), seq)
-	if !bytes.Equal(m, c.want) {
+	from := 0
+	if c.t0 != nil {
+		sent := binary.LittleEndian.Uint64(m[producerHeader:])
+		now := uint64(time.Since(*c.t0).Nanoseconds())
+		if now > sent {
+			c.latencies = append(c.latencies, uint32(min((now-sent)/1000, math.MaxUint32)))
+		} else {
+			c.latencies = append(c.latencies, 0)
+		}
+		// Header, then the pattern after the stamp.
+		if !bytes.Equal(m[:producerHeader], c.want[:producerHeader]) {
+			return fmt.Errorf("producer %d message %d arrived corrupted", p, seq)
+		}
+		from = producerHeader + stampLen
+	}
+	if !bytes.Equal(m[from:], c.want[from:]) {
 		return fmt.Errorf("producer %d message %d arrived corrupted", p, seq)
 	}
 	c.next[p]++

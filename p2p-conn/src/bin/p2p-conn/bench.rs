@@ -103,6 +103,10 @@ pub struct BenchArgs {
     /// shared lock
     #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
     send_path: crate::producers::SendPath,
+    /// With --producers: pace the producers to this many messages per second
+    /// in all (1 ms ticks) and report send-to-receive latency (p50, p99)
+    #[arg(long)]
+    rate: Option<u64>,
     /// Print one JSON object per line instead of text, all with the same keys:
     /// "kind" is "run" (with "run" = 0..n-1), "median" or "ratio" (with
     /// "run" = null); fields that do not apply to a kind are null
@@ -130,6 +134,30 @@ pub struct Row {
     pub elapsed: Duration,
     /// Process CPU time (user + sys) over the measured span, where known.
     pub cpu: Option<Cpu>,
+    /// Send-to-receive latency, for paced runs (`--rate`).
+    pub latency: Option<Latency>,
+}
+
+/// Send-to-receive latency percentiles of a paced run, in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+impl Latency {
+    /// Percentiles of `samples` (microseconds); `None` when empty.
+    pub fn of(samples: &mut [u32]) -> Option<Latency> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let at = |q: f64| f64::from(samples[((samples.len() - 1) as f64 * q).round() as usize]);
+        Some(Latency {
+            p50_us: at(0.50),
+            p99_us: at(0.99),
+        })
+    }
 }
 
 impl Row {
@@ -367,6 +395,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                     per,
                     &cfg,
                     args.send_path,
+                    args.rate,
                 ))?
             }
             Adapter::Tokio | Adapter::Codec => {
@@ -387,7 +416,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 )?
             }
             (Some(Baseline::TendermintP2p), _) => run_tendermint(&w)?,
-            (Some(_), Some(peer)) => run_go(peer, &w, args.mib, producers)?,
+            (Some(_), Some(peer)) => run_go(peer, &w, args.mib, producers, args.rate)?,
             (Some(_), None) => unreachable!("the Go peer was built above"),
         };
         print_run(&args, &w, run, &base)?;
@@ -478,6 +507,8 @@ struct Summary {
     /// Median CPU seconds per GiB (per handshake for `--handshakes`), if
     /// every run measured its CPU.
     cpu_cost: Option<f64>,
+    /// Medians of the runs' latency percentiles, for paced runs.
+    latency: Option<Latency>,
 }
 
 impl Summary {
@@ -491,6 +522,16 @@ impl Summary {
             mb_per_s: median(&mb)?,
             msgs_per_s: median(&msgs)?,
             cpu_cost: cpu.and_then(|c| median(&c)),
+            latency: rows
+                .iter()
+                .map(|r| r.latency)
+                .collect::<Option<Vec<Latency>>>()
+                .and_then(|l| {
+                    Some(Latency {
+                        p50_us: median(&l.iter().map(|x| x.p50_us).collect::<Vec<_>>())?,
+                        p99_us: median(&l.iter().map(|x| x.p99_us).collect::<Vec<_>>())?,
+                    })
+                }),
         })
     }
 }
@@ -530,6 +571,9 @@ struct JsonLine<'a> {
     cpu_s_per_gib: Option<f64>,
     /// CPU seconds (user + sys) per handshake ("handshakes").
     cpu_s_per_handshake: Option<f64>,
+    /// Paced runs (`--rate`): send-to-receive latency percentiles, µs.
+    latency_p50_us: Option<f64>,
+    latency_p99_us: Option<f64>,
     size: usize,
     messages: u64,
     bytes: u64,
@@ -559,6 +603,8 @@ impl<'a> JsonLine<'a> {
             cpu_sys: None,
             cpu_s_per_gib: None,
             cpu_s_per_handshake: None,
+            latency_p50_us: None,
+            latency_p99_us: None,
             size: w.size,
             messages: w.messages,
             bytes: w.bytes(),
@@ -573,6 +619,12 @@ impl<'a> JsonLine<'a> {
 fn print_json(line: &JsonLine<'_>) -> Result<(), String> {
     println!("{}", serde_json::to_string(line).map_err(s)?);
     Ok(())
+}
+
+/// "  latency p50 12 µs p99 80 µs" for paced runs, else nothing.
+fn latency_text(l: Option<Latency>) -> String {
+    l.map(|l| format!("  latency p50 {:.0} µs p99 {:.0} µs", l.p50_us, l.p99_us))
+        .unwrap_or_default()
 }
 
 /// " 1.234 s CPU/GiB" or nothing when the CPU time is unknown.
@@ -596,6 +648,8 @@ fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<()
             cpu_sys: row.cpu.map(|c| c.sys),
             cpu_s_per_gib: row.cpu_s_per_gib(),
             cpu_s_per_handshake: row.cpu_s_per_message().filter(|_| handshakes),
+            latency_p50_us: row.latency.map(|l| l.p50_us),
+            latency_p99_us: row.latency.map(|l| l.p99_us),
             messages: row.messages,
             ..JsonLine::new(args, w)
         });
@@ -614,11 +668,12 @@ fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<()
         );
     } else {
         println!(
-            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}   ({:.3} s, content verified)",
+            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   ({:.3} s, content verified)",
             row.name,
             row.mb_per_s(),
             row.msgs_per_s(),
             cpu_text(row.cpu_s_per_gib()),
+            latency_text(row.latency),
             row.elapsed.as_secs_f64()
         );
     }
@@ -636,6 +691,8 @@ fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), Strin
             msgs_per_s: Some(m.msgs_per_s),
             cpu_s_per_gib: m.cpu_cost.filter(|_| !handshakes),
             cpu_s_per_handshake: m.cpu_cost.filter(|_| handshakes),
+            latency_p50_us: m.latency.map(|l| l.p50_us),
+            latency_p99_us: m.latency.map(|l| l.p99_us),
             ..JsonLine::new(args, w)
         });
     }
@@ -650,11 +707,12 @@ fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), Strin
         );
     } else {
         println!(
-            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}   (median of {} runs)",
+            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   (median of {} runs)",
             m.name,
             m.mb_per_s,
             m.msgs_per_s,
             cpu_text(m.cpu_cost),
+            latency_text(m.latency),
             m.runs
         );
     }
@@ -756,6 +814,7 @@ async fn run_tokio(
         messages: w.messages,
         elapsed,
         cpu,
+        latency: None,
     })
 }
 
@@ -825,6 +884,7 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
         messages: w.messages,
         elapsed,
         cpu,
+        latency: None,
     })
 }
 
@@ -863,6 +923,7 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
         messages: w.messages,
         elapsed,
         cpu,
+        latency: None,
     })
 }
 
@@ -880,9 +941,21 @@ struct GoResult {
     seconds: f64,
     cpu_user: f64,
     cpu_sys: f64,
+    /// Paced runs (`-rate`): send-to-receive latency percentiles.
+    #[serde(default)]
+    lat_p50_us: Option<f64>,
+    #[serde(default)]
+    lat_p99_us: Option<f64>,
 }
 
 impl GoResult {
+    fn latency(&self) -> Option<Latency> {
+        Some(Latency {
+            p50_us: self.lat_p50_us?,
+            p99_us: self.lat_p99_us?,
+        })
+    }
+
     fn parse(output: std::process::Output, what: &str) -> Result<GoResult, String> {
         if !output.status.success() {
             return Err(format!(
@@ -907,7 +980,13 @@ impl GoResult {
 /// The same workload through CometBFT's Go `SecretConnection`, as a separate
 /// process (the Go peer's `bench`: the same messages, pattern, 64 KiB reads
 /// and verification; it measures its own time and CPU over the same span).
-fn run_go(peer: &Path, w: &Workload, mib: u64, producers: usize) -> Result<Row, String> {
+fn run_go(
+    peer: &Path,
+    w: &Workload,
+    mib: u64,
+    producers: usize,
+    rate: Option<u64>,
+) -> Result<Row, String> {
     let output = std::process::Command::new(peer)
         .args([
             "bench",
@@ -917,6 +996,8 @@ fn run_go(peer: &Path, w: &Workload, mib: u64, producers: usize) -> Result<Row, 
             &mib.to_string(),
             "-producers",
             &producers.to_string(),
+            "-rate",
+            &rate.unwrap_or(0).to_string(),
         ])
         .output()
         .map_err(|e| format!("running {}: {e}", peer.display()))?;
@@ -936,6 +1017,7 @@ fn run_go(peer: &Path, w: &Workload, mib: u64, producers: usize) -> Result<Row, 
     }
     Ok(Row {
         cpu: r.cpu(),
+        latency: r.latency(),
         name: r.implementation,
         bytes: r.bytes,
         messages: r.messages,
@@ -990,6 +1072,7 @@ fn run_handshakes(
             messages: n,
             elapsed,
             cpu,
+            latency: None,
         };
         print_run(args, &w, run, &ours)?;
         ours_rows.push(ours);
@@ -1006,6 +1089,7 @@ fn run_handshakes(
                 messages: r.handshakes,
                 elapsed: Duration::from_secs_f64(r.seconds),
                 cpu: r.cpu(),
+                latency: None,
             };
             print_run(args, &w, run, &base)?;
             base_rows.push(base);
@@ -1175,6 +1259,7 @@ mod tests {
                     user: 0.1 * rate,
                     sys: 0.0,
                 }),
+                latency: None,
             })
             .collect();
         let m = Summary::of(&rows).unwrap();

@@ -14,7 +14,9 @@ use p2p_conn::io::tokio as ptokio;
 use p2p_conn::{Config, Identity};
 use tokio::io::AsyncBufReadExt;
 
-use crate::bench::{s, Mark, Row};
+use std::time::{Duration, Instant};
+
+use crate::bench::{s, Latency, Mark, Row};
 
 /// How producers reach the socket.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,14 +35,33 @@ fn base(size: usize) -> Vec<u8> {
     (0..size).map(|k| k.wrapping_mul(7) as u8).collect()
 }
 
+/// Paced runs put the send time (nanoseconds since the run's start, little
+/// endian) after the header; the pattern check skips it.
+pub const STAMP: usize = 8;
+
 /// Message `seq` of producer `p`: the header, then byte `k` = `k*7 ^ p ^ seq`
-/// (as the Go peer's `producerMessage`).
-fn message(base: &[u8], p: u8, seq: u32) -> Bytes {
+/// (as the Go peer's `producerMessage`); with `t0`, bytes 5..13 carry the
+/// time since `t0`.
+fn message(base: &[u8], p: u8, seq: u32, t0: Option<Instant>) -> Bytes {
     let c = p ^ seq as u8;
     let mut m: Vec<u8> = base.iter().map(|b| b ^ c).collect();
     m[0] = p;
     m[1..HEADER].copy_from_slice(&seq.to_le_bytes());
+    if let Some(t0) = t0 {
+        let ns = t0.elapsed().as_nanos() as u64;
+        m[HEADER..HEADER + STAMP].copy_from_slice(&ns.to_le_bytes());
+    }
     Bytes::from(m)
+}
+
+/// Wait until message `sent` of a producer pacing `per_second` is due.
+async fn pace(t0: Instant, per_second: f64, sent: u64) {
+    let due = t0 + Duration::from_secs_f64(sent as f64 / per_second);
+    if due > Instant::now() {
+        // 1 ms timer resolution: messages go out in small bursts per tick,
+        // as with the Go peer's pacing.
+        tokio::time::sleep_until(due.into()).await;
+    }
 }
 
 /// Checks a stream of fixed-size producer messages, whatever its chunking.
@@ -49,6 +70,9 @@ struct Checker {
     per: u32,
     next: Vec<u32>,
     carry: Vec<u8>,
+    /// Paced runs: the run's start, and each message's latency (µs).
+    t0: Option<Instant>,
+    latencies: Vec<u32>,
 }
 
 impl Checker {
@@ -58,6 +82,8 @@ impl Checker {
             per,
             next: vec![0; producers],
             carry: Vec::with_capacity(size),
+            t0: None,
+            latencies: Vec::new(),
         }
     }
 
@@ -97,11 +123,21 @@ impl Checker {
                 "producer {p}: message {seq} arrived, expected {next}"
             ));
         }
+        let mut from = HEADER;
+        if let Some(t0) = self.t0 {
+            let mut stamp = [0u8; STAMP];
+            stamp.copy_from_slice(&m[HEADER..HEADER + STAMP]);
+            let sent = u64::from_le_bytes(stamp);
+            let now = t0.elapsed().as_nanos() as u64;
+            self.latencies
+                .push((now.saturating_sub(sent) / 1000).min(u64::from(u32::MAX)) as u32);
+            from += STAMP;
+        }
         let c = p as u8 ^ seq as u8;
         // OR of every difference (vectorises; no early exit needed).
-        let diff = m[HEADER..]
+        let diff = m[from..]
             .iter()
-            .zip(&self.base[HEADER..])
+            .zip(&self.base[from..])
             .fold(0u8, |acc, (a, b)| acc | (a ^ b ^ c));
         if diff != 0 {
             return Err(format!("producer {p}: message {seq} arrived corrupted"));
@@ -127,12 +163,21 @@ pub async fn run(
     per: u64,
     cfg: &Config,
     path: SendPath,
+    rate: Option<u64>,
 ) -> Result<Row, String> {
-    if size < HEADER || !(1..=255).contains(&producers) || per > u64::from(u32::MAX) {
+    let least = HEADER + if rate.is_some() { STAMP } else { 0 };
+    if size < least || !(1..=255).contains(&producers) || per > u64::from(u32::MAX) {
         return Err(format!(
-            "--producers needs --size of at least {HEADER} bytes, 1 to 255 producers, at most 2^32 messages each"
+            "--producers needs --size of at least {least} bytes, 1 to 255 producers, at most 2^32 messages each"
         ));
     }
+    if rate == Some(0) {
+        return Err("--rate must be at least 1 message per second".into());
+    }
+    // Paced runs: every message carries its send time since `t0`.
+    let t0 = Instant::now();
+    let stamp = rate.map(|_| t0);
+    let per_second = rate.map_or(0.0, |r| r as f64 / producers as f64);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(s)?;
@@ -145,6 +190,7 @@ pub async fn run(
             .await
             .map_err(s)?;
         let mut check = Checker::new(size, producers, per as u32);
+        check.t0 = stamp;
         loop {
             let chunk = conn.fill_buf().await.map_err(s)?;
             if chunk.is_empty() {
@@ -157,7 +203,7 @@ pub async fn run(
         if !check.complete() {
             return Err("stream ended early".to_string());
         }
-        Ok::<_, String>(Mark::now())
+        Ok::<_, String>((Mark::now(), Latency::of(&mut check.latencies)))
     });
     let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
@@ -176,7 +222,11 @@ pub async fn run(
                     let base = base(size);
                     tokio::spawn(async move {
                         for seq in 0..per as u32 {
-                            sender.send(message(&base, p as u8, seq)).await.map_err(s)?;
+                            if stamp.is_some() {
+                                pace(t0, per_second, u64::from(seq)).await;
+                            }
+                            let m = message(&base, p as u8, seq, stamp);
+                            sender.send(m).await.map_err(s)?;
                         }
                         Ok::<_, String>(())
                     })
@@ -196,7 +246,10 @@ pub async fn run(
                     let base = base(size);
                     tokio::spawn(async move {
                         for seq in 0..per as u32 {
-                            let m = message(&base, p as u8, seq);
+                            if stamp.is_some() {
+                                pace(t0, per_second, u64::from(seq)).await;
+                            }
+                            let m = message(&base, p as u8, seq, stamp);
                             shared.lock().await.send(&m).await.map_err(s)?;
                         }
                         Ok::<_, String>(())
@@ -210,7 +263,8 @@ pub async fn run(
             shared.lock().await.shutdown().await.map_err(s)?;
         }
     }
-    let (elapsed, cpu) = receiver.await.map_err(s)??.since(start);
+    let (end, latency) = receiver.await.map_err(s)??;
+    let (elapsed, cpu) = end.since(start);
     let messages = per * producers as u64;
     let name = match path {
         SendPath::Queue => format!("p2p-conn (queue, {producers} producers)"),
@@ -222,6 +276,7 @@ pub async fn run(
         messages,
         elapsed,
         cpu,
+        latency,
     })
 }
 
@@ -259,7 +314,7 @@ pub fn run_tendermint(size: usize, producers: usize, per: u64) -> Result<Row, St
             let base = base(size);
             std::thread::spawn(move || {
                 for seq in 0..per as u32 {
-                    let m = message(&base, p as u8, seq);
+                    let m = message(&base, p as u8, seq, None);
                     let mut conn = shared.lock().map_err(|_| "lock poisoned".to_string())?;
                     conn.write_all(&m).map_err(s)?;
                 }
@@ -281,6 +336,7 @@ pub fn run_tendermint(size: usize, producers: usize, per: u64) -> Result<Row, St
         messages,
         elapsed,
         cpu,
+        latency: None,
     })
 }
 
@@ -293,10 +349,10 @@ mod tests {
         let size = 40;
         let b = base(size);
         let msgs = [
-            message(&b, 0, 0),
-            message(&b, 1, 0),
-            message(&b, 0, 1),
-            message(&b, 1, 1),
+            message(&b, 0, 0, None),
+            message(&b, 1, 0, None),
+            message(&b, 0, 1, None),
+            message(&b, 1, 1, None),
         ];
         // The layout the Go peer writes: byte k = k*7 ^ p ^ seq.
         assert_eq!(msgs[3][20], (20 * 7) as u8 ^ 1 ^ 1);
