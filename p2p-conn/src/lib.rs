@@ -91,3 +91,8 @@ pub use proto::{Backend, ProtocolError};
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// docs/embedding.md's example, compiled as a doctest.
+#[doc = include_str!("../../docs/embedding.md")]
+#[cfg(all(doctest, feature = "queue", feature = "keyfile"))]
+pub struct EmbeddingDoctests;
