@@ -103,6 +103,9 @@ pub struct BenchArgs {
     /// shared lock
     #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
     send_path: crate::producers::SendPath,
+    /// With --producers and the queue: Config::max_pending_bytes
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_MAX_PENDING_BYTES)]
+    max_pending_bytes: usize,
     /// With --producers: pace the producers to this many messages per second
     /// in all (1 ms ticks) and report send-to-receive latency (p50, p99)
     #[arg(long)]
@@ -359,7 +362,7 @@ fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
 }
 
 pub fn run(args: BenchArgs) -> Result<(), String> {
-    let cfg = args.wire.config();
+    let cfg = args.wire.config().max_pending_bytes(args.max_pending_bytes);
     cfg.validate().map_err(s)?;
     let go_peer = match args.baseline.and_then(Baseline::go_version) {
         Some(v) => Some(cometbft_go::build(v).map_err(s)?),

@@ -38,7 +38,7 @@ pub struct WireArgs {
     /// Receive buffer filled by one read
     #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
     pub read_buffer: usize,
-    /// AEAD backend: ring or rustcrypto
+    /// AEAD backend: avx512, ring or rustcrypto
     #[arg(long, default_value_t = Backend::default())]
     pub backend: Backend,
 }
