@@ -23,6 +23,7 @@
 //! No locking (each engine has one owner: a connection or one of its halves),
 //! no timers, no I/O of its own.
 
+pub mod budget;
 pub mod handshake;
 pub mod reader;
 pub mod writer;

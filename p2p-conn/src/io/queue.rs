@@ -53,10 +53,15 @@
 //!   possibly inside a frame (the peer then sees an incomplete frame, never
 //!   a forged one), and the FIN follows.
 //!
+//! # Layers
+//! The batching (`engine::Backlog`, `FrameWriter::poll_write_backlog_with`)
+//! and the byte accounting (`engine::budget::Budget`) are sans-IO; this
+//! module adds the channel, the task, the waiting and the deadline.
+//!
 //! # Not provided
 //! * Priorities or channels (MConnection's multiplexing): one FIFO.
-//! * A std::io version: the sans-IO batch step is shared, a thread-driven
-//!   writer over it would be a thin second layer.
+//! * A std::io version: the sans-IO batch and budget steps are shared, a
+//!   thread-driven writer over them would be a thin second layer.
 //! * Retrying after a failure: reconnect.
 
 use std::collections::VecDeque;
@@ -68,10 +73,11 @@ use std::time::Duration;
 
 pub use bytes::Bytes;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::tokio::{writer_io, WriteHalf};
 use crate::config::Overflow;
+use crate::engine::budget::{Admission, Budget};
 use crate::engine::Backlog;
 use crate::{Config, Error, NodeId};
 
@@ -145,11 +151,32 @@ pub struct QueueStats {
     pub overflows: u64,
 }
 
+/// Room a queued entry holds under the cap; given back when it is dropped
+/// (the writer gives back a whole batch's at once, see `account`).
+struct Permit {
+    admission: Option<Admission>,
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let (Some(a), Some(s)) = (self.admission.take(), self.shared.upgrade()) {
+            s.release([a]);
+        }
+    }
+}
+
+/// A lock that keeps going after a panic elsewhere (the data are plain
+/// counters and assignments, consistent at every step).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// One queued message; the permit it holds is returned when it is sealed.
 struct Item {
     data: Bytes,
     /// Cap accounting of the whole entry, on its last message.
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: Option<Permit>,
     /// A flush marker: fire once everything before it is written.
     flushed: Option<oneshot::Sender<()>>,
 }
@@ -186,10 +213,13 @@ struct Shared {
     max: usize,
     overflow: Overflow,
     tx: mpsc::UnboundedSender<Command>,
-    /// Permits: bytes of messages below the cap.
-    bytes: Arc<Semaphore>,
-    /// One permit: a message at or above the cap.
-    large: Arc<Semaphore>,
+    /// Message bytes queued and not sealed, against the cap (sans-IO), and
+    /// how many producers wait for room, under one lock so that a release
+    /// never misses a waiter.
+    budget: Mutex<Room>,
+    /// Woken when room is given back while producers wait, or the queue
+    /// stops.
+    room: Notify,
     counters: Counters,
     state: Mutex<State>,
 }
@@ -199,6 +229,27 @@ struct State {
     starter: Option<(Starter, mpsc::UnboundedReceiver<Command>)>,
     /// Set once, when the queue stops.
     closed: Option<CloseReason>,
+}
+
+/// The cap's state behind `Shared::budget`.
+struct Room {
+    budget: Budget,
+    /// Producers waiting for room (releases skip the wake-up otherwise).
+    waiters: usize,
+}
+
+impl Shared {
+    /// Give back room under the cap and wake producers waiting for it.
+    fn release(&self, admissions: impl IntoIterator<Item = Admission>) {
+        let wake = {
+            let mut r = lock(&self.budget);
+            admissions.into_iter().for_each(|a| r.budget.release(a));
+            r.waiters > 0
+        };
+        if wake {
+            self.room.notify_waiters();
+        }
+    }
 }
 
 /// A cloneable handle to one connection's send queue. See the module docs.
@@ -254,8 +305,11 @@ impl Sender {
                 max: config.max_pending_bytes,
                 overflow: config.overflow,
                 tx,
-                bytes: Arc::new(Semaphore::new(config.max_pending_bytes)),
-                large: Arc::new(Semaphore::new(1)),
+                budget: Mutex::new(Room {
+                    budget: Budget::new(config.max_pending_bytes),
+                    waiters: 0,
+                }),
+                room: Notify::new(),
                 counters: Counters::default(),
                 state: Mutex::new(State {
                     starter: Some((starter, rx)),
@@ -355,9 +409,7 @@ impl Sender {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding this lock leaves consistent data (plain
-        // assignments); keep going.
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.shared.state)
     }
 
     fn closed_error(&self) -> SendError {
@@ -383,6 +435,9 @@ impl Sender {
         // Never started: nothing to drain, and the half is dropped (closing
         // the transport) unless shutdown starts the task below.
         st.starter = None;
+        drop(st);
+        // Producers waiting for room learn that the queue stopped.
+        self.shared.room.notify_waiters();
     }
 
     /// Start the writer if needed and hand it `cmd`.
@@ -402,21 +457,20 @@ impl Sender {
     }
 
     /// Reserve room for `len` bytes under the cap, by the overflow policy.
-    async fn admit(&self, len: usize) -> Result<OwnedSemaphorePermit, SendError> {
+    async fn admit(&self, len: usize) -> Result<Permit, SendError> {
         self.check_open()?;
         let s = &self.shared;
-        let (sem, permits) = if len >= s.max {
-            (&s.large, 1)
-        } else {
-            // `len < max <= 1 GiB` fits in u32.
-            (&s.bytes, len as u32)
+        let permit = |admission| Permit {
+            admission: Some(admission),
+            shared: Arc::downgrade(&self.shared),
         };
-        match sem.clone().try_acquire_many_owned(permits) {
-            Ok(p) => return Ok(p),
-            Err(tokio::sync::TryAcquireError::Closed) => return Err(self.closed_error()),
-            Err(tokio::sync::TryAcquireError::NoPermits) => {}
-        }
-        let pending = s.counters.pending_bytes.load(Ordering::Relaxed);
+        let pending = {
+            let mut r = lock(&s.budget);
+            if let Some(a) = r.budget.try_admit(len) {
+                return Ok(permit(a));
+            }
+            r.budget.pending()
+        };
         s.counters.overflows.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             peer = %s.peer,
@@ -429,9 +483,22 @@ impl Sender {
         );
         match s.overflow {
             Overflow::Backpressure => {
-                let acquired = sem.clone().acquire_many_owned(permits).await;
-                self.check_open()?;
-                acquired.map_err(|_| self.closed_error())
+                // Count ourselves as waiting (under the budget's lock, so a
+                // release sees it), and register for a wake-up before each
+                // look, so a release between the look and the wait is not
+                // missed.
+                lock(&s.budget).waiters += 1;
+                let _waiting = Waiting(&s.budget);
+                loop {
+                    let room = s.room.notified();
+                    tokio::pin!(room);
+                    room.as_mut().enable();
+                    self.check_open()?;
+                    if let Some(a) = lock(&s.budget).budget.try_admit(len) {
+                        return Ok(permit(a));
+                    }
+                    room.await;
+                }
             }
             Overflow::Error => Err(SendError::Full {
                 peer: s.peer,
@@ -449,6 +516,16 @@ impl Sender {
                 Err(self.closed_error())
             }
         }
+    }
+}
+
+/// Counts a producer waiting for room until it stops waiting (also when its
+/// future is dropped).
+struct Waiting<'a>(&'a Mutex<Room>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(self.0).waiters -= 1;
     }
 }
 
@@ -576,11 +653,8 @@ async fn run<W>(
     // transport unless the writer failed.
     let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
     if let Some(s) = shared.upgrade() {
-        let mut st = s.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.closed.get_or_insert(reason);
-        drop(st);
-        s.bytes.close();
-        s.large.close();
+        lock(&s.state).closed.get_or_insert(reason);
+        s.room.notify_waiters();
         // What is still queued is dropped with the task.
         s.counters.pending_bytes.store(0, Ordering::Relaxed);
         s.counters.pending_messages.store(0, Ordering::Relaxed);
@@ -647,14 +721,19 @@ fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
 fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sender<()>>) {
     let mut bytes = 0;
     let mut messages = 0;
-    for item in done.drain(..) {
-        if let Some(w) = item.flushed {
+    let mut room = Vec::new();
+    for mut item in done.drain(..) {
+        if let Some(w) = item.flushed.take() {
             waiting.push_back(w);
         } else {
             bytes += item.data.len();
             messages += 1;
         }
-        // The item's permit (if any) is released here.
+        room.extend(item._permit.as_mut().and_then(|p| p.admission.take()));
+    }
+    // The batch's room goes back under one lock, with at most one wake-up.
+    if !room.is_empty() {
+        s.release(room);
     }
     let c = &s.counters;
     c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
