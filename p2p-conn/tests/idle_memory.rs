@@ -47,27 +47,23 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         let addr = listener.local_addr().unwrap();
         let (a, b) = (Identity::generate(), Identity::generate());
         let cfg = Config::default();
-        // Warm up tokio's lazily allocated parts (driver registrations, the
-        // timer wheel) with one connection that is then dropped.
-        for _ in 0..2 {
-            let accept = listener.accept();
-            let dial = tokio::net::TcpStream::connect(addr);
-            let (accepted, dialed) = tokio::join!(accept, dial);
+        // Both ends of one connection, handshaken.
+        let connect = || async {
+            let (accepted, dialed) =
+                tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
             let (x, y) = tokio::join!(
                 handshake(accepted.unwrap().0, &a, &cfg),
                 handshake(dialed.unwrap(), &b, &cfg)
             );
-            drop((x.unwrap(), y.unwrap()));
+            (x.unwrap(), y.unwrap())
+        };
+        // Warm up tokio's lazily allocated parts (driver registrations, the
+        // timer wheel) with connections that are then dropped.
+        for _ in 0..2 {
+            drop(connect().await);
         }
         let before = live();
-        let accept = listener.accept();
-        let dial = tokio::net::TcpStream::connect(addr);
-        let (accepted, dialed) = tokio::join!(accept, dial);
-        let (x, y) = tokio::join!(
-            handshake(accepted.unwrap().0, &a, &cfg),
-            handshake(dialed.unwrap(), &b, &cfg)
-        );
-        let (x, y) = (x.unwrap(), y.unwrap());
+        let (x, y) = connect().await;
         let connected = live();
         let (read, write) = y.into_split();
         let sender = Sender::new(write, &cfg).unwrap();

@@ -151,6 +151,37 @@ impl Checker {
     }
 }
 
+/// Where producers send: the queue, or the plain writer behind a lock (one
+/// per run, shared behind an `Arc`: the size difference does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Out {
+    Queue(Sender),
+    Lock(tokio::sync::Mutex<ptokio::WriteHalf<tokio::net::tcp::OwnedWriteHalf>>),
+}
+
+impl Out {
+    async fn send(&self, m: Bytes) -> Result<(), String> {
+        match self {
+            Out::Queue(q) => q.send(m).await.map_err(s),
+            Out::Lock(w) => w.lock().await.send(&m).await.map_err(s),
+        }
+    }
+
+    /// End the stream once everything is sent.
+    async fn finish(&self) -> Result<(), String> {
+        match self {
+            Out::Queue(q) => {
+                q.shutdown();
+                Ok(())
+            }
+            Out::Lock(w) => {
+                use tokio::io::AsyncWriteExt;
+                w.lock().await.shutdown().await.map_err(s)
+            }
+        }
+    }
+}
+
 /// Messages per producer for `messages` in all (rounded up).
 pub fn per_producer(messages: u64, producers: usize) -> u64 {
     messages.div_ceil(producers as u64)
@@ -211,58 +242,30 @@ pub async fn run(
         .await
         .map_err(s)?;
     let (_read, write) = conn.into_split();
-    let start;
-    match path {
-        SendPath::Queue => {
-            let sender = Sender::with_addr(write, Some(addr), cfg).map_err(s)?;
-            start = Mark::now();
-            let tasks: Vec<_> = (0..producers)
-                .map(|p| {
-                    let sender = sender.clone();
-                    let base = base(size);
-                    tokio::spawn(async move {
-                        for seq in 0..per as u32 {
-                            if stamp.is_some() {
-                                pace(t0, per_second, u64::from(seq)).await;
-                            }
-                            let m = message(&base, p as u8, seq, stamp);
-                            sender.send(m).await.map_err(s)?;
-                        }
-                        Ok::<_, String>(())
-                    })
-                })
-                .collect();
-            for t in tasks {
-                t.await.map_err(s)??;
-            }
-            sender.shutdown();
-        }
-        SendPath::Lock => {
-            let shared = Arc::new(tokio::sync::Mutex::new(write));
-            start = Mark::now();
-            let tasks: Vec<_> = (0..producers)
-                .map(|p| {
-                    let shared = shared.clone();
-                    let base = base(size);
-                    tokio::spawn(async move {
-                        for seq in 0..per as u32 {
-                            if stamp.is_some() {
-                                pace(t0, per_second, u64::from(seq)).await;
-                            }
-                            let m = message(&base, p as u8, seq, stamp);
-                            shared.lock().await.send(&m).await.map_err(s)?;
-                        }
-                        Ok::<_, String>(())
-                    })
-                })
-                .collect();
-            for t in tasks {
-                t.await.map_err(s)??;
-            }
-            use tokio::io::AsyncWriteExt;
-            shared.lock().await.shutdown().await.map_err(s)?;
-        }
+    let out = Arc::new(match path {
+        SendPath::Queue => Out::Queue(Sender::with_addr(write, Some(addr), cfg).map_err(s)?),
+        SendPath::Lock => Out::Lock(tokio::sync::Mutex::new(write)),
+    });
+    let start = Mark::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let out = out.clone();
+            let base = base(size);
+            tokio::spawn(async move {
+                for seq in 0..per as u32 {
+                    if stamp.is_some() {
+                        pace(t0, per_second, u64::from(seq)).await;
+                    }
+                    out.send(message(&base, p as u8, seq, stamp)).await?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.map_err(s)??;
     }
+    out.finish().await?;
     let (end, latency) = receiver.await.map_err(s)??;
     let (elapsed, cpu) = end.since(start);
     let messages = per * producers as u64;
