@@ -168,6 +168,9 @@ async fn four_producers_bundles_arrive_whole_once_and_in_order() {
     assert_eq!(stats.messages_sent, messages);
     assert_eq!((stats.pending_bytes, stats.pending_messages), (0, 0));
     assert!(stats.batches >= 1 && stats.batches <= messages);
+    let per_batch = stats.messages_per_batch();
+    assert!((per_batch - messages as f64 / stats.batches as f64).abs() < 1e-9);
+    assert!(per_batch >= 1.0, "{per_batch}");
 }
 
 /// Queue 1 KiB messages until the policy answers (the peer does not read).

@@ -172,6 +172,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl QueueStats {
+    /// Average messages per batch written (0 before the first batch).
+    pub fn messages_per_batch(&self) -> f64 {
+        if self.batches == 0 {
+            0.0
+        } else {
+            self.messages_sent as f64 / self.batches as f64
+        }
+    }
+}
+
 /// One queued message; the permit it holds is returned when it is sealed.
 struct Item {
     data: Bytes,
