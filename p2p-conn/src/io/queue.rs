@@ -187,7 +187,7 @@ impl QueueStats {
 struct Item {
     data: Bytes,
     /// Cap accounting of the whole entry, on its last message.
-    _permit: Option<Permit>,
+    permit: Option<Permit>,
     /// A flush marker: fire once everything before it is written.
     flushed: Option<oneshot::Sender<()>>,
 }
@@ -359,7 +359,7 @@ impl Sender {
             .enumerate()
             .map(|(i, data)| Item {
                 data,
-                _permit: if i == last { permit.take() } else { None },
+                permit: if i == last { permit.take() } else { None },
                 flushed: None,
             })
             .collect();
@@ -375,7 +375,7 @@ impl Sender {
         let (tx, rx) = oneshot::channel();
         self.command(Command::Messages(vec![Item {
             data: Bytes::new(),
-            _permit: None,
+            permit: None,
             flushed: Some(tx),
         }]))?;
         rx.await.map_err(|_| self.closed_error())
@@ -577,15 +577,9 @@ async fn run<W>(
         }
         let idle = backlog.is_empty() && half.engines.pending().is_empty();
         if idle {
-            // Everything sealed is written: flush the transport, then
-            // release the flush waiters.
-            if !waiting.is_empty() {
-                if let Err(e) = bounded(ctl.deadline, half.io.flush()).await {
-                    break Err(e);
-                }
-                waiting.drain(..).for_each(|w| {
-                    let _ = w.send(());
-                });
+            // Everything sealed is written.
+            if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
+                break Err(e);
             }
             if ctl.deadline.is_some() || senders_gone {
                 break Ok(());
@@ -649,13 +643,11 @@ async fn run<W>(
                 }
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
-                if !waiting.is_empty() && half.engines.pending().is_empty() {
-                    if let Err(e) = bounded(ctl.deadline, half.io.flush()).await {
+                if half.engines.pending().is_empty() {
+                    if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await
+                    {
                         break Err(e);
                     }
-                    waiting.drain(..).for_each(|w| {
-                        let _ = w.send(());
-                    });
                 }
             }
         }
@@ -740,7 +732,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
             bytes += item.data.len();
             messages += 1;
         }
-        room.extend(item._permit.as_mut().and_then(|p| p.admission.take()));
+        room.extend(item.permit.as_mut().and_then(|p| p.admission.take()));
     }
     // The batch's room goes back under one lock, with at most one wake-up.
     if !room.is_empty() {
@@ -752,6 +744,23 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     c.messages_sent
         .fetch_add(messages as u64, Ordering::Relaxed);
     c.batches.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Everything sealed so far is written: flush the transport, then tell the
+/// flush waiters (if any).
+async fn release_flushed<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    waiting: &mut VecDeque<oneshot::Sender<()>>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<(), CloseReason> {
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    bounded(deadline, io.flush()).await?;
+    waiting.drain(..).for_each(|w| {
+        let _ = w.send(());
+    });
+    Ok(())
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
