@@ -2,38 +2,15 @@
 //! connection that has handshaken and sent nothing, with a send queue on its
 //! write half, holds a few KiB, not a 64 KiB buffer.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+mod common;
 
+use common::alloc::{live, Counting};
 use p2p_conn::io::queue::Sender;
 use p2p_conn::io::tokio::handshake;
 use p2p_conn::{Config, Identity};
 
-/// Bytes currently allocated through this allocator.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-struct Counting;
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract is the system allocator's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 /// Bytes held by one end: its connection (both halves) and a send queue.
 #[test]

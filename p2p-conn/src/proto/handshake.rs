@@ -225,9 +225,15 @@ impl Handshake {
         &self.out[self.out_pos..]
     }
 
-    /// Record that `n` bytes of [`Self::outgoing`] were written.
+    /// Record that `n` bytes of [`Self::outgoing`] were written. Once all
+    /// are, the buffer is freed: a handshake waiting on a slow or stalled
+    /// peer holds only what it must still read.
     pub fn advance_outgoing(&mut self, n: usize) {
         self.out_pos = (self.out_pos + n).min(self.out.len());
+        if self.out_pos == self.out.len() {
+            self.out = Vec::new();
+            self.out_pos = 0;
+        }
     }
 
     /// The buffer to read into: exactly the bytes still missing from the message

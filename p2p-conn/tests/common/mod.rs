@@ -4,6 +4,7 @@
 //! [`go_peer`].
 #![allow(dead_code, unused_imports)]
 
+pub mod alloc;
 pub mod go_peer;
 pub mod process;
 
