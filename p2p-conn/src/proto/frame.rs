@@ -862,4 +862,105 @@ mod tests {
         assert_eq!(o.opened_frame(f), Err(err.clone()));
         assert_eq!(o.open_in_place(&mut [0u8; STANDARD_SEALED_FRAME]), Err(err));
     }
+
+    /// A frame sealed by hand around `plain` (length prefix, data, padding
+    /// as given) under counter `counter`.
+    fn hand_sealed(backend: Backend, counter: u64, plain: &[u8]) -> Vec<u8> {
+        let c = Cipher::new(backend, &[3u8; 32]);
+        let mut f = plain.to_vec();
+        let tag = c.seal_in_place(&nonce_bytes(counter), &mut f);
+        f.extend_from_slice(&tag);
+        f
+    }
+
+    /// Short frames whose padding holds stale non-zero bytes (CometBFT's Go
+    /// sender reuses its frame buffer without clearing it): the padding is
+    /// ignored and the data arrives intact.
+    #[test]
+    fn stale_padding_is_ignored() {
+        for &b in Backend::ALL {
+            let mut plain = vec![0xA5u8; LEN_PREFIX + 1024];
+            plain[..4].copy_from_slice(&3u32.to_le_bytes());
+            plain[4..7].copy_from_slice(b"abc");
+            let mut f = hand_sealed(b, 0, &plain);
+            let (_, mut o) = pair(b, 1024, 0);
+            let r = o.open_in_place(&mut f).unwrap();
+            assert_eq!(&f[r], b"abc", "{b}");
+        }
+    }
+
+    /// Length fields past the frame size, up to u32::MAX: refused, never
+    /// read past the frame.
+    #[test]
+    fn length_fields_of_1025_and_u32_max_are_refused() {
+        for &b in Backend::ALL {
+            for len in [1025u32, u32::MAX] {
+                let mut plain = vec![0u8; LEN_PREFIX + 1024];
+                plain[..4].copy_from_slice(&len.to_le_bytes());
+                let mut f = hand_sealed(b, 0, &plain);
+                let (_, mut o) = pair(b, 1024, 0);
+                assert_eq!(
+                    o.open_in_place(&mut f),
+                    Err(ProtocolError::FrameTooLarge {
+                        len: u64::from(len),
+                        max: 1024
+                    }),
+                    "{b}, length {len}"
+                );
+            }
+        }
+    }
+
+    /// A replayed frame and a skipped one both fail at that frame, with the
+    /// counter the opener expected, and the failure sticks.
+    #[test]
+    fn replayed_and_skipped_frames_fail() {
+        for &b in Backend::ALL {
+            let (mut s, _) = pair(b, 1024, 0);
+            let mut wire = Vec::new();
+            for i in 0..3u8 {
+                s.seal_frame(&[i; 10], &mut wire).unwrap();
+            }
+            let frame = |i: usize| {
+                wire[i * STANDARD_SEALED_FRAME..(i + 1) * STANDARD_SEALED_FRAME].to_vec()
+            };
+            // Replay: frame 0 twice.
+            let (_, mut o) = pair(b, 1024, 0);
+            assert!(o.open_in_place(&mut frame(0)).is_ok());
+            let replay = o.open_in_place(&mut frame(0));
+            assert_eq!(
+                replay,
+                Err(ProtocolError::FrameAuthentication { counter: 1 }),
+                "{b}"
+            );
+            assert_eq!(o.open_in_place(&mut frame(1)), replay, "sticky");
+            // Skip: frame 1 missing.
+            let (_, mut o) = pair(b, 1024, 0);
+            assert!(o.open_in_place(&mut frame(0)).is_ok());
+            assert_eq!(
+                o.open_in_place(&mut frame(2)),
+                Err(ProtocolError::FrameAuthentication { counter: 1 }),
+                "{b}"
+            );
+        }
+    }
+
+    /// The receiving side refuses to open past the last counter, without
+    /// wrapping, like the sending side.
+    #[test]
+    fn nonce_exhaustion_on_receive() {
+        for &b in Backend::ALL {
+            let (mut s, mut o) = pair(b, 1024, u64::MAX);
+            let mut wire = Vec::new();
+            s.seal_frame(b"last", &mut wire).unwrap();
+            let r = o.open_in_place(&mut wire).unwrap();
+            assert_eq!(&wire[r], b"last");
+            let mut again = hand_sealed(b, 0, &[0u8; LEN_PREFIX + 1024]);
+            assert_eq!(
+                o.open_in_place(&mut again),
+                Err(ProtocolError::NonceExhausted),
+                "{b}"
+            );
+        }
+    }
 }
