@@ -17,7 +17,7 @@ cd "$(dirname "$0")"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz" >&2
-    cargo install cargo-fuzz --locked
+    cargo install cargo-fuzz --version 0.13.2 --locked
 fi
 
 export RUSTC_BOOTSTRAP=1
