@@ -124,6 +124,13 @@ enum After {
     Truncated(Vec<u8>),
     /// The sealed frame carrying this data, one ciphertext bit flipped.
     Tampered(Vec<u8>),
+    /// The previous frame again, byte for byte (a replay).
+    Replay,
+    /// A frame carrying this data sealed one counter ahead (a frame skipped).
+    SkipThen(Vec<u8>),
+    /// A correctly sealed, zero-padded frame carrying this data with stale
+    /// non-zero bytes in its padding, as CometBFT's Go sender produces.
+    StalePadding(Vec<u8>),
 }
 
 /// The evil peer's keys, derived exactly as `proto::handshake` does.
@@ -134,6 +141,8 @@ struct PeerSession {
     sealer: Sealer,
     /// Frames sealed so far (= the next frame's counter).
     sent: u64,
+    /// The last sealed bytes produced (for replays).
+    last: Vec<u8>,
 }
 
 impl PeerSession {
@@ -153,6 +162,7 @@ impl PeerSession {
             send_key,
             sealer: sealer_at(&send_key, 0),
             sent: 0,
+            last: Vec::new(),
         }
     }
 
@@ -269,7 +279,30 @@ fn auth_frames(s: &mut PeerSession, auth: &Auth) -> Vec<u8> {
 
 /// The bytes of one post-handshake step.
 fn after_frames(s: &mut PeerSession, after: &After) -> Vec<u8> {
+    let out = after_frames_inner(s, after);
+    s.last = out.clone();
+    out
+}
+
+fn after_frames_inner(s: &mut PeerSession, after: &After) -> Vec<u8> {
     match after {
+        After::Replay => s.last.clone(),
+        After::SkipThen(d) => {
+            s.sent += 1;
+            s.sealer = sealer_at(&s.send_key, s.sent);
+            s.frame(d)
+        }
+        After::StalePadding(d) => {
+            let mut f = vec![0xA5u8; LEN_PREFIX + STANDARD_FRAME_SIZE];
+            f[..LEN_PREFIX].copy_from_slice(&(d.len() as u32).to_le_bytes());
+            f[LEN_PREFIX..LEN_PREFIX + d.len()].copy_from_slice(d);
+            let tag =
+                Cipher::new(PEER_BACKEND, &s.send_key).seal_in_place(&nonce_bytes(s.sent), &mut f);
+            f.extend_from_slice(&tag);
+            s.sent += 1;
+            s.sealer = sealer_at(&s.send_key, s.sent);
+            f
+        }
         After::Data(d) => s.data(d),
         After::Empty => s.frame(&[]),
         After::DeclaredLen(n) => s.raw_frame(*n, b"oversized"),
@@ -820,6 +853,53 @@ fn eof_inside_a_frame_after_handshake() {
         assert_eq!(s.data(), b"whole", "{adapter:?}");
         let e = s.end.expect_err("read must fail");
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{adapter:?}: {e}");
+    }
+}
+
+/// Over every adapter and a real socket: a replayed frame and a skipped one
+/// fail at that frame with the counter the reader expected; the data before
+/// arrives.
+#[test]
+fn replayed_and_skipped_frames_after_handshake() {
+    for (what, bad) in [
+        ("replay", After::Replay),
+        ("skip", After::SkipThen(b"after a gap".to_vec())),
+    ] {
+        let scenario = Scenario::Authenticate(
+            Auth::Honest,
+            vec![
+                After::Data(b"one".to_vec()),
+                bad,
+                After::Data(b"never delivered".to_vec()),
+            ],
+        );
+        for (adapter, s) in sessions(scenario) {
+            assert_eq!(s.data(), b"one", "{what}, {adapter:?}");
+            let e = s.end.expect_err("read must fail");
+            match Error::from_io(e) {
+                Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
+                    assert_eq!(counter, 2, "{what}, {adapter:?}")
+                }
+                other => panic!("{what}, {adapter:?}: expected FrameAuthentication, got {other:?}"),
+            }
+        }
+    }
+}
+
+/// Over every adapter: short frames whose padding holds stale bytes deliver
+/// exactly their data.
+#[test]
+fn stale_padding_after_handshake() {
+    let scenario = Scenario::Authenticate(
+        Auth::Honest,
+        vec![
+            After::StalePadding(b"abc".to_vec()),
+            After::StalePadding(b"defg".to_vec()),
+        ],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), b"abcdefg", "{adapter:?}");
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
     }
 }
 
