@@ -873,15 +873,21 @@ fn replayed_and_skipped_frames_after_handshake() {
                 After::Data(b"never delivered".to_vec()),
             ],
         );
-        for (adapter, s) in sessions(scenario) {
-            assert_eq!(s.data(), b"one", "{what}, {adapter:?}");
-            let e = s.end.expect_err("read must fail");
-            match Error::from_io(e) {
-                Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
-                    assert_eq!(counter, 2, "{what}, {adapter:?}")
-                }
-                other => panic!("{what}, {adapter:?}: expected FrameAuthentication, got {other:?}"),
+        assert_fails_at_frame_2(scenario, b"one", what);
+    }
+}
+
+/// Every adapter delivers `before`, then fails with `FrameAuthentication`
+/// at counter 2 (frame #0 is the peer's AuthSig, #1 the data before).
+fn assert_fails_at_frame_2(scenario: Scenario, before: &[u8], what: &str) {
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), before, "{what}, {adapter:?}");
+        let e = s.end.expect_err("read must fail");
+        match Error::from_io(e) {
+            Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
+                assert_eq!(counter, 2, "{what}, {adapter:?}")
             }
+            other => panic!("{what}, {adapter:?}: expected FrameAuthentication, got {other:?}"),
         }
     }
 }
@@ -913,16 +919,7 @@ fn tampered_frame_after_handshake() {
             After::Data(b"never delivered".to_vec()),
         ],
     );
-    for (adapter, s) in sessions(scenario) {
-        assert_eq!(s.data(), b"good", "{adapter:?}");
-        let e = s.end.expect_err("read must fail");
-        match Error::from_io(e) {
-            Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
-                assert_eq!(counter, 2, "{adapter:?}")
-            }
-            other => panic!("{adapter:?}: expected FrameAuthentication, got {other:?}"),
-        }
-    }
+    assert_fails_at_frame_2(scenario, b"good", "tampered");
 }
 
 // ---------------------------------------------------------------------------

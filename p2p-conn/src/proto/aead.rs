@@ -199,10 +199,13 @@ impl Cipher {
         self.backend
     }
 
-    /// The multi-frame engine, when this cipher has one.
+    /// The multi-frame engine, when this cipher has one and frames are of
+    /// the standard size (the only size it handles).
     #[cfg(feature = "avx512")]
-    pub(crate) fn multi_frame(&self) -> Option<&super::multiframe::Engine> {
-        self.multi.as_ref()
+    pub(crate) fn group_engine(&self, frame_size: usize) -> Option<&super::multiframe::Engine> {
+        self.multi
+            .as_ref()
+            .filter(|_| frame_size == super::frame::STANDARD_FRAME_SIZE)
     }
 
     /// Encrypt `buf` in place and return the tag.

@@ -318,9 +318,8 @@ impl Sealer {
     /// groups of standard frames when this cipher has the engine, else 0.
     fn grouped_frames(&self, frames: usize) -> usize {
         #[cfg(feature = "avx512")]
-        if self.frame_size == STANDARD_FRAME_SIZE && self.cipher.multi_frame().is_some() {
-            use super::multiframe::GROUP;
-            return frames / GROUP * GROUP;
+        if self.cipher.group_engine(self.frame_size).is_some() {
+            return frames / GROUP_FRAMES * GROUP_FRAMES;
         }
         let _ = frames;
         0
@@ -333,7 +332,7 @@ impl Sealer {
             return;
         }
         #[cfg(feature = "avx512")]
-        if let Some(engine) = self.cipher.multi_frame() {
+        if let Some(engine) = self.cipher.group_engine(self.frame_size) {
             // The counter check at the top covered every frame, so
             // `first_counter + grouped - 1` did not wrap.
             engine.seal_groups(first_counter, &mut out[..grouped * self.sealed_frame_len()]);
@@ -456,12 +455,12 @@ impl Opener {
     /// takes each one's data with [`Self::opened_frame`], in order.
     pub(crate) fn open_groups_in_place(&mut self, sealed: &mut [u8]) -> usize {
         #[cfg(feature = "avx512")]
-        if self.failed.is_none() && self.frame_size == STANDARD_FRAME_SIZE {
-            use super::multiframe::GROUP;
-            let Some(engine) = self.cipher.multi_frame() else {
-                return 0;
-            };
-            let frames = sealed.len() / self.sealed_frame_len() / GROUP * GROUP;
+        if let Some(engine) = self
+            .cipher
+            .group_engine(self.frame_size)
+            .filter(|_| self.failed.is_none())
+        {
+            let frames = sealed.len() / self.sealed_frame_len() / GROUP_FRAMES * GROUP_FRAMES;
             // Leave exhaustion to the one-frame path, which reports it.
             if frames == 0 || frames as u128 > self.counter.remaining() {
                 return 0;
@@ -482,9 +481,8 @@ impl Opener {
     /// (the multi-frame engine, standard frames, no failure yet).
     pub(crate) fn opens_groups(&self) -> bool {
         #[cfg(feature = "avx512")]
-        if self.failed.is_none() && self.frame_size == STANDARD_FRAME_SIZE {
-            return self.cipher.multi_frame().is_some();
-        }
+        return self.failed.is_none() && self.cipher.group_engine(self.frame_size).is_some();
+        #[cfg(not(feature = "avx512"))]
         false
     }
 
