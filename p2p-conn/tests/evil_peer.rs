@@ -8,8 +8,13 @@
 //! 127.0.0.1, and every test runs its scenarios against both adapters.
 //!
 //! Each failure must surface as its typed [`Error`] within the configured
-//! handshake timeout. The sans-IO state machine is checked directly for the
-//! exhaustive low-order-point and reflection cases at the end.
+//! handshake timeout. After the handshake, a read error must come back again
+//! from the next read (the reader is poisoned: [`Session::failure`]), and only
+//! authenticated bytes are ever delivered. Nonce exhaustion is driven through
+//! the engine's `FrameWriter`/`FrameReader` (what the adapters wrap) over a
+//! loopback socket, since no adapter starts a connection near 2^64 frames.
+//! The sans-IO state machine is checked directly for the exhaustive
+//! low-order-point and reflection cases at the end.
 
 mod common;
 
@@ -67,13 +72,17 @@ enum Scenario {
     CutAfter(usize),
     /// These bytes instead of the ephemeral-key message, then end of stream.
     FirstMessage(Vec<u8>),
+    /// These bytes instead of the ephemeral-key message, then silence with
+    /// the connection held open.
+    FirstMessageThenStall(Vec<u8>),
     /// A well-formed ephemeral-key message carrying this key, then end of stream.
     EphemeralKey([u8; 32]),
     /// Echo the victim's own ephemeral key back, then end of stream.
     Reflect,
     /// Optionally send the ephemeral message, then go silent without closing.
     Stall { send_ephemeral: bool },
-    /// Send the honest stream one byte per interval (never finishing in time).
+    /// Send the honest stream (ephemeral key, frame #0, then one data frame
+    /// carrying [`DRIPPED`]) one byte per interval.
     Dribble(Duration),
     /// A valid ephemeral message, then sealed empty frames, one per interval,
     /// forever (frame #0 never carries the AuthSigMessage).
@@ -107,6 +116,15 @@ enum Auth {
     OverflowingLength,
     /// The honest message with a non-minimal 2-byte length prefix `e6 00` (valid).
     NonMinimalLength,
+    /// Frame #0 full of bytes that are no protobuf at all.
+    Garbage,
+    /// An AuthSigMessage with the signature but no `pub_key` field.
+    MissingKey,
+    /// The honest message with a 63-byte signature.
+    ShortSignature,
+    /// The evil peer's own public key, with a valid signature over the right
+    /// challenge by another key.
+    SignedByAnotherKey,
     /// The honest fields in reverse order, `sig` before `pub_key` (valid).
     ReorderedFields,
 }
@@ -131,7 +149,13 @@ enum After {
     /// A correctly sealed, zero-padded frame carrying this data with stale
     /// non-zero bytes in its padding, as CometBFT's Go sender produces.
     StalePadding(Vec<u8>),
+    /// The first half of the sealed frame carrying this data, a pause, then
+    /// a TCP reset (`SO_LINGER` 0) instead of a close. Last step only.
+    ResetInside(Vec<u8>),
 }
+
+/// What [`Scenario::Dribble`] delivers after the handshake.
+const DRIPPED: &[u8] = b"dripped one byte at a time";
 
 /// The evil peer's keys, derived exactly as `proto::handshake` does.
 struct PeerSession {
@@ -262,6 +286,32 @@ fn auth_frames(s: &mut PeerSession, auth: &Auth) -> Vec<u8> {
             s.frame(&m)
         }
         Auth::OverflowingLength => s.frame(&[0xff; 11]),
+        Auth::Garbage => {
+            // 0x66 claims the honest length; 0xff… is no valid field tag.
+            let mut m = vec![0x66];
+            m.extend_from_slice(&[0xff; 102]);
+            s.frame(&m)
+        }
+        Auth::MissingKey => {
+            // 0x42 | 12 40 <sig>
+            let mut m = vec![0x42];
+            m.extend_from_slice(&honest[37..]);
+            s.frame(&m)
+        }
+        Auth::ShortSignature => {
+            // 0x65 | 0a 22 0a 20 <pk> | 12 3f <63 bytes of sig>
+            let mut m = vec![0x65];
+            m.extend_from_slice(&honest[1..37]);
+            m.extend_from_slice(&[0x12, 0x3f]);
+            m.extend_from_slice(&honest[39..102]);
+            s.frame(&m)
+        }
+        Auth::SignedByAnotherKey => {
+            let other = ed25519_dalek::SigningKey::from_bytes(&[0x43; 32]);
+            let sig = other.sign(&s.challenge).to_bytes();
+            let msg = auth_sig::encode(&PeerSession::public_key(), &sig);
+            s.frame(&msg)
+        }
         Auth::NonMinimalLength => {
             let mut m = vec![0xe6, 0x00];
             m.extend_from_slice(&honest[1..]);
@@ -306,7 +356,7 @@ fn after_frames_inner(s: &mut PeerSession, after: &After) -> Vec<u8> {
         After::Data(d) => s.data(d),
         After::Empty => s.frame(&[]),
         After::DeclaredLen(n) => s.raw_frame(*n, b"oversized"),
-        After::Truncated(d) => {
+        After::Truncated(d) | After::ResetInside(d) => {
             let f = s.frame(d);
             f[..f.len() / 2].to_vec()
         }
@@ -340,6 +390,7 @@ fn evil_peer(scenario: &Scenario, mut sock: TcpStream) {
             (honest_stream, true)
         }
         Scenario::FirstMessage(m) => (m.clone(), true),
+        Scenario::FirstMessageThenStall(m) => (m.clone(), false),
         Scenario::EphemeralKey(k) => (eph_msg(k), true),
         Scenario::Reflect => (eph_msg(&victim_eph), true),
         Scenario::Stall { send_ephemeral } => {
@@ -353,6 +404,7 @@ fn evil_peer(scenario: &Scenario, mut sock: TcpStream) {
         Scenario::Dribble(gap) => {
             let auth = s.honest_auth();
             honest_stream.extend(s.frame(&auth));
+            honest_stream.extend(s.data(DRIPPED));
             for byte in honest_stream {
                 if sock.write_all(&[byte]).is_err() {
                     return;
@@ -386,6 +438,18 @@ fn evil_peer(scenario: &Scenario, mut sock: TcpStream) {
             honest_stream.extend(auth_frames(&mut s, auth));
             for a in after {
                 honest_stream.extend(after_frames(&mut s, a));
+            }
+            if let Some(After::ResetInside(_)) = after.last() {
+                let _ = sock.write_all(&honest_stream);
+                // Let the victim read what came before, then reset.
+                std::thread::sleep(Duration::from_millis(200));
+                let sock = tokio::net::TcpSocket::from_std_stream(sock);
+                // Deprecated because a non-zero linger blocks on drop; a
+                // zero linger never does: it resets at once.
+                #[allow(deprecated)]
+                sock.set_linger(Some(Duration::ZERO)).unwrap();
+                drop(sock);
+                return;
             }
             (honest_stream, true)
         }
@@ -428,11 +492,30 @@ struct Session {
     reads: Vec<Vec<u8>>,
     /// `Ok` at a clean end of stream, else the read error that ended it.
     end: io::Result<()>,
+    /// After a read error: what one more read returned.
+    again: Option<io::Result<usize>>,
 }
 
 impl Session {
     fn data(&self) -> Vec<u8> {
         self.reads.concat()
+    }
+
+    /// The typed error that ended the stream, after checking that the read
+    /// after it failed the same way (the reader is poisoned, not resumed).
+    fn failure(self, what: &str) -> Error {
+        let e = match self.end {
+            Err(e) => e,
+            Ok(()) => panic!("{what}: the stream ended cleanly, expected an error"),
+        };
+        match self.again {
+            Some(Err(again)) => {
+                assert_eq!(again.kind(), e.kind(), "{what}: {again} after {e}");
+                assert_eq!(again.to_string(), e.to_string(), "{what}: second error");
+            }
+            other => panic!("{what}: a read after `{e}` returned {other:?}"),
+        }
+        Error::from_io(e)
     }
 }
 
@@ -463,10 +546,12 @@ fn run(adapter: Adapter, scenario: &Scenario, config: &Config) -> Outcome {
                         Err(e) => break Err(e),
                     }
                 };
+                let again = end.is_err().then(|| conn.read(&mut [0u8; 64]));
                 Session {
                     remote: conn.remote_node_id(),
                     reads,
                     end,
+                    again,
                 }
             });
             Outcome { elapsed, result }
@@ -493,10 +578,19 @@ fn run(adapter: Adapter, scenario: &Scenario, config: &Config) -> Outcome {
                                 Ok(Err(e)) => break Err(e),
                             }
                         };
+                        let again = match end {
+                            Err(_) => Some(
+                                tokio::time::timeout(READ_LIMIT, conn.read(&mut [0u8; 64]))
+                                    .await
+                                    .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into())),
+                            ),
+                            Ok(()) => None,
+                        };
                         Ok(Session {
                             remote: conn.remote_node_id(),
                             reads,
                             end,
+                            again,
                         })
                     }
                     Err(e) => Err(e),
@@ -613,11 +707,47 @@ fn malformed_first_message() {
     // The right outer length, but an over-long value length.
     let mut long_value = vec![0x22, 0x0a, 0x21];
     long_value.extend_from_slice(&key);
-    for m in [wrong_prefix, wrong_tag, drop_users, short_value, long_value] {
+    // A length prefix that never ends.
+    let overflow = vec![0xff; 11];
+    for m in [
+        wrong_prefix,
+        wrong_tag,
+        drop_users,
+        short_value,
+        long_value,
+        overflow,
+    ] {
         assert_handshake_fails!(
             Scenario::FirstMessage(m),
             config(),
             Error::Protocol(ProtocolError::MalformedEphemeralMessage(_))
+        );
+    }
+}
+
+/// A length prefix claiming gigabytes, then silence with the connection
+/// open: refused at its first byte, long before the handshake timeout (no
+/// wait for the body, no allocation of it).
+#[test]
+fn first_message_claiming_gigabytes_then_stalling() {
+    // uvarint(4 GiB - 1) = ff ff ff ff 0f
+    let claim = vec![0xff, 0xff, 0xff, 0xff, 0x0f];
+    let config = config().handshake_timeout(Duration::from_secs(30));
+    for adapter in ADAPTERS {
+        let o = run(
+            adapter,
+            &Scenario::FirstMessageThenStall(claim.clone()),
+            &config,
+        );
+        match &o.result {
+            Err(Error::Protocol(ProtocolError::MalformedEphemeralMessage(_))) => {}
+            Err(e) => panic!("{adapter:?}: expected MalformedEphemeralMessage, got {e:?}"),
+            Ok(_) => panic!("{adapter:?}: handshake succeeded"),
+        }
+        assert!(
+            o.elapsed < Duration::from_secs(2),
+            "{adapter:?}: refused only after {:?}",
+            o.elapsed
         );
     }
 }
@@ -657,6 +787,33 @@ fn secp256k1_key_is_unsupported() {
 fn signature_over_wrong_bytes() {
     assert_handshake_fails!(
         Scenario::Authenticate(Auth::WrongSignature, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::InvalidSignature)
+    );
+}
+
+/// The rest of the AuthSigMessage catalogue: bytes that are no protobuf, no
+/// key, a short signature, and a valid signature by another key than the
+/// one sent.
+#[test]
+fn bad_auth_sig_messages() {
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::Garbage, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::MalformedAuthMessage(_))
+    );
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::MissingKey, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::UnsupportedKeyType(k)) if k == "no public key"
+    );
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::ShortSignature, vec![]),
+        config(),
+        Error::Protocol(ProtocolError::MalformedAuthMessage(m)) if m.contains("63 bytes")
+    );
+    assert_handshake_fails!(
+        Scenario::Authenticate(Auth::SignedByAnotherKey, vec![]),
         config(),
         Error::Protocol(ProtocolError::InvalidSignature)
     );
@@ -763,6 +920,16 @@ fn dribbling_peer_times_out_as_a_whole() {
     assert_times_out(Scenario::Dribble(Duration::from_millis(40)));
 }
 
+/// One byte per millisecond is slow but steady: the handshake completes
+/// within its timeout and the data after it arrives intact.
+#[test]
+fn slow_drip_completes() {
+    for (adapter, s) in sessions(Scenario::Dribble(Duration::from_millis(1))) {
+        assert_eq!(s.data(), DRIPPED, "{adapter:?}");
+        assert!(s.end.is_ok(), "{adapter:?}: {:?}", s.end);
+    }
+}
+
 #[test]
 fn endless_empty_frames_time_out() {
     // Each frame is valid and arrives promptly; the AuthSigMessage never does.
@@ -810,8 +977,7 @@ fn frame_declaring_too_much_data() {
         );
         for (adapter, s) in sessions(scenario) {
             assert_eq!(s.data(), b"before", "{adapter:?}");
-            let e = s.end.expect_err("read must fail");
-            match Error::from_io(e) {
+            match s.failure(&format!("{adapter:?}, length {declared}")) {
                 Error::Protocol(ProtocolError::FrameTooLarge { len, max }) => {
                     assert_eq!((len, max), (u64::from(declared), 1024), "{adapter:?}")
                 }
@@ -851,8 +1017,34 @@ fn eof_inside_a_frame_after_handshake() {
     );
     for (adapter, s) in sessions(scenario) {
         assert_eq!(s.data(), b"whole", "{adapter:?}");
-        let e = s.end.expect_err("read must fail");
-        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{adapter:?}: {e}");
+        match s.failure(&format!("{adapter:?}")) {
+            Error::Io(e) => assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{adapter:?}: {e}"),
+            other => panic!("{adapter:?}: expected UnexpectedEof, got {other:?}"),
+        }
+    }
+}
+
+/// A TCP reset in the middle of a frame: the data before it arrives, then
+/// the reset surfaces as `ConnectionReset` (the partial frame is never
+/// shown), and the next read fails the same way rather than reading the
+/// socket's end of stream as a clean close.
+#[test]
+fn reset_inside_a_frame_after_handshake() {
+    let scenario = Scenario::Authenticate(
+        Auth::Honest,
+        vec![
+            After::Data(b"whole".to_vec()),
+            After::ResetInside(b"partial".to_vec()),
+        ],
+    );
+    for (adapter, s) in sessions(scenario) {
+        assert_eq!(s.data(), b"whole", "{adapter:?}");
+        match s.failure(&format!("{adapter:?}")) {
+            Error::Io(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{adapter:?}: {e}")
+            }
+            other => panic!("{adapter:?}: expected ConnectionReset, got {other:?}"),
+        }
     }
 }
 
@@ -882,8 +1074,7 @@ fn replayed_and_skipped_frames_after_handshake() {
 fn assert_fails_at_frame_2(scenario: Scenario, before: &[u8], what: &str) {
     for (adapter, s) in sessions(scenario) {
         assert_eq!(s.data(), before, "{what}, {adapter:?}");
-        let e = s.end.expect_err("read must fail");
-        match Error::from_io(e) {
+        match s.failure(&format!("{what}, {adapter:?}")) {
             Error::Protocol(ProtocolError::FrameAuthentication { counter }) => {
                 assert_eq!(counter, 2, "{what}, {adapter:?}")
             }
@@ -920,6 +1111,128 @@ fn tampered_frame_after_handshake() {
         ],
     );
     assert_fails_at_frame_2(scenario, b"good", "tampered");
+}
+
+// ---------------------------------------------------------------------------
+// Nonce exhaustion, over a real socket
+// ---------------------------------------------------------------------------
+//
+// A connection's counters start at 0 in every adapter, so no peer can drive
+// one to 2^64 frames in a test. The adapters are thin layers over the
+// engine's `FrameWriter` and `FrameReader`; these tests start those at the
+// end of the counter space over a loopback TCP socket.
+
+const EXHAUST_KEY: [u8; 32] = [0x55; 32];
+
+fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dialed = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (accepted, _) = listener.accept().unwrap();
+    for s in [&dialed, &accepted] {
+        s.set_read_timeout(Some(READ_LIMIT)).unwrap();
+    }
+    (dialed, accepted)
+}
+
+/// Drive a blocking socket through a `poll_*_with` closure.
+fn write_fn(sock: &mut TcpStream) -> impl FnMut(&[u8]) -> std::task::Poll<io::Result<usize>> + '_ {
+    move |buf| std::task::Poll::Ready(sock.write(buf))
+}
+
+/// The sender uses counters u64::MAX - 1 and u64::MAX, then every write
+/// fails with `NonceExhausted` before sealing: nothing reaches the wire, no
+/// counter wraps to 0, and the receiver opens exactly the two frames.
+#[test]
+fn nonce_exhaustion_on_send() {
+    use p2p_conn::engine::{FrameWriter, WriteCore};
+    use std::task::Poll;
+    let (mut a, mut b) = tcp_pair();
+    let sealer = Sealer::with_counter(
+        Cipher::new(Backend::default(), &EXHAUST_KEY),
+        FrameSize::STANDARD,
+        u64::MAX - 1,
+    );
+    let mut w = FrameWriter::new(WriteCore::new(sealer, 64 * 1024));
+    let data: Vec<u8> = (0..2048).map(|i| i as u8).collect();
+    match w.poll_write_with(&data, write_fn(&mut a)) {
+        Poll::Ready(Ok(n)) => assert_eq!(n, 2048),
+        other => panic!("the last two frames: {other:?}"),
+    }
+    for call in 0..3 {
+        match w.poll_write_with(b"one more", write_fn(&mut a)) {
+            Poll::Ready(Err(e)) => match Error::from_io(e) {
+                Error::Protocol(ProtocolError::NonceExhausted) => {}
+                other => panic!("call {call}: expected NonceExhausted, got {other:?}"),
+            },
+            other => panic!("call {call}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        w.poll_flush_with(write_fn(&mut a)),
+        Poll::Ready(Ok(()))
+    ));
+    a.shutdown(Shutdown::Write).unwrap();
+    let mut wire = Vec::new();
+    b.read_to_end(&mut wire).unwrap();
+    assert_eq!(wire.len(), 2 * STANDARD_SEALED_FRAME, "frames on the wire");
+    let mut o = p2p_conn::proto::Opener::with_counter(
+        Cipher::new(PEER_BACKEND, &EXHAUST_KEY),
+        FrameSize::STANDARD,
+        u64::MAX - 1,
+    );
+    let mut got = Vec::new();
+    for f in wire.chunks_mut(STANDARD_SEALED_FRAME) {
+        let r = o
+            .open_in_place(f)
+            .expect("frame sealed at the end of the counter space");
+        got.extend_from_slice(&f[r]);
+    }
+    assert_eq!(got, data);
+}
+
+/// The receiver's last counter is u64::MAX: it delivers that frame, then
+/// fails the next one with `NonceExhausted` (never opening it with a
+/// wrapped counter), and keeps failing.
+#[test]
+fn nonce_exhaustion_on_receive() {
+    use p2p_conn::engine::{FrameReader, ReadCore};
+    use std::task::Poll;
+    let (mut a, mut b) = tcp_pair();
+    let mut wire = Vec::new();
+    Sealer::with_counter(
+        Cipher::new(PEER_BACKEND, &EXHAUST_KEY),
+        FrameSize::STANDARD,
+        u64::MAX,
+    )
+    .seal_frame(b"the very last frame", &mut wire)
+    .unwrap();
+    // What a wrapped counter would accept: a frame sealed at 0.
+    sealer_at(&EXHAUST_KEY, 0)
+        .seal_frame(b"wrapped", &mut wire)
+        .unwrap();
+    a.write_all(&wire).unwrap();
+    a.shutdown(Shutdown::Write).unwrap();
+    let opener = p2p_conn::proto::Opener::with_counter(
+        Cipher::new(Backend::default(), &EXHAUST_KEY),
+        FrameSize::STANDARD,
+        u64::MAX,
+    );
+    let mut r = FrameReader::new(ReadCore::new(opener, Vec::new(), 64 * 1024));
+    let mut read = |buf: &mut [u8]| Poll::Ready(b.read(buf));
+    let mut out = [0u8; 64];
+    match r.poll_read_with(&mut out, &mut read) {
+        Poll::Ready(Ok(n)) => assert_eq!(&out[..n], b"the very last frame"),
+        other => panic!("{other:?}"),
+    }
+    for call in 0..3 {
+        match r.poll_read_with(&mut out, &mut read) {
+            Poll::Ready(Err(e)) => match Error::from_io(e) {
+                Error::Protocol(ProtocolError::NonceExhausted) => {}
+                other => panic!("call {call}: expected NonceExhausted, got {other:?}"),
+            },
+            other => panic!("call {call}: {other:?}"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -20,7 +20,8 @@
 //!
 //! Nonce exhaustion is not reachable through the adapters' public handshake
 //! (a connection's counters always start at 0); `proto::frame`'s unit tests
-//! cover it. Case counts are modest; `PROPTEST_CASES` overrides them.
+//! cover it, and `evil_peer.rs` drives the engine's writer and reader into it
+//! over a loopback socket. Case counts are modest; `PROPTEST_CASES` overrides them.
 
 mod common;
 

@@ -19,6 +19,12 @@
 //! * End of stream between frames is clean; inside a frame it is an
 //!   `UnexpectedEof` error naming how much of the frame arrived
 //!   ([`ReadCore::end_of_stream`]).
+//! * [`FrameReader`] is poisoned by its first error: a frame that fails to
+//!   open, an end of stream inside a frame, or a transport error other than
+//!   `Interrupted`, `WouldBlock` and `TimedOut` (which leave the stream
+//!   intact and may be retried). Every later call returns that error again
+//!   and never reads the transport, so a reset socket, which reads as a
+//!   clean end of stream the second time, cannot pass for one.
 //! * The receive buffer is at least one sealed frame
 //!   ([`ReadCore::read_buffer_size`]), so every read can make progress.
 //!
@@ -227,6 +233,34 @@ pub struct FrameReader {
     /// The last read filled all the space it was given: more is likely
     /// queued in the transport.
     last_read_full: bool,
+    /// The error that ended this stream, returned again by every later call.
+    failed: Option<ReadFailure>,
+}
+
+/// Why a [`FrameReader`] stopped: kept so that every later call fails the
+/// same way instead of reading on (a reset socket reads as a clean end of
+/// stream the second time; a bad frame must never be skipped).
+#[derive(Debug, Clone)]
+enum ReadFailure {
+    Protocol(ProtocolError),
+    Io(io::ErrorKind, String),
+}
+
+impl ReadFailure {
+    fn to_io(&self) -> io::Error {
+        match self {
+            ReadFailure::Protocol(e) => protocol_io(e.clone()),
+            ReadFailure::Io(kind, msg) => io::Error::new(*kind, msg.clone()),
+        }
+    }
+}
+
+/// Transport errors a caller may retry after: they leave the stream intact.
+fn is_transient(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 impl std::fmt::Debug for FrameReader {
@@ -238,6 +272,7 @@ impl std::fmt::Debug for FrameReader {
             .field("sealed_buffered", &(self.end - self.start))
             .field("buffer_capacity", &self.buf.capacity())
             .field("eof", &self.eof)
+            .field("failed", &self.failed.is_some())
             .finish()
     }
 }
@@ -255,6 +290,7 @@ impl FrameReader {
             next_alloc: 0,
             nonblocking: false,
             last_read_full: false,
+            failed: None,
         }
     }
 
@@ -317,7 +353,23 @@ impl FrameReader {
     /// Make plaintext available, reading if needed. `Ready(Ok(0))` is a clean
     /// end of stream; otherwise `Ready(Ok(n))` means [`Self::available`] holds
     /// `n > 0` bytes.
-    pub fn poll_fill_with<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
+    pub fn poll_fill_with<R>(&mut self, read: R) -> Poll<io::Result<usize>>
+    where
+        R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    {
+        if let Some(f) = &self.failed {
+            return Poll::Ready(Err(f.to_io()));
+        }
+        let r = self.fill(read);
+        if let Poll::Ready(Err(e)) = &r {
+            if self.failed.is_none() && !is_transient(e.kind()) {
+                self.failed = Some(ReadFailure::Io(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+
+    fn fill<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
     where
         R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
     {
@@ -330,10 +382,16 @@ impl FrameReader {
             // likely queued and the read cannot block.
             let groups_only =
                 self.nonblocking && self.last_read_full && !self.eof && self.core.can_hold_back();
-            let opened = self
+            let opened = match self
                 .core
                 .open_next(&mut self.buf[self.start..self.end], groups_only)
-                .map_err(protocol_io)?;
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    self.failed = Some(ReadFailure::Protocol(e.clone()));
+                    return Poll::Ready(Err(protocol_io(e)));
+                }
+            };
             if opened.consumed > 0 {
                 self.plain = self.start + opened.data.start..self.start + opened.data.end;
                 self.start += opened.consumed;
@@ -612,6 +670,74 @@ mod tests {
             // tries once (and only) when the engine would group frames.
             let expect = usize::from(nonblocking && b.accelerated());
             assert_eq!(pendings, expect, "nonblocking {nonblocking}");
+        }
+    }
+
+    /// The first hard error poisons the reader: a reset followed by what a
+    /// reset socket reads next (end of stream) fails again with the reset,
+    /// without touching the transport; a bad frame fails again as itself;
+    /// `WouldBlock` and `TimedOut` do not poison.
+    #[test]
+    fn first_hard_error_is_returned_by_every_later_call() {
+        let (mut s, core) = pair();
+        let mut r = FrameReader::new(core);
+        let mut wire = Vec::new();
+        s.seal_frame(b"ok", &mut wire).unwrap();
+        let mut calls = 0;
+        let mut fill = |r: &mut FrameReader, result: fn() -> io::Result<usize>| {
+            r.poll_fill_with(|_buf: &mut [u8]| {
+                calls += 1;
+                Poll::Ready(result())
+            })
+        };
+        // The initial plaintext first, untouched by any error.
+        assert!(matches!(fill(&mut r, || Ok(0)), Poll::Ready(Ok(2))));
+        r.consume(2);
+        for transient in [io::ErrorKind::WouldBlock, io::ErrorKind::TimedOut] {
+            let e = match r.poll_fill_with(|_: &mut [u8]| Poll::Ready(Err(transient.into()))) {
+                Poll::Ready(Err(e)) => e,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(e.kind(), transient);
+        }
+        let reset = || Err(io::ErrorKind::ConnectionReset.into());
+        for _ in 0..3 {
+            match fill(&mut r, reset) {
+                Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset),
+                other => panic!("{other:?}"),
+            }
+            // What a reset socket reads next: never consulted.
+            match fill(&mut r, || Ok(0)) {
+                Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset),
+                other => panic!("after a reset: {other:?}"),
+            }
+        }
+        assert_eq!(calls, 1, "the transport was read after the reset");
+
+        // A tampered frame: the same typed error every time.
+        let (mut s, core) = pair();
+        let mut r = FrameReader::new(core);
+        r.consume(2);
+        let mut wire = Vec::new();
+        s.seal_frame(b"abc", &mut wire).unwrap();
+        wire[5] ^= 1;
+        let mut fed = false;
+        for _ in 0..3 {
+            let e = match r.poll_fill_with(|buf: &mut [u8]| {
+                if fed {
+                    return Poll::Ready(Ok(0));
+                }
+                fed = true;
+                buf[..wire.len()].copy_from_slice(&wire);
+                Poll::Ready(Ok(wire.len()))
+            }) {
+                Poll::Ready(Err(e)) => e,
+                other => panic!("{other:?}"),
+            };
+            assert!(matches!(
+                Error::from_io(e),
+                Error::Protocol(ProtocolError::FrameAuthentication { counter: 0 })
+            ));
         }
     }
 }
