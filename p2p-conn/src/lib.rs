@@ -75,6 +75,7 @@ pub mod io;
 #[cfg(feature = "keyfile")]
 pub mod keyfile;
 pub mod proto;
+pub mod stats;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

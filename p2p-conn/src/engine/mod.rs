@@ -33,6 +33,7 @@ pub use reader::{FrameReader, Opened, ReadCore};
 pub use writer::{Backlog, FrameWriter, WriteCore, WRITE_BUFFER_KEEP};
 
 use crate::proto::Established;
+use crate::stats::ConnStats;
 use crate::{Config, Error, PublicKey};
 
 /// Both engines of a whole connection.
@@ -66,6 +67,8 @@ pub trait Engines: sealed::Sealed + Unpin {
     fn buffer_capacity(&self) -> usize;
     /// Free buffers that hold no undelivered bytes.
     fn release_buffers(&mut self);
+    /// The counters of the sides held (the other side reads zero).
+    fn stats(&self) -> ConnStats;
 }
 
 /// Engines with a receive side.
@@ -95,6 +98,12 @@ impl Engines for Duplex {
         self.reader.release_buffer();
         self.writer.release_buffer();
     }
+    fn stats(&self) -> ConnStats {
+        ConnStats {
+            send: self.writer.stats(),
+            recv: self.reader.stats(),
+        }
+    }
 }
 
 impl Engines for FrameReader {
@@ -104,6 +113,12 @@ impl Engines for FrameReader {
     fn release_buffers(&mut self) {
         self.release_buffer();
     }
+    fn stats(&self) -> ConnStats {
+        ConnStats {
+            recv: FrameReader::stats(self),
+            ..ConnStats::default()
+        }
+    }
 }
 
 impl Engines for FrameWriter {
@@ -112,6 +127,12 @@ impl Engines for FrameWriter {
     }
     fn release_buffers(&mut self) {
         self.release_buffer();
+    }
+    fn stats(&self) -> ConnStats {
+        ConnStats {
+            send: FrameWriter::stats(self),
+            ..ConnStats::default()
+        }
     }
 }
 

@@ -8,7 +8,9 @@
 //! is served first, and from one place, in every adapter.
 //!
 //! [`FrameReader`] is [`ReadCore`] plus a receive buffer it owns, for the
-//! tokio and std adapters. The codec's `SecretDecoder` is [`ReadCore`] over
+//! tokio and std adapters. After each read it opens every whole frame the
+//! read brought in, in one step (so the `stats` timers run once per batch,
+//! never per frame), then hands out their data frame by frame. The codec's `SecretDecoder` is [`ReadCore`] over
 //! `FramedRead`'s buffer.
 //!
 //! # Guarantees
@@ -41,8 +43,9 @@ use std::io;
 use std::ops::Range;
 use std::task::Poll;
 
-use crate::proto::frame::GROUP_FRAMES;
+use crate::proto::frame::{GROUP_FRAMES, LEN_PREFIX};
 use crate::proto::{Opener, ProtocolError};
+use crate::stats::{self, RecvRecorder, RecvStats, Transfer};
 use crate::Error;
 
 /// Sealed bytes consumed from the front of a buffer, and where the data of
@@ -194,6 +197,29 @@ impl ReadCore {
         })
     }
 
+    /// Open every whole frame at the front of `sealed` (with `groups_only`,
+    /// stop before a partial group, as [`Self::open_next`] does): one step,
+    /// so it is timed once. Each opened frame keeps its decrypted length
+    /// prefix in place ([`opened_data`] finds its data). On a bad frame the
+    /// frames before it stay opened and the error comes with them.
+    pub(crate) fn open_batch(&mut self, sealed: &mut [u8], groups_only: bool) -> Batch {
+        let mut b = Batch::default();
+        while sealed.len() - b.consumed >= self.sealed_frame_len() {
+            match self.open_next(&mut sealed[b.consumed..], groups_only) {
+                Ok(o) if o.consumed == 0 => break,
+                Ok(o) => {
+                    b.consumed += o.consumed;
+                    b.bytes += o.data.len();
+                }
+                Err(e) => {
+                    b.error = Some(e);
+                    break;
+                }
+            }
+        }
+        b
+    }
+
     /// The stream ended with `unopened` sealed bytes left over: fine between
     /// frames, an `UnexpectedEof` error inside one.
     pub fn end_of_stream(&self, unopened: usize) -> io::Result<()> {
@@ -210,6 +236,25 @@ impl ReadCore {
     }
 }
 
+/// What [`ReadCore::open_batch`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Bytes of whole frames opened from the front.
+    consumed: usize,
+    /// Plaintext bytes in them.
+    bytes: usize,
+    /// The frame after them failed to open.
+    error: Option<ProtocolError>,
+}
+
+/// The data of an opened frame: its decrypted length prefix, which the
+/// opener already checked against the frame size, says where it ends.
+fn opened_data(frame_start: usize, frame: &[u8]) -> Range<usize> {
+    let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+    let start = frame_start + LEN_PREFIX;
+    start..start + len
+}
+
 /// Protocol errors travel through `std::io` as [`Error::Protocol`].
 pub(crate) fn protocol_io(e: ProtocolError) -> io::Error {
     Error::Protocol(e).into_io()
@@ -220,10 +265,12 @@ pub(crate) fn protocol_io(e: ProtocolError) -> io::Error {
 pub struct FrameReader {
     core: ReadCore,
     buf: Vec<u8>,
-    /// Unopened sealed bytes are `buf[start..end]`.
+    /// Opened frames not yet delivered are `buf[next_frame..start]`;
+    /// unopened sealed bytes are `buf[start..end]`.
+    next_frame: usize,
     start: usize,
     end: usize,
-    /// Opened, undelivered plaintext within `buf`.
+    /// Opened, undelivered plaintext of the current frame within `buf`.
     plain: Range<usize>,
     eof: bool,
     /// Size to allocate the next time the buffer is (re)allocated.
@@ -233,8 +280,10 @@ pub struct FrameReader {
     /// The last read filled all the space it was given: more is likely
     /// queued in the transport.
     last_read_full: bool,
-    /// The error that ended this stream, returned again by every later call.
+    /// The error that ended this stream, returned again by every later call
+    /// (after the data of frames opened before it).
     failed: Option<ReadFailure>,
+    stats: RecvRecorder,
 }
 
 /// Why a [`FrameReader`] stopped: kept so that every later call fails the
@@ -283,6 +332,7 @@ impl FrameReader {
         FrameReader {
             core,
             buf: Vec::new(),
+            next_frame: 0,
             start: 0,
             end: 0,
             plain: 0..0,
@@ -291,7 +341,13 @@ impl FrameReader {
             nonblocking: false,
             last_read_full: false,
             failed: None,
+            stats: RecvRecorder::default(),
         }
+    }
+
+    /// This reader's counters (all zero without the `stats` feature).
+    pub fn stats(&self) -> RecvStats {
+        self.stats.snapshot()
     }
 
     /// Tell the reader its read function returns `Pending` instead of
@@ -323,8 +379,9 @@ impl FrameReader {
 
     /// Free the receive buffer if it holds no undelivered bytes.
     pub fn release_buffer(&mut self) {
-        if self.start == self.end && self.plain.is_empty() {
+        if self.start == self.end && self.plain.is_empty() && self.next_frame == self.start {
             self.buf = Vec::new();
+            self.next_frame = 0;
             self.start = 0;
             self.end = 0;
             self.plain = 0..0;
@@ -357,9 +414,6 @@ impl FrameReader {
     where
         R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
     {
-        if let Some(f) = &self.failed {
-            return Poll::Ready(Err(f.to_io()));
-        }
         let r = self.fill(read);
         if let Poll::Ready(Err(e)) = &r {
             if self.failed.is_none() && !is_transient(e.kind()) {
@@ -369,38 +423,68 @@ impl FrameReader {
         r
     }
 
+    /// Make the next opened frame's data current; its length, or `None`
+    /// when no opened plaintext is left.
+    fn next_plain(&mut self) -> Option<usize> {
+        let avail = self.available().len();
+        if avail > 0 {
+            return Some(avail);
+        }
+        let frame = self.core.sealed_frame_len();
+        while self.next_frame < self.start {
+            let at = self.next_frame;
+            self.next_frame += frame;
+            self.plain = opened_data(at, &self.buf[at..at + LEN_PREFIX]);
+            if !self.plain.is_empty() {
+                return Some(self.plain.len());
+            }
+        }
+        None
+    }
+
     fn fill<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
     where
         R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
     {
         loop {
-            let avail = self.available().len();
-            if avail > 0 {
-                return Poll::Ready(Ok(avail));
+            if let Some(n) = self.next_plain() {
+                return Poll::Ready(Ok(n));
+            }
+            if let Some(f) = &self.failed {
+                return Poll::Ready(Err(f.to_io()));
             }
             // Hold back a partial group for one more read when more is
             // likely queued and the read cannot block.
             let groups_only =
                 self.nonblocking && self.last_read_full && !self.eof && self.core.can_hold_back();
-            let opened = match self
-                .core
-                .open_next(&mut self.buf[self.start..self.end], groups_only)
-            {
-                Ok(o) => o,
-                Err(e) => {
-                    self.failed = Some(ReadFailure::Protocol(e.clone()));
-                    return Poll::Ready(Err(protocol_io(e)));
+            // Open every whole frame here in one step (one clock reading
+            // pair per batch, not per frame).
+            if self.end - self.start >= self.core.sealed_frame_len() {
+                let t0 = stats::now();
+                let batch = self
+                    .core
+                    .open_batch(&mut self.buf[self.start..self.end], groups_only);
+                let frames = batch.consumed / self.core.sealed_frame_len();
+                if frames > 0 {
+                    self.stats.opened(t0, stats::now(), frames, batch.bytes);
                 }
-            };
-            if opened.consumed > 0 {
-                self.plain = self.start + opened.data.start..self.start + opened.data.end;
-                self.start += opened.consumed;
-                continue;
+                self.next_frame = self.start;
+                self.start += batch.consumed;
+                if let Some(e) = batch.error {
+                    // Deliver the frames before it first.
+                    self.failed = Some(ReadFailure::Protocol(e));
+                    continue;
+                }
+                if batch.consumed > 0 {
+                    continue;
+                }
             }
             if self.eof {
                 self.core.end_of_stream(self.end - self.start)?;
                 return Poll::Ready(Ok(0));
             }
+            // Every opened frame is delivered (`next_plain` found none), so
+            // the buffer may move.
             let sealed = self.core.sealed_frame_len();
             if self.start == self.end {
                 self.start = 0;
@@ -412,6 +496,7 @@ impl FrameReader {
                 self.end -= self.start;
                 self.start = 0;
             }
+            self.next_frame = self.start;
             self.prepare_buffer();
             if groups_only {
                 // A full read after the frames held back: the buffer grows by
@@ -424,10 +509,26 @@ impl FrameReader {
             }
             // One read brings in at most `read_buffer_size` bytes.
             let space = (self.buf.len() - self.end).min(self.core.read_buffer_size());
-            match read(&mut self.buf[self.end..self.end + space]) {
-                Poll::Ready(Ok(0)) => self.eof = true,
+            let t0 = stats::now();
+            self.stats.attempt(t0);
+            let r = read(&mut self.buf[self.end..self.end + space]);
+            let t1 = stats::now();
+            match r {
+                Poll::Ready(Ok(0)) => {
+                    self.stats.read(
+                        t0,
+                        t1,
+                        Transfer::Bytes {
+                            n: 0,
+                            offered: space,
+                        },
+                    );
+                    self.eof = true;
+                }
                 Poll::Ready(Ok(n)) => {
                     let n = n.min(space);
+                    self.stats
+                        .read(t0, t1, Transfer::Bytes { n, offered: space });
                     self.end += n;
                     self.last_read_full = n == space;
                     // A read that filled the buffer means more is queued: use
@@ -440,14 +541,19 @@ impl FrameReader {
                     };
                 }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(e)) => {
+                    self.stats.read(t0, t1, Transfer::Failed);
+                    return Poll::Ready(Err(e));
+                }
                 Poll::Pending if groups_only => {
                     // Nothing more queued after all: open the frames here
                     // one at a time (the waker stays registered, so a later
                     // wake-up is merely early).
+                    self.stats.read(t0, t1, Transfer::NotReady);
                     self.last_read_full = false;
                 }
                 Poll::Pending => {
+                    self.stats.read(t0, t1, Transfer::NotReady);
                     // Nothing buffered and nothing arriving: the connection is
                     // idle, so give the buffer back until data comes.
                     if self.start == self.end {

@@ -42,6 +42,7 @@ use std::task::Poll;
 
 use super::reader::protocol_io;
 use crate::proto::{SealBuf, Sealer};
+use crate::stats::{self, SendRecorder, SendStats, Stamp, Transfer};
 use crate::Error;
 
 /// A write buffer larger than this is freed once its bytes are on the wire
@@ -197,6 +198,7 @@ pub struct FrameWriter {
     core: WriteCore,
     buf: Vec<u8>,
     pos: usize,
+    stats: SendRecorder,
 }
 
 impl FrameWriter {
@@ -206,7 +208,13 @@ impl FrameWriter {
             core,
             buf: Vec::new(),
             pos: 0,
+            stats: SendRecorder::default(),
         }
+    }
+
+    /// This writer's counters (all zero without the `stats` feature).
+    pub fn stats(&self) -> SendStats {
+        self.stats.snapshot()
     }
 
     /// The sealing state.
@@ -233,25 +241,44 @@ impl FrameWriter {
         }
     }
 
-    /// Write buffered sealed bytes until none remain.
-    fn poll_drain<W>(&mut self, write: &mut W) -> Poll<io::Result<()>>
+    /// Write buffered sealed bytes until none remain. `start`: a clock
+    /// reading taken just before, if any (one reading ends a seal step and
+    /// starts the write after it); the clock is read only when there is
+    /// something to write.
+    fn poll_drain<W>(&mut self, write: &mut W, start: Option<Stamp>) -> Poll<io::Result<()>>
     where
         W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
     {
+        let mut start = start;
         while self.pos < self.buf.len() {
-            match write(&self.buf[self.pos..]) {
+            let t0 = *start.get_or_insert_with(stats::now);
+            self.stats.attempt(t0);
+            let offered = self.buf.len() - self.pos;
+            let r = write(&self.buf[self.pos..]);
+            let end = stats::now();
+            match r {
                 Poll::Ready(Ok(0)) => {
+                    self.stats.wrote(t0, end, Transfer::Failed);
                     self.core.poison();
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
-                Poll::Ready(Ok(n)) => self.pos += n.min(self.buf.len() - self.pos),
+                Poll::Ready(Ok(n)) => {
+                    let n = n.min(offered);
+                    self.stats.wrote(t0, end, Transfer::Bytes { n, offered });
+                    self.pos += n;
+                }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => {
+                    self.stats.wrote(t0, end, Transfer::Failed);
                     self.core.poison();
                     return Poll::Ready(Err(e));
                 }
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    self.stats.wrote(t0, end, Transfer::NotReady);
+                    return Poll::Pending;
+                }
             }
+            start = Some(end);
         }
         // Everything is on the wire. Keep a small buffer for the next message;
         // give a large one back so an idle connection holds little memory.
@@ -288,17 +315,20 @@ impl FrameWriter {
         if parts.iter().all(|p| p.is_empty()) {
             return Poll::Ready(Ok(0));
         }
-        match self.poll_drain(&mut write) {
+        match self.poll_drain(&mut write, None) {
             Poll::Ready(Ok(())) => {}
             other => return other.map(|r| r.map(|()| 0)),
         }
         // One write's worth: the whole message, or its first `max_chunk` bytes.
+        let start = stats::now();
+        let before = self.buf.len();
         let n = self
             .core
             .seal(parts, self.core.max_chunk(), &mut self.buf)?;
+        let sealed = self.sealed_step(start, before, n);
         // The message is accepted now; try to send it at once. Whatever the
         // transport does not take stays buffered for the next call.
-        match self.poll_drain(&mut write) {
+        match self.poll_drain(&mut write, Some(sealed)) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             _ => Poll::Ready(Ok(n)),
         }
@@ -326,7 +356,7 @@ impl FrameWriter {
         W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
     {
         self.core.check()?;
-        match self.poll_drain(&mut write) {
+        match self.poll_drain(&mut write, None) {
             Poll::Ready(Ok(())) => {}
             other => return other.map(|r| r.map(|()| 0)),
         }
@@ -346,9 +376,12 @@ impl FrameWriter {
             parts.push(rest);
         }
         let items = parts.len();
+        let start = stats::now();
+        let before = self.buf.len();
         let n = self.core.seal(&parts, budget, &mut self.buf)?;
+        let sealed = self.sealed_step(start, before, n);
         backlog.consume(n, items, done);
-        match self.poll_drain(&mut write) {
+        match self.poll_drain(&mut write, Some(sealed)) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             _ => Poll::Ready(Ok(n)),
         }
@@ -394,7 +427,17 @@ impl FrameWriter {
         W: FnMut(&[u8]) -> Poll<io::Result<usize>>,
     {
         self.core.check()?;
-        self.poll_drain(&mut write)
+        self.poll_drain(&mut write, None)
+    }
+
+    /// Record a seal step that started at `start` and appended to the
+    /// buffer from `before`, sealing `n` plaintext bytes; returns its end.
+    #[inline]
+    fn sealed_step(&mut self, start: Stamp, before: usize, n: usize) -> Stamp {
+        let end = stats::now();
+        let frames = (self.buf.len() - before) / self.core.sealer.frame_size().sealed_len();
+        self.stats.sealed(start, end, frames, n);
+        end
     }
 }
 

@@ -23,6 +23,7 @@ use std::marker::PhantomData;
 
 use crate::engine::{establish, Duplex, Engines, FrameReader, FrameWriter};
 use crate::proto::Established;
+use crate::stats::ConnStats;
 use crate::{Config, Error, NodeId, PublicKey};
 
 /// An authenticated, encrypted stream over transport `T`, holding engines `E`
@@ -70,6 +71,14 @@ impl<T, E: Engines, A> SecretStream<T, E, A> {
     /// options.
     pub fn get_ref(&self) -> &T {
         &self.io
+    }
+
+    /// A snapshot of this stream's counters: seal and write work on the send
+    /// side, read and open work on the receive side (a half reports its own
+    /// side and zeros for the other; [`ConnStats::merge`] joins two halves).
+    /// See [`crate::stats`]; all zero without the `stats` feature.
+    pub fn stats(&self) -> ConnStats {
+        self.engines.stats()
     }
 
     /// Bytes of buffer memory this stream holds now.

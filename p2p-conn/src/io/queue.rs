@@ -79,6 +79,7 @@ use super::tokio::{writer_io, WriteHalf};
 use crate::config::Overflow;
 use crate::engine::budget::{Admission, Budget};
 use crate::engine::Backlog;
+use crate::stats::{self, SendStats, Stamp};
 use crate::{Config, Error, NodeId};
 
 /// Why a send queue refused a message or stopped.
@@ -149,6 +150,15 @@ pub struct QueueStats {
     /// Messages that did not fit under the cap (waited, failed or
     /// disconnected, by the policy).
     pub overflows: u64,
+    /// Messages in the largest batch so far.
+    pub largest_batch: u64,
+    /// Summed over the messages sent: the time each waited in the queue,
+    /// from the call that queued it until its batch was sealed (zero
+    /// without the `stats` feature).
+    pub queue_wait_time: Duration,
+    /// The writer's counters ([`crate::stats::SendStats`]: sealing, writes,
+    /// not-ready time), as of the last batch written.
+    pub send: SendStats,
 }
 
 /// Room a queued entry holds under the cap; given back when it is dropped
@@ -173,6 +183,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl QueueStats {
+    /// Average time a sent message waited in the queue (zero before the
+    /// first).
+    pub fn average_queue_wait(&self) -> Duration {
+        if self.messages_sent == 0 {
+            Duration::ZERO
+        } else {
+            self.queue_wait_time.div_f64(self.messages_sent as f64)
+        }
+    }
+
     /// Average messages per batch written (0 before the first batch).
     pub fn messages_per_batch(&self) -> f64 {
         if self.batches == 0 {
@@ -186,6 +206,8 @@ impl QueueStats {
 /// One queued message; the permit it holds is returned when it is sealed.
 struct Item {
     data: Bytes,
+    /// When it was queued.
+    queued: Stamp,
     /// Cap accounting of the whole entry, on its last message.
     permit: Option<Permit>,
     /// A flush marker: fire once everything before it is written.
@@ -214,6 +236,10 @@ struct Counters {
     batches: AtomicU64,
     messages_sent: AtomicU64,
     overflows: AtomicU64,
+    largest_batch: AtomicU64,
+    queue_wait_nanos: AtomicU64,
+    /// The writer's counters, published after each batch.
+    send: Mutex<SendStats>,
 }
 
 type Starter = Box<dyn FnOnce(mpsc::UnboundedReceiver<Command>) + Send>;
@@ -351,6 +377,7 @@ impl Sender {
             return self.check_open();
         }
         let permit = self.admit(len).await?;
+        let queued = stats::now();
         let n = msgs.len();
         let last = n - 1;
         let mut permit = Some(permit);
@@ -359,6 +386,7 @@ impl Sender {
             .enumerate()
             .map(|(i, data)| Item {
                 data,
+                queued,
                 permit: if i == last { permit.take() } else { None },
                 flushed: None,
             })
@@ -375,6 +403,7 @@ impl Sender {
         let (tx, rx) = oneshot::channel();
         self.command(Command::Messages(vec![Item {
             data: Bytes::new(),
+            queued: stats::now(),
             permit: None,
             flushed: Some(tx),
         }]))?;
@@ -406,6 +435,9 @@ impl Sender {
             batches: c.batches.load(Ordering::Relaxed),
             messages_sent: c.messages_sent.load(Ordering::Relaxed),
             overflows: c.overflows.load(Ordering::Relaxed),
+            largest_batch: c.largest_batch.load(Ordering::Relaxed),
+            queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
+            send: *lock(&c.send),
         }
     }
 
@@ -637,7 +669,7 @@ async fn run<W>(
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(_)) => {
                 if let Some(s) = shared.upgrade() {
-                    account(&s, &mut done, &mut waiting);
+                    account(&s, &mut done, &mut waiting, half.engines.stats());
                 } else {
                     done.drain(..).for_each(|i| waiting.extend(i.flushed));
                 }
@@ -721,16 +753,27 @@ fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
 
 /// Update the counters for the items sealed by the last batch and move its
 /// flush markers to `waiting`.
-fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sender<()>>) {
+fn account(
+    s: &Shared,
+    done: &mut Vec<Item>,
+    waiting: &mut VecDeque<oneshot::Sender<()>>,
+    send: SendStats,
+) {
     let mut bytes = 0;
     let mut messages = 0;
     let mut room = Vec::new();
+    // One clock reading per batch; each message's wait is measured to it.
+    let sealed = (!done.is_empty()).then(stats::now);
+    let mut waited = Duration::ZERO;
     for mut item in done.drain(..) {
         if let Some(w) = item.flushed.take() {
             waiting.push_back(w);
         } else {
             bytes += item.data.len();
             messages += 1;
+            if let Some(t) = sealed {
+                waited += stats::between(item.queued, t);
+            }
         }
         room.extend(item.permit.as_mut().and_then(|p| p.admission.take()));
     }
@@ -744,6 +787,11 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     c.messages_sent
         .fetch_add(messages as u64, Ordering::Relaxed);
     c.batches.fetch_add(1, Ordering::Relaxed);
+    c.largest_batch
+        .fetch_max(messages as u64, Ordering::Relaxed);
+    c.queue_wait_nanos
+        .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    *lock(&c.send) = send;
 }
 
 /// Everything sealed so far is written: flush the transport, then tell the

@@ -1,0 +1,432 @@
+//! Per-connection statistics: is this connection's cost in the cipher or in
+//! the syscalls?
+//!
+//! Every connection of the tokio and std adapters (and each of its halves)
+//! counts, on the send side, the sealing work and the socket writes, and on
+//! the receive side the socket reads and the opening work, with the time
+//! spent in each. [`crate::io::SecretStream::stats`] returns a snapshot
+//! ([`ConnStats`]); [`ConnStats::write_to_seal`] is the ratio field
+//! engineers read off a profile ("1 s of sealing needed 1.73 s of socket
+//! write"), and `Display` prints it in those words.
+//!
+//! # Design
+//! * Counters live in the connection's own engines ([`crate::engine::FrameWriter`]
+//!   and [`crate::engine::FrameReader`]): plain integers, no atomics, no
+//!   locks, since each engine has one owner.
+//! * Time is taken per message or per batch, never per frame: one clock read
+//!   around each seal step (a message, or a batch of queued messages), each
+//!   transport write, each transport read, and each open step (every whole
+//!   frame a read brought in, opened at once). So a 64 KiB message costs
+//!   three clock reads, whatever its frame count.
+//! * A write the transport could not take (`Pending`: the socket's buffer is
+//!   full) is counted apart, with the time from then until the next attempt
+//!   ([`SendStats::not_ready_time`]): that is the peer or the network being
+//!   slow, not the cost of the syscall. The same on the receive side is the
+//!   time spent waiting for the peer ([`RecvStats::not_ready_time`]), which
+//!   for an idle connection is most of its life.
+//!
+//! # Cost
+//! A clock read is a vDSO `clock_gettime` (about 20 ns here). The feature
+//! `stats` (on by default) compiles all of it in; without it every counter
+//! stays zero and no clock is read. `docs/profiling.md` has the measured
+//! overhead.
+//!
+//! # Not provided
+//! * The codec adapter (`io::codec`) writes and reads through tokio-util's
+//!   `Framed`, so its socket calls are not ours to time.
+//! * The std adapter's blocking calls wait inside the kernel: a blocking
+//!   write that waits for the peer counts as write time there, not as
+//!   not-ready time. Use a non-blocking socket (or tokio) to separate them.
+//! * No histograms: cumulative counters only; take two snapshots and
+//!   subtract ([`ConnStats::since`]) for a rate.
+
+use std::fmt;
+use std::time::Duration;
+
+/// True when the crate was built with the `stats` feature: the counters move.
+pub const ENABLED: bool = cfg!(feature = "stats");
+
+/// Send-side counters of one connection (or write half).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SendStats {
+    /// Seal steps: one per message written, or per batch of queued messages.
+    pub seals: u64,
+    /// Frames sealed.
+    pub frames_sealed: u64,
+    /// Plaintext bytes sealed.
+    pub bytes_sealed: u64,
+    /// Time spent sealing.
+    pub seal_time: Duration,
+    /// Transport write calls that returned bytes or an error.
+    pub writes: u64,
+    /// Sealed bytes the transport took.
+    pub bytes_written: u64,
+    /// Time spent in those write calls.
+    pub write_time: Duration,
+    /// Writes that took fewer bytes than offered.
+    pub short_writes: u64,
+    /// Write calls that found the transport not ready (`Pending`).
+    pub not_ready: u64,
+    /// Time from a not-ready write until the next write attempt: the socket
+    /// buffer was full (a slow peer or network).
+    pub not_ready_time: Duration,
+}
+
+/// Receive-side counters of one connection (or read half).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecvStats {
+    /// Open steps: one per batch of whole frames a read brought in.
+    pub opens: u64,
+    /// Frames opened (including empty ones).
+    pub frames_opened: u64,
+    /// Plaintext bytes opened.
+    pub bytes_opened: u64,
+    /// Time spent opening.
+    pub open_time: Duration,
+    /// Transport read calls that returned bytes, end of stream or an error.
+    pub reads: u64,
+    /// Sealed bytes read.
+    pub bytes_read: u64,
+    /// Time spent in those read calls.
+    pub read_time: Duration,
+    /// Read calls that found nothing to read (`Pending`).
+    pub not_ready: u64,
+    /// Time from a read that found nothing until the next read attempt:
+    /// waiting for the peer.
+    pub not_ready_time: Duration,
+}
+
+/// A snapshot of one connection's counters. A half reports its own side;
+/// the other side is all zeros.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnStats {
+    /// The send side.
+    pub send: SendStats,
+    /// The receive side.
+    pub recv: RecvStats,
+}
+
+fn ratio(a: Duration, b: Duration) -> Option<f64> {
+    (!b.is_zero()).then(|| a.as_secs_f64() / b.as_secs_f64())
+}
+
+impl ConnStats {
+    /// Write time divided by seal time: how many seconds of socket write each
+    /// second of sealing needed. `None` before anything was sealed (or
+    /// without the `stats` feature).
+    pub fn write_to_seal(&self) -> Option<f64> {
+        ratio(self.send.write_time, self.send.seal_time)
+    }
+
+    /// Read time divided by open time, the receive side's counterpart.
+    pub fn read_to_open(&self) -> Option<f64> {
+        ratio(self.recv.read_time, self.recv.open_time)
+    }
+
+    /// Both sides of a connection whose halves were counted apart.
+    pub fn merge(send: &ConnStats, recv: &ConnStats) -> ConnStats {
+        ConnStats {
+            send: send.send,
+            recv: recv.recv,
+        }
+    }
+
+    /// What happened between `earlier` (a snapshot of the same connection)
+    /// and `self`.
+    pub fn since(&self, earlier: &ConnStats) -> ConnStats {
+        let (s, e) = (&self.send, &earlier.send);
+        let (r, f) = (&self.recv, &earlier.recv);
+        ConnStats {
+            send: SendStats {
+                seals: s.seals.saturating_sub(e.seals),
+                frames_sealed: s.frames_sealed.saturating_sub(e.frames_sealed),
+                bytes_sealed: s.bytes_sealed.saturating_sub(e.bytes_sealed),
+                seal_time: s.seal_time.saturating_sub(e.seal_time),
+                writes: s.writes.saturating_sub(e.writes),
+                bytes_written: s.bytes_written.saturating_sub(e.bytes_written),
+                write_time: s.write_time.saturating_sub(e.write_time),
+                short_writes: s.short_writes.saturating_sub(e.short_writes),
+                not_ready: s.not_ready.saturating_sub(e.not_ready),
+                not_ready_time: s.not_ready_time.saturating_sub(e.not_ready_time),
+            },
+            recv: RecvStats {
+                opens: r.opens.saturating_sub(f.opens),
+                frames_opened: r.frames_opened.saturating_sub(f.frames_opened),
+                bytes_opened: r.bytes_opened.saturating_sub(f.bytes_opened),
+                open_time: r.open_time.saturating_sub(f.open_time),
+                reads: r.reads.saturating_sub(f.reads),
+                bytes_read: r.bytes_read.saturating_sub(f.bytes_read),
+                read_time: r.read_time.saturating_sub(f.read_time),
+                not_ready: r.not_ready.saturating_sub(f.not_ready),
+                not_ready_time: r.not_ready_time.saturating_sub(f.not_ready_time),
+            },
+        }
+    }
+}
+
+impl fmt::Display for ConnStats {
+    /// Two lines in the words of a profile reading, e.g.
+    /// `send: 1 s of sealing needed 1.73 s of socket write (…)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (s, r) = (&self.send, &self.recv);
+        match self.write_to_seal() {
+            Some(x) => write!(f, "send: 1 s of sealing needed {x:.2} s of socket write")?,
+            None => write!(f, "send: nothing sealed")?,
+        }
+        writeln!(
+            f,
+            " ({} frames, {} B in {:.3} s sealing; {} writes, {} short, {} B in {:.3} s; \
+             socket not ready {} times, {:.3} s)",
+            s.frames_sealed,
+            s.bytes_sealed,
+            s.seal_time.as_secs_f64(),
+            s.writes,
+            s.short_writes,
+            s.bytes_written,
+            s.write_time.as_secs_f64(),
+            s.not_ready,
+            s.not_ready_time.as_secs_f64(),
+        )?;
+        match self.read_to_open() {
+            Some(x) => write!(f, "recv: 1 s of opening needed {x:.2} s of socket read")?,
+            None => write!(f, "recv: nothing opened")?,
+        }
+        write!(
+            f,
+            " ({} frames, {} B in {:.3} s opening; {} reads, {} B in {:.3} s; \
+             waited for the peer {} times, {:.3} s)",
+            r.frames_opened,
+            r.bytes_opened,
+            r.open_time.as_secs_f64(),
+            r.reads,
+            r.bytes_read,
+            r.read_time.as_secs_f64(),
+            r.not_ready,
+            r.not_ready_time.as_secs_f64(),
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Recording (crate-private): compiled to nothing without the feature.
+
+/// A clock reading; `()` without the `stats` feature.
+#[cfg(feature = "stats")]
+pub(crate) type Stamp = std::time::Instant;
+/// A clock reading; nothing without the `stats` feature.
+#[cfg(not(feature = "stats"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp;
+
+/// Read the clock (nothing without the `stats` feature).
+#[inline(always)]
+pub(crate) fn now() -> Stamp {
+    #[cfg(feature = "stats")]
+    {
+        std::time::Instant::now()
+    }
+    #[cfg(not(feature = "stats"))]
+    {
+        Stamp
+    }
+}
+
+/// Time from `a` to `b` (zero without the `stats` feature).
+#[inline(always)]
+#[allow(unused_variables, dead_code)]
+pub(crate) fn between(a: Stamp, b: Stamp) -> Duration {
+    #[cfg(feature = "stats")]
+    {
+        b.saturating_duration_since(a)
+    }
+    #[cfg(not(feature = "stats"))]
+    {
+        Duration::ZERO
+    }
+}
+
+/// The send side's recorder, owned by a [`crate::engine::FrameWriter`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SendRecorder {
+    #[cfg(feature = "stats")]
+    stats: SendStats,
+    #[cfg(feature = "stats")]
+    not_ready_since: Option<Stamp>,
+}
+
+#[allow(unused_variables)]
+impl SendRecorder {
+    pub(crate) fn snapshot(&self) -> SendStats {
+        #[cfg(feature = "stats")]
+        {
+            self.stats
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            SendStats::default()
+        }
+    }
+
+    /// One seal step from `start` to `end`.
+    #[inline]
+    pub(crate) fn sealed(&mut self, start: Stamp, end: Stamp, frames: usize, bytes: usize) {
+        #[cfg(feature = "stats")]
+        {
+            let s = &mut self.stats;
+            s.seals += 1;
+            s.frames_sealed += frames as u64;
+            s.bytes_sealed += bytes as u64;
+            s.seal_time += between(start, end);
+        }
+    }
+
+    /// A write attempt starts at `start`: ends a not-ready wait.
+    #[inline]
+    pub(crate) fn attempt(&mut self, start: Stamp) {
+        #[cfg(feature = "stats")]
+        if let Some(since) = self.not_ready_since.take() {
+            self.stats.not_ready_time += between(since, start);
+        }
+    }
+
+    /// A write call from `start` to `end` that took `n` of `offered` bytes,
+    /// returned an error (`n` = 0), or found the transport not ready.
+    #[inline]
+    pub(crate) fn wrote(&mut self, start: Stamp, end: Stamp, result: Transfer) {
+        #[cfg(feature = "stats")]
+        {
+            let s = &mut self.stats;
+            s.write_time += between(start, end);
+            match result {
+                Transfer::Bytes { n, offered } => {
+                    s.writes += 1;
+                    s.bytes_written += n as u64;
+                    s.short_writes += u64::from(n < offered);
+                }
+                Transfer::Failed => s.writes += 1,
+                Transfer::NotReady => {
+                    s.not_ready += 1;
+                    self.not_ready_since = Some(end);
+                }
+            }
+        }
+    }
+}
+
+/// What a transport call did, for the recorders.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "stats"), allow(dead_code))]
+pub(crate) enum Transfer {
+    /// Took `n` of `offered` bytes.
+    Bytes { n: usize, offered: usize },
+    /// Returned an error.
+    Failed,
+    /// `Pending`.
+    NotReady,
+}
+
+/// The receive side's recorder, owned by a [`crate::engine::FrameReader`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RecvRecorder {
+    #[cfg(feature = "stats")]
+    stats: RecvStats,
+    #[cfg(feature = "stats")]
+    not_ready_since: Option<Stamp>,
+}
+
+#[allow(unused_variables)]
+impl RecvRecorder {
+    pub(crate) fn snapshot(&self) -> RecvStats {
+        #[cfg(feature = "stats")]
+        {
+            self.stats
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            RecvStats::default()
+        }
+    }
+
+    /// One open step from `start` to `end`.
+    #[inline]
+    pub(crate) fn opened(&mut self, start: Stamp, end: Stamp, frames: usize, bytes: usize) {
+        #[cfg(feature = "stats")]
+        {
+            let s = &mut self.stats;
+            s.opens += 1;
+            s.frames_opened += frames as u64;
+            s.bytes_opened += bytes as u64;
+            s.open_time += between(start, end);
+        }
+    }
+
+    /// A read attempt starts at `start`: ends a not-ready wait.
+    #[inline]
+    pub(crate) fn attempt(&mut self, start: Stamp) {
+        #[cfg(feature = "stats")]
+        if let Some(since) = self.not_ready_since.take() {
+            self.stats.not_ready_time += between(since, start);
+        }
+    }
+
+    /// A read call from `start` to `end` that returned `n` bytes (0: end of
+    /// stream), an error, or found nothing.
+    #[inline]
+    pub(crate) fn read(&mut self, start: Stamp, end: Stamp, result: Transfer) {
+        #[cfg(feature = "stats")]
+        {
+            let s = &mut self.stats;
+            s.read_time += between(start, end);
+            match result {
+                Transfer::Bytes { n, .. } => {
+                    s.reads += 1;
+                    s.bytes_read += n as u64;
+                }
+                Transfer::Failed => s.reads += 1,
+                Transfer::NotReady => {
+                    s.not_ready += 1;
+                    self.not_ready_since = Some(end);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_and_display() {
+        let mut c = ConnStats::default();
+        assert_eq!(c.write_to_seal(), None);
+        assert!(c.to_string().starts_with("send: nothing sealed"));
+        c.send.seal_time = Duration::from_millis(100);
+        c.send.write_time = Duration::from_millis(173);
+        c.recv.open_time = Duration::from_millis(50);
+        c.recv.read_time = Duration::from_millis(25);
+        assert!((c.write_to_seal().unwrap() - 1.73).abs() < 1e-9);
+        assert!((c.read_to_open().unwrap() - 0.5).abs() < 1e-9);
+        let text = c.to_string();
+        assert!(
+            text.starts_with("send: 1 s of sealing needed 1.73 s of socket write"),
+            "{text}"
+        );
+        assert!(text.contains("recv: 1 s of opening needed 0.50 s of socket read"));
+        let later = ConnStats {
+            send: SendStats {
+                seal_time: Duration::from_millis(300),
+                writes: 4,
+                ..c.send
+            },
+            ..c
+        };
+        let d = later.since(&c);
+        assert_eq!(d.send.seal_time, Duration::from_millis(200));
+        assert_eq!(d.send.writes, 4);
+        assert_eq!(d.recv, RecvStats::default());
+    }
+}
