@@ -70,6 +70,7 @@
 mod config;
 pub mod engine;
 mod error;
+mod events;
 pub mod identity;
 pub mod io;
 #[cfg(feature = "keyfile")]

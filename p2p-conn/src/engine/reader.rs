@@ -236,6 +236,29 @@ impl ReadCore {
     }
 }
 
+/// The close event of a connection's receive side (`tracing`): why it
+/// ended and the final counts.
+#[cfg(feature = "tracing")]
+impl Drop for FrameReader {
+    fn drop(&mut self) {
+        let Some(peer) = &self.peer else { return };
+        let cause: &dyn std::fmt::Display = match &self.failed {
+            Some(f) => &f.to_io(),
+            None if self.eof => &"end of stream from the peer",
+            None => &"dropped by the application",
+        };
+        let s = self.stats.snapshot();
+        crate::events::closed(
+            crate::events::Side::Recv,
+            Some(peer),
+            cause,
+            s.frames_opened,
+            s.bytes_opened,
+            s.bytes_read,
+        );
+    }
+}
+
 /// What [`ReadCore::open_batch`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
@@ -284,6 +307,9 @@ pub struct FrameReader {
     /// (after the data of frames opened before it).
     failed: Option<ReadFailure>,
     stats: RecvRecorder,
+    /// The authenticated peer, named by the close event.
+    #[cfg(feature = "tracing")]
+    peer: Option<crate::PublicKey>,
 }
 
 /// Why a [`FrameReader`] stopped: kept so that every later call fails the
@@ -342,6 +368,17 @@ impl FrameReader {
             last_read_full: false,
             failed: None,
             stats: RecvRecorder::default(),
+            #[cfg(feature = "tracing")]
+            peer: None,
+        }
+    }
+
+    /// Name the peer in this reader's close event (`tracing`).
+    #[allow(unused_variables)]
+    pub(crate) fn set_peer(&mut self, peer: crate::PublicKey) {
+        #[cfg(feature = "tracing")]
+        {
+            self.peer = Some(peer);
         }
     }
 

@@ -199,6 +199,36 @@ pub struct FrameWriter {
     buf: Vec<u8>,
     pos: usize,
     stats: SendRecorder,
+    /// The authenticated peer, named by the close event.
+    #[cfg(feature = "tracing")]
+    peer: Option<crate::PublicKey>,
+}
+
+/// The close event of a connection's send side (`tracing`): why it ended
+/// and the final counts.
+#[cfg(feature = "tracing")]
+impl Drop for FrameWriter {
+    fn drop(&mut self) {
+        let Some(peer) = &self.peer else { return };
+        let unsent;
+        let cause: &dyn std::fmt::Display = if self.core.is_poisoned() {
+            &"a write failed part way (poisoned)"
+        } else if !self.pending().is_empty() {
+            unsent = format!("dropped with {} sealed bytes unsent", self.pending().len());
+            &unsent
+        } else {
+            &"dropped by the application"
+        };
+        let s = self.stats.snapshot();
+        crate::events::closed(
+            crate::events::Side::Send,
+            Some(peer),
+            cause,
+            s.frames_sealed,
+            s.bytes_sealed,
+            s.bytes_written,
+        );
+    }
 }
 
 impl FrameWriter {
@@ -209,6 +239,17 @@ impl FrameWriter {
             buf: Vec::new(),
             pos: 0,
             stats: SendRecorder::default(),
+            #[cfg(feature = "tracing")]
+            peer: None,
+        }
+    }
+
+    /// Name the peer in this writer's close event (`tracing`).
+    #[allow(unused_variables)]
+    pub(crate) fn set_peer(&mut self, peer: crate::PublicKey) {
+        #[cfg(feature = "tracing")]
+        {
+            self.peer = Some(peer);
         }
     }
 

@@ -29,6 +29,7 @@ use super::{ReuniteError, SecretStream};
 use crate::engine::{
     poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
 };
+use crate::events::Handshaking;
 use crate::proto::Handshake;
 use crate::{Config, Error, Identity};
 
@@ -91,8 +92,11 @@ pub fn handshake<T: Read + Write>(
     identity: &Identity,
     config: &Config,
 ) -> Result<SecretConnection<T>, Error> {
-    let hs = run_handshake(&mut io, identity, config)?;
-    SecretConnection::established(io, hs.into_established()?, config)
+    let events = Handshaking::start(|| None);
+    let r = run_handshake(&mut io, identity, config)
+        .and_then(|hs| SecretConnection::established(io, hs.into_established()?, config));
+    events.finish(r.as_ref().map(|c| c.remote_node_id()));
+    r
 }
 
 /// A `TcpStream` whose every read and write is bounded by one deadline (none
@@ -159,6 +163,7 @@ pub fn handshake_tcp(
     identity: &Identity,
     config: &Config,
 ) -> Result<SecretConnection<TcpStream>, Error> {
+    let events = Handshaking::start(|| stream.peer_addr().ok());
     let r = {
         let _restore = RestoreTimeouts {
             read: stream.read_timeout()?,
@@ -181,8 +186,10 @@ pub fn handshake_tcp(
             Error::Timeout(config.handshake_timeout)
         }
         other => other,
-    })?;
-    SecretConnection::established(stream, hs.into_established()?, config)
+    });
+    let r = hs.and_then(|hs| SecretConnection::established(stream, hs.into_established()?, config));
+    events.finish(r.as_ref().map(|c| c.remote_node_id()));
+    r
 }
 
 fn read_fn<R: Read>(io: &mut R) -> impl FnMut(&mut [u8]) -> Poll<io::Result<usize>> + '_ {

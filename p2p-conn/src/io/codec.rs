@@ -51,6 +51,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
 use crate::engine::{establish, ReadCore, WriteCore};
+use crate::events::Handshaking;
 use crate::io::tokio::{run_handshake, Split};
 use crate::proto::Established;
 use crate::{Config, Error, Identity, PublicKey};
@@ -278,8 +279,14 @@ pub async fn handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let est = run_handshake(&mut io, identity, config).await?;
-    let mut codec = SecretCodec::new(est, config)?;
+    let events = Handshaking::start(|| None);
+    let r = async {
+        let est = run_handshake(&mut io, identity, config).await?;
+        SecretCodec::new(est, config)
+    }
+    .await;
+    events.finish(r.as_ref().map(|c| c.remote.node_id()));
+    let mut codec = r?;
     let capacity = codec.decoder.core.read_buffer_size();
     let boundary = codec.encoder.flush_bytes();
     let io = codec.prime(io);
@@ -306,8 +313,13 @@ pub async fn handshake_split<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin + Split,
 {
-    let est = run_handshake(&mut io, identity, config).await?;
-    framed_halves(est, config, io, T::split)
+    let events = Handshaking::start(|| None);
+    let r = match run_handshake(&mut io, identity, config).await {
+        Ok(est) => framed_halves(est, config, io, T::split),
+        Err(e) => Err(e),
+    };
+    events.finish(r.as_ref().map(|(_, pk)| pk.node_id()));
+    r
 }
 
 /// [`handshake_split`] for any transport, through `tokio::io::split` (a lock
@@ -326,8 +338,13 @@ pub async fn handshake_split_locked<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let est = run_handshake(&mut io, identity, config).await?;
-    framed_halves(est, config, io, tokio::io::split)
+    let events = Handshaking::start(|| None);
+    let r = match run_handshake(&mut io, identity, config).await {
+        Ok(est) => framed_halves(est, config, io, tokio::io::split),
+        Err(e) => Err(e),
+    };
+    events.finish(r.as_ref().map(|(_, pk)| pk.node_id()));
+    r
 }
 
 fn framed_halves<T, R, W>(

@@ -107,10 +107,12 @@ impl<T, A> SecretStream<T, Duplex, A> {
     /// peer checked against `config`.
     pub(crate) fn established(io: T, est: Established, config: &Config) -> Result<Self, Error> {
         let (read, write, remote) = establish(est, config)?;
-        let engines = Duplex {
+        let mut engines = Duplex {
             reader: FrameReader::new(read),
             writer: FrameWriter::new(write),
         };
+        engines.reader.set_peer(remote);
+        engines.writer.set_peer(remote);
         Ok(SecretStream::new(io, engines, remote))
     }
 

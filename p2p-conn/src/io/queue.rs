@@ -688,6 +688,16 @@ async fn run<W>(
     // transport unless the writer failed.
     let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
     if let Some(s) = shared.upgrade() {
+        let c = &s.counters;
+        tracing::debug!(
+            peer = %s.peer,
+            addr = s.addr.map(tracing::field::display),
+            %reason,
+            messages = c.messages_sent.load(Ordering::Relaxed),
+            batches = c.batches.load(Ordering::Relaxed),
+            dropped_messages = c.pending_messages.load(Ordering::Relaxed),
+            "send queue stopped"
+        );
         lock(&s.state).closed.get_or_insert(reason);
         s.room.notify_waiters();
         // What is still queued is dropped with the task.

@@ -43,6 +43,7 @@ use super::{ReuniteError, SecretStream};
 use crate::engine::{
     poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
 };
+use crate::events::Handshaking;
 use crate::proto::{Established, Handshake};
 use crate::{Config, Error, Identity};
 
@@ -95,8 +96,14 @@ pub async fn handshake<T>(
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    let est = run_handshake(&mut io, identity, config).await?;
-    let mut conn = SecretConnection::established(io, est, config)?;
+    let hs = Handshaking::start(|| None);
+    let r = async {
+        let est = run_handshake(&mut io, identity, config).await?;
+        SecretConnection::established(io, est, config)
+    }
+    .await;
+    hs.finish(r.as_ref().map(|c| c.remote_node_id()));
+    let mut conn = r?;
     // tokio reads return `Pending` instead of blocking.
     conn.engines.reader.set_nonblocking(true);
     Ok(conn)
