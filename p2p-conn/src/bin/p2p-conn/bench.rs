@@ -22,10 +22,21 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
+use p2p_conn::stats::ConnStats;
 use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
+use crate::breakdown::{Breakdown, StatsJson};
 use crate::cometbft_go::{self, GoVersion};
+
+/// Bytes the current run's receiver has checked so far (`profile`'s progress
+/// bar reads it; one relaxed add per received chunk).
+pub static PROGRESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Count `n` more bytes received and checked.
+pub fn progress(n: usize) {
+    PROGRESS.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Adapter {
@@ -67,22 +78,55 @@ impl Baseline {
     }
 }
 
+/// The workload `bench` and `profile` share: what is sent, over which
+/// adapter, with which settings.
 #[derive(clap::Args, Debug, Clone)]
-pub struct BenchArgs {
+pub struct WorkloadArgs {
     /// Bytes per logical message (one write each; at most 1 GiB)
     #[arg(long, default_value_t = 65536)]
-    size: usize,
+    pub size: usize,
     /// Total MiB to send (at most 1048576, i.e. 1 TiB)
     #[arg(long, default_value_t = 256)]
-    mib: u64,
+    pub mib: u64,
     #[command(flatten)]
-    wire: crate::WireArgs,
+    pub wire: crate::WireArgs,
     /// Which p2p-conn adapter carries the workload
     #[arg(long, value_enum, default_value_t = Adapter::Tokio)]
-    adapter: Adapter,
+    pub adapter: Adapter,
     /// tokio runtime for the tokio and codec adapters
     #[arg(long, value_enum, default_value_t = Runtime::MultiThread)]
-    runtime: Runtime,
+    pub runtime: Runtime,
+    /// Share the connection between this many producer tasks (tokio), each
+    /// sending its own numbered messages (at least 5 bytes each); a Go
+    /// baseline then uses as many goroutines on one `SecretConnection`
+    #[arg(long, default_value_t = 0)]
+    pub producers: usize,
+    /// With --producers: through the send queue, or the plain writer behind a
+    /// shared lock
+    #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
+    pub send_path: crate::producers::SendPath,
+    /// With --producers and the queue: Config::max_pending_bytes
+    #[arg(long, default_value_t = p2p_conn::DEFAULT_MAX_PENDING_BYTES)]
+    pub max_pending_bytes: usize,
+    /// With --producers: pace the producers to this many messages per second
+    /// in all (1 ms ticks) and report send-to-receive latency (p50, p99)
+    #[arg(long)]
+    pub rate: Option<u64>,
+}
+
+impl WorkloadArgs {
+    /// The connection settings, validated.
+    pub fn config(&self) -> Result<Config, String> {
+        let cfg = self.wire.config().max_pending_bytes(self.max_pending_bytes);
+        cfg.validate().map_err(s)?;
+        Ok(cfg)
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    work: WorkloadArgs,
     /// Also run the same workload through another implementation and print the ratio
     #[arg(long, value_enum)]
     baseline: Option<Baseline>,
@@ -94,25 +138,11 @@ pub struct BenchArgs {
     /// instead of a transfer
     #[arg(long)]
     handshakes: Option<u64>,
-    /// Share the connection between this many producer tasks (tokio), each
-    /// sending its own numbered messages (at least 5 bytes each); a Go
-    /// baseline then uses as many goroutines on one `SecretConnection`
-    #[arg(long, default_value_t = 0)]
-    producers: usize,
-    /// With --producers: through the send queue, or the plain writer behind a
-    /// shared lock
-    #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
-    send_path: crate::producers::SendPath,
-    /// With --producers and the queue: Config::max_pending_bytes
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_MAX_PENDING_BYTES)]
-    max_pending_bytes: usize,
-    /// With --producers: pace the producers to this many messages per second
-    /// in all (1 ms ticks) and report send-to-receive latency (p50, p99)
-    #[arg(long)]
-    rate: Option<u64>,
     /// Print one JSON object per line instead of text, all with the same keys:
     /// "kind" is "run" (with "run" = 0..n-1), "median" or "ratio" (with
-    /// "run" = null); fields that do not apply to a kind are null
+    /// "run" = null); fields that do not apply to a kind are null. Our runs
+    /// carry the seal/write/queue breakdown (send_*, recv_*, queue_*,
+    /// write_to_seal, read_to_open)
     #[arg(long)]
     json: bool,
 }
@@ -139,6 +169,9 @@ pub struct Row {
     pub cpu: Option<Cpu>,
     /// Send-to-receive latency, for paced runs (`--rate`).
     pub latency: Option<Latency>,
+    /// Our side's per-connection (and send queue) counters; `None` for
+    /// baselines, handshakes and the codec adapter.
+    pub breakdown: Option<Breakdown>,
 }
 
 /// Send-to-receive latency percentiles of a paced run, in microseconds.
@@ -217,7 +250,7 @@ impl Cpu {
         None
     }
 
-    fn total(self) -> f64 {
+    pub fn total(self) -> f64 {
         self.user + self.sys
     }
 
@@ -258,16 +291,16 @@ impl Mark {
 /// `pattern[i % 251 ..][..size]`, so a lost, duplicated or reordered message
 /// shows up as a content mismatch.
 #[derive(Clone)]
-struct Workload {
-    size: usize,
-    messages: u64,
+pub struct Workload {
+    pub size: usize,
+    pub messages: u64,
     pattern: std::sync::Arc<Vec<u8>>,
 }
 
 impl Workload {
     /// At least `total_bytes` in messages of `size` bytes (at least one
     /// message). Fails if a size overflows.
-    fn new(size: usize, total_bytes: u64) -> Result<Self, String> {
+    pub fn new(size: usize, total_bytes: u64) -> Result<Self, String> {
         let overflow = || format!("--size {size} with {total_bytes} bytes in total overflows");
         let size64 = u64::try_from(size).map_err(|_| overflow())?;
         if size64 == 0 {
@@ -287,12 +320,12 @@ impl Workload {
         })
     }
 
-    fn message(&self, i: u64) -> &[u8] {
+    pub fn message(&self, i: u64) -> &[u8] {
         let off = (i % 251) as usize;
         &self.pattern[off..off + self.size]
     }
 
-    fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         // `new` checked this product.
         self.messages.saturating_mul(self.size as u64)
     }
@@ -311,6 +344,7 @@ impl Verifier {
     }
 
     fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
+        progress(data.len());
         while !data.is_empty() {
             if self.msg >= self.w.messages {
                 return Err("extra bytes after the last message".into());
@@ -340,7 +374,7 @@ pub fn s<E: std::fmt::Display>(e: E) -> String {
 }
 
 /// `--size` and `--mib` within their bounds, as the total byte count.
-fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
+pub fn total_bytes(args: &WorkloadArgs) -> Result<u64, String> {
     if args.size == 0 {
         return Err("--size must be at least 1".into());
     }
@@ -362,8 +396,7 @@ fn total_bytes(args: &BenchArgs) -> Result<u64, String> {
 }
 
 pub fn run(args: BenchArgs) -> Result<(), String> {
-    let cfg = args.wire.config().max_pending_bytes(args.max_pending_bytes);
-    cfg.validate().map_err(s)?;
+    let cfg = args.work.config()?;
     let go_peer = match args.baseline.and_then(Baseline::go_version) {
         Some(v) => Some(cometbft_go::build(v).map_err(s)?),
         None => None,
@@ -371,42 +404,25 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     if let Some(n) = args.handshakes {
         return run_handshakes(&args, &cfg, n, go_peer.as_deref());
     }
-    let total = total_bytes(&args)?;
-    let w = Workload::new(args.size, total)?;
+    let total = total_bytes(&args.work)?;
+    let w = Workload::new(args.work.size, total)?;
     if !args.json {
         println!(
             "p2p-conn bench: {} x {}-byte messages ({:.1} MiB) over loopback TCP; frame {}, flush {}, read buffer {}, backend {}",
             w.messages,
             w.size,
             w.bytes() as f64 / (1u64 << 20) as f64,
-            args.wire.frame_size,
-            args.wire.flush_size,
-            args.wire.read_buffer,
-            args.wire.backend
+            args.work.wire.frame_size,
+            args.work.wire.flush_size,
+            args.work.wire.read_buffer,
+            args.work.wire.backend
         );
     }
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
-    let producers = args.producers;
+    let producers = args.work.producers;
     for run in 0..args.repeat.max(1) {
-        let ours = match args.adapter {
-            _ if producers > 0 => {
-                let per = crate::producers::per_producer(w.messages, producers);
-                tokio_runtime(args.runtime)?.block_on(crate::producers::run(
-                    w.size,
-                    producers,
-                    per,
-                    &cfg,
-                    args.send_path,
-                    args.rate,
-                ))?
-            }
-            Adapter::Tokio | Adapter::Codec => {
-                let codec = args.adapter == Adapter::Codec;
-                tokio_runtime(args.runtime)?.block_on(run_tokio(&w, &cfg, codec, args.runtime))?
-            }
-            Adapter::Std => run_std(&w, &cfg)?,
-        };
+        let ours = run_ours(&args.work, &w, &cfg)?;
         print_run(&args, &w, run, &ours)?;
         ours_rows.push(ours);
         let base = match (args.baseline, &go_peer) {
@@ -419,13 +435,55 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 )?
             }
             (Some(Baseline::TendermintP2p), _) => run_tendermint(&w)?,
-            (Some(_), Some(peer)) => run_go(peer, &w, args.mib, producers, args.rate)?,
+            (Some(_), Some(peer)) => run_go(peer, &w, args.work.mib, producers, args.work.rate)?,
             (Some(_), None) => unreachable!("the Go peer was built above"),
         };
         print_run(&args, &w, run, &base)?;
         base_rows.push(base);
     }
-    summarize(&args, &w, &ours_rows, &base_rows)
+    summarize(&args, &w, &ours_rows, &base_rows)?;
+    if !args.json {
+        print_breakdown(&args.work, &ours_rows);
+    }
+    Ok(())
+}
+
+/// One run of the workload through p2p-conn, as `args` says.
+pub fn run_ours(args: &WorkloadArgs, w: &Workload, cfg: &Config) -> Result<Row, String> {
+    match args.adapter {
+        _ if args.producers > 0 => {
+            let per = crate::producers::per_producer(w.messages, args.producers);
+            tokio_runtime(args.runtime)?.block_on(crate::producers::run(
+                w.size,
+                args.producers,
+                per,
+                cfg,
+                args.send_path,
+                args.rate,
+            ))
+        }
+        Adapter::Tokio | Adapter::Codec => {
+            let codec = args.adapter == Adapter::Codec;
+            tokio_runtime(args.runtime)?.block_on(run_tokio(w, cfg, codec, args.runtime))
+        }
+        Adapter::Std => run_std(w, cfg),
+    }
+}
+
+/// After the result table: our side's seal/write/queue breakdown, summed
+/// over our runs.
+fn print_breakdown(args: &WorkloadArgs, ours: &[Row]) {
+    let title = match ours.first() {
+        Some(row) => format!("breakdown, {}", row.name),
+        None => return,
+    };
+    match Breakdown::sum(ours.iter().filter_map(|r| r.breakdown.as_ref())) {
+        Some(b) => print!("{}", b.text(&title)),
+        None if args.adapter == Adapter::Codec && args.producers == 0 => println!(
+            "{title}: not measured (tokio-util's Framed makes the socket calls of the codec adapter)"
+        ),
+        None => {}
+    }
 }
 
 /// Medians of both implementations' runs and their ratios.
@@ -584,6 +642,10 @@ struct JsonLine<'a> {
     flush_size: usize,
     read_buffer: usize,
     backend: String,
+    /// Our "run" lines: the seal/write/queue breakdown (see `StatsJson`);
+    /// null elsewhere.
+    #[serde(flatten)]
+    stats: StatsJson,
 }
 
 impl<'a> JsonLine<'a> {
@@ -611,10 +673,11 @@ impl<'a> JsonLine<'a> {
             size: w.size,
             messages: w.messages,
             bytes: w.bytes(),
-            frame_size: args.wire.frame_size,
-            flush_size: args.wire.flush_size,
-            read_buffer: args.wire.read_buffer,
-            backend: args.wire.backend.to_string(),
+            frame_size: args.work.wire.frame_size,
+            flush_size: args.work.wire.flush_size,
+            read_buffer: args.work.wire.read_buffer,
+            backend: args.work.wire.backend.to_string(),
+            stats: StatsJson::default(),
         }
     }
 }
@@ -637,6 +700,20 @@ fn cpu_text(cpu_s_per_gib: Option<f64>) -> String {
         .unwrap_or_default()
 }
 
+/// One transfer row as text (what `bench` prints per run), with `note`
+/// after the time.
+pub fn print_row(row: &Row, note: &str) {
+    println!(
+        "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   ({:.3} s, {note})",
+        row.name,
+        row.mb_per_s(),
+        row.msgs_per_s(),
+        cpu_text(row.cpu_s_per_gib()),
+        latency_text(row.latency),
+        row.elapsed.as_secs_f64()
+    );
+}
+
 fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<(), String> {
     let handshakes = args.handshakes.is_some();
     if args.json {
@@ -654,6 +731,7 @@ fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<()
             latency_p50_us: row.latency.map(|l| l.p50_us),
             latency_p99_us: row.latency.map(|l| l.p99_us),
             messages: row.messages,
+            stats: StatsJson::of(row.breakdown.as_ref()),
             ..JsonLine::new(args, w)
         });
     }
@@ -670,15 +748,7 @@ fn print_run(args: &BenchArgs, w: &Workload, run: usize, row: &Row) -> Result<()
             row.elapsed.as_secs_f64()
         );
     } else {
-        println!(
-            "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   ({:.3} s, content verified)",
-            row.name,
-            row.mb_per_s(),
-            row.msgs_per_s(),
-            cpu_text(row.cpu_s_per_gib()),
-            latency_text(row.latency),
-            row.elapsed.as_secs_f64()
-        );
+        print_row(row, "content verified");
     }
     Ok(())
 }
@@ -723,7 +793,7 @@ fn print_median(args: &BenchArgs, w: &Workload, m: &Summary) -> Result<(), Strin
 }
 
 /// The runtime the tokio and codec adapters run on.
-fn tokio_runtime(flavor: Runtime) -> Result<tokio::runtime::Runtime, String> {
+pub fn tokio_runtime(flavor: Runtime) -> Result<tokio::runtime::Runtime, String> {
     match flavor {
         Runtime::MultiThread => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -751,6 +821,7 @@ async fn run_tokio(
         let (tcp, _) = listener.accept().await.map_err(s)?;
         tcp.set_nodelay(true).map_err(s)?;
         let mut v = Verifier::new(rw);
+        let mut stats = None;
         if use_codec {
             let mut framed = codec::handshake(tcp, &Identity::generate(), &rcfg)
                 .await
@@ -772,6 +843,7 @@ async fn run_tokio(
                 v.feed(chunk)?;
                 conn.consume(n);
             }
+            stats = Some(conn.stats());
         }
         if !v.done() {
             return Err(format!(
@@ -779,11 +851,12 @@ async fn run_tokio(
                 v.msg, v.w.messages
             ));
         }
-        Ok::<_, String>(Mark::now())
+        Ok::<_, String>((Mark::now(), stats))
     });
     let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
     let start;
+    let mut sent = None;
     if use_codec {
         let mut framed = codec::handshake(tcp, &Identity::generate(), cfg)
             .await
@@ -803,8 +876,10 @@ async fn run_tokio(
             conn.write_all(w.message(i)).await.map_err(s)?;
         }
         conn.shutdown().await.map_err(s)?;
+        sent = Some(conn.stats());
     }
-    let (elapsed, cpu) = receiver.await.map_err(s)??.since(start);
+    let (end, received) = receiver.await.map_err(s)??;
+    let (elapsed, cpu) = end.since(start);
     let name = match (use_codec, flavor) {
         (false, Runtime::MultiThread) => "p2p-conn (tokio)",
         (true, Runtime::MultiThread) => "p2p-conn (codec)",
@@ -818,34 +893,50 @@ async fn run_tokio(
         elapsed,
         cpu,
         latency: None,
+        breakdown: sent.zip(received).map(|(s, r)| Breakdown::new(&s, &r)),
     })
+}
+
+/// What `run_threads` measured, and what the two ends returned.
+struct Threads<RT, ST> {
+    elapsed: Duration,
+    cpu: Option<Cpu>,
+    received: RT,
+    sent: ST,
 }
 
 /// Accept on one thread, dial on this one, run `recv` and `send` over the
 /// two ends, and measure from the sender's first byte (the `Mark` `send`
 /// sets) to the receiver's last.
-fn run_threads<R, S>(recv: R, send: S) -> Result<(Duration, Option<Cpu>), String>
+fn run_threads<R, S, RT, ST>(recv: R, send: S) -> Result<Threads<RT, ST>, String>
 where
-    R: FnOnce(TcpStream) -> Result<(), String> + Send + 'static,
-    S: FnOnce(TcpStream, &mut Option<Mark>) -> Result<(), String>,
+    R: FnOnce(TcpStream) -> Result<RT, String> + Send + 'static,
+    S: FnOnce(TcpStream, &mut Option<Mark>) -> Result<ST, String>,
+    RT: Send + 'static,
 {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(s)?;
     let addr = listener.local_addr().map_err(s)?;
     let receiver = std::thread::spawn(move || {
         let (tcp, _) = listener.accept().map_err(s)?;
         tcp.set_nodelay(true).map_err(s)?;
-        recv(tcp)?;
-        Ok::<_, String>(Mark::now())
+        let received = recv(tcp)?;
+        Ok::<_, String>((Mark::now(), received))
     });
     let tcp = TcpStream::connect(addr).map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
     let mut start = None;
     let sent = send(tcp, &mut start);
-    let end = receiver
+    let (end, received) = receiver
         .join()
         .map_err(|_| "receiver thread panicked".to_string())??;
-    sent?;
-    Ok(end.since(start.ok_or("sender never started")?))
+    let sent = sent?;
+    let (elapsed, cpu) = end.since(start.ok_or("sender never started")?);
+    Ok(Threads {
+        elapsed,
+        cpu,
+        received,
+        sent,
+    })
 }
 
 /// 64 KiB reads on the receiving side, as the Go peer's bench.
@@ -853,7 +944,7 @@ const READ_CHUNK: usize = 64 * 1024;
 
 fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
     let (rcfg, rw) = (cfg.clone(), w.clone());
-    let (elapsed, cpu) = run_threads(
+    let t = run_threads(
         move |tcp| {
             let mut conn = blocking::handshake_tcp(tcp, &Identity::generate(), &rcfg).map_err(s)?;
             let mut v = Verifier::new(rw);
@@ -866,28 +957,30 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, String> {
                 v.feed(&buf[..n])?;
             }
             if v.done() {
-                Ok(())
+                Ok(conn.stats())
             } else {
                 Err("stream ended early".into())
             }
         },
         |tcp, start| {
             let conn = blocking::handshake_tcp(tcp, &Identity::generate(), cfg).map_err(s)?;
-            let (_r, mut wr) = conn.split().map_err(s)?;
+            let (r, mut wr) = conn.split().map_err(s)?;
             *start = Some(Mark::now());
             for i in 0..w.messages {
                 wr.write_all(w.message(i)).map_err(s)?;
             }
-            wr.shutdown().map_err(s)
+            wr.shutdown().map_err(s)?;
+            Ok(ConnStats::merge(&wr.stats(), &r.stats()))
         },
     )?;
     Ok(Row {
         name: "p2p-conn (std)".into(),
         bytes: w.bytes(),
         messages: w.messages,
-        elapsed,
-        cpu,
+        elapsed: t.elapsed,
+        cpu: t.cpu,
         latency: None,
+        breakdown: Some(Breakdown::new(&t.sent, &t.received)),
     })
 }
 
@@ -897,7 +990,7 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
     use tendermint_p2p::secret_connection::{SecretConnection, Version};
     let key = || ed25519_consensus::SigningKey::new(rand_core::OsRng);
     let rw = w.clone();
-    let (elapsed, cpu) = run_threads(
+    let Threads { elapsed, cpu, .. } = run_threads(
         move |tcp| {
             let mut conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
             let mut v = Verifier::new(rw);
@@ -927,6 +1020,7 @@ fn run_tendermint(w: &Workload) -> Result<Row, String> {
         elapsed,
         cpu,
         latency: None,
+        breakdown: None,
     })
 }
 
@@ -1021,6 +1115,7 @@ fn run_go(
     Ok(Row {
         cpu: r.cpu(),
         latency: r.latency(),
+        breakdown: None,
         name: r.implementation,
         bytes: r.bytes,
         messages: r.messages,
@@ -1060,22 +1155,23 @@ fn run_handshakes(
         );
     }
     let identity = Identity::generate();
-    let rt = tokio_runtime(args.runtime)?;
+    let rt = tokio_runtime(args.work.runtime)?;
     let mut ours_rows = Vec::new();
     let mut base_rows = Vec::new();
     for run in 0..args.repeat.max(1) {
         let start = Mark::now();
         for _ in 0..n {
-            handshake_once(args.adapter, &rt, server.addr, &identity, cfg)?;
+            handshake_once(args.work.adapter, &rt, server.addr, &identity, cfg)?;
         }
         let (elapsed, cpu) = Mark::now().since(start);
         let ours = Row {
-            name: format!("p2p-conn ({:?}) -> {}", args.adapter, server.name).to_lowercase(),
+            name: format!("p2p-conn ({:?}) -> {}", args.work.adapter, server.name).to_lowercase(),
             bytes: 0,
             messages: n,
             elapsed,
             cpu,
             latency: None,
+            breakdown: None,
         };
         print_run(args, &w, run, &ours)?;
         ours_rows.push(ours);
@@ -1093,6 +1189,7 @@ fn run_handshakes(
                 elapsed: Duration::from_secs_f64(r.seconds),
                 cpu: r.cpu(),
                 latency: None,
+                breakdown: None,
             };
             print_run(args, &w, run, &base)?;
             base_rows.push(base);
@@ -1263,6 +1360,7 @@ mod tests {
                     sys: 0.0,
                 }),
                 latency: None,
+                breakdown: None,
             })
             .collect();
         let m = Summary::of(&rows).unwrap();

@@ -12,8 +12,10 @@ use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId, ProtocolError}
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
+mod breakdown;
 mod cometbft_go;
 mod producers;
+mod profile;
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +26,9 @@ mod producers;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Show p2p-conn's tracing events (debug level) on stderr
+    #[arg(short, long, global = true)]
+    verbose: bool,
 }
 
 /// The connection settings `listen`, `dial` and `bench` share.
@@ -110,6 +115,9 @@ enum Cmd {
     },
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
+    /// Run the bench workload (or send to a listening peer with --connect)
+    /// under a sampling profiler: flamegraph SVG and seal/write breakdown
+    Profile(profile::ProfileArgs),
 }
 
 /// A failure with the one line the CLI prints for it.
@@ -156,6 +164,9 @@ fn describe(e: &Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.verbose {
+        profile::show_tracing();
+    }
     let r = match cli.cmd {
         Cmd::Keygen { out } => keygen(out),
         Cmd::Id { key } => keyfile::load(&key)
@@ -168,6 +179,7 @@ fn main() -> ExitCode {
             conn,
         } => run_async(dial(addr, connect_timeout, conn)),
         Cmd::Bench(args) => bench::run(args).map_err(Failure),
+        Cmd::Profile(args) => profile::run(args).map_err(Failure),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,6 +17,9 @@ use tokio::io::AsyncBufReadExt;
 use std::time::{Duration, Instant};
 
 use crate::bench::{s, Latency, Mark, Row};
+use crate::breakdown::Breakdown;
+use p2p_conn::io::queue::QueueStats;
+use p2p_conn::stats::{ConnStats, ENABLED};
 
 /// How producers reach the socket.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +91,7 @@ impl Checker {
     }
 
     fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
+        crate::bench::progress(data.len());
         let size = self.base.len();
         while !data.is_empty() {
             if self.carry.is_empty() && data.len() >= size {
@@ -167,6 +171,20 @@ impl Out {
         }
     }
 
+    /// The send side's counters (the queue's writer, or the locked half),
+    /// and the queue's own.
+    async fn stats(&self) -> (ConnStats, Option<QueueStats>) {
+        match self {
+            Out::Queue(q) => {
+                let qs = q.stats();
+                let mut c = ConnStats::default();
+                c.send = qs.send;
+                (c, Some(qs))
+            }
+            Out::Lock(w) => (w.lock().await.stats(), None),
+        }
+    }
+
     /// End the stream once everything is sent.
     async fn finish(&self) -> Result<(), String> {
         match self {
@@ -234,7 +252,8 @@ pub async fn run(
         if !check.complete() {
             return Err("stream ended early".to_string());
         }
-        Ok::<_, String>((Mark::now(), Latency::of(&mut check.latencies)))
+        let end = Mark::now();
+        Ok::<_, String>((end, Latency::of(&mut check.latencies), conn.stats()))
     });
     let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
     tcp.set_nodelay(true).map_err(s)?;
@@ -266,8 +285,24 @@ pub async fn run(
         t.await.map_err(s)??;
     }
     out.finish().await?;
-    let (end, latency) = receiver.await.map_err(s)??;
+    let (end, latency, received) = receiver.await.map_err(s)??;
     let (elapsed, cpu) = end.since(start);
+    // The queue's writer records a batch's counters just after its write
+    // returns, which can be after the receiver has read it: wait (briefly)
+    // until they cover every byte the receiver read.
+    let mut sent = out.stats().await;
+    let wait_until = Instant::now() + Duration::from_secs(1);
+    while ENABLED
+        && sent.0.send.bytes_written < received.recv.bytes_read
+        && Instant::now() < wait_until
+    {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        sent = out.stats().await;
+    }
+    let breakdown = Breakdown {
+        queue: sent.1,
+        ..Breakdown::new(&sent.0, &received)
+    };
     let messages = per * producers as u64;
     let name = match path {
         SendPath::Queue => format!("p2p-conn (queue, {producers} producers)"),
@@ -280,6 +315,7 @@ pub async fn run(
         elapsed,
         cpu,
         latency,
+        breakdown: Some(breakdown),
     })
 }
 
@@ -340,6 +376,7 @@ pub fn run_tendermint(size: usize, producers: usize, per: u64) -> Result<Row, St
         elapsed,
         cpu,
         latency: None,
+        breakdown: None,
     })
 }
 

@@ -1,0 +1,381 @@
+//! `p2p-conn profile`: the bench workload (or a transfer to a listening peer
+//! with `--connect`) under a sampling profiler (`pprof`, SIGPROF at
+//! `--frequency` Hz of CPU time), written as a flamegraph SVG, followed by
+//! the seal/write/queue breakdown of our side's connections.
+//!
+//! The profiler samples this process only: with `--connect` the peer (a
+//! `p2p-conn listen`, the Go peer's `listen`, a node) is not in the picture,
+//! and the breakdown covers our connection's send side (and whatever the
+//! peer sent back).
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use p2p_conn::io::queue::{Bytes, Sender};
+use p2p_conn::io::tokio as ptokio;
+use p2p_conn::stats::ConnStats;
+use p2p_conn::{Config, Identity, NodeId};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+use crate::bench::{self, s, Adapter, Mark, Row, Workload, WorkloadArgs};
+use crate::breakdown::Breakdown;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    work: WorkloadArgs,
+    /// Instead of the loopback pair, dial ADDR (or ID@ADDR), a listening peer
+    /// such as `p2p-conn listen` or the Go peer's `listen`, and send it
+    /// --mib MiB in --size messages (tokio; with --producers, through the
+    /// send queue), then read what it sends back until its end of stream
+    #[arg(long, value_name = "ADDR")]
+    connect: Option<String>,
+    /// Where to write the flamegraph SVG
+    #[arg(long, default_value = "p2p-conn-profile.svg")]
+    out: PathBuf,
+    /// Samples per second of CPU time, per thread (1 to 10000)
+    #[arg(long, default_value_t = 999)]
+    frequency: i32,
+}
+
+/// Bound on waiting for a `--connect` peer's end of stream once everything
+/// is sent.
+const PEER_END_LIMIT: Duration = Duration::from_secs(10);
+
+/// CometBFT's dial timeout, as `dial`'s default.
+const CONNECT_LIMIT: Duration = Duration::from_secs(3);
+
+/// Shared objects the profiler does not unwind from: the unwinder itself
+/// (a signal inside it would deadlock) and the vDSO. libc stays in, so the
+/// time in the socket calls (`write`, `sendto`, `recvfrom`) shows as theirs.
+const BLOCKLIST: [&str; 3] = ["libgcc", "pthread", "vdso"];
+
+pub fn run(args: ProfileArgs) -> Result<(), String> {
+    #[cfg(not(unix))]
+    {
+        let _ = args;
+        Err("profile needs a Unix system (pprof samples with SIGPROF)".into())
+    }
+    #[cfg(unix)]
+    run_unix(args)
+}
+
+#[cfg(unix)]
+fn run_unix(args: ProfileArgs) -> Result<(), String> {
+    if !(1..=10_000).contains(&args.frequency) {
+        return Err("--frequency must be 1 to 10000 samples per second".into());
+    }
+    let cfg = args.work.config()?;
+    let w = Workload::new(args.work.size, bench::total_bytes(&args.work)?)?;
+    if args.connect.is_some() {
+        if args.work.adapter != Adapter::Tokio || args.work.rate.is_some() {
+            return Err(
+                "--connect sends through the tokio adapter (with --producers, the send queue), unpaced: drop --adapter and --rate".into(),
+            );
+        }
+        if args.work.producers > 255 {
+            return Err("--producers: at most 255".into());
+        }
+    }
+    let target = match &args.connect {
+        Some(addr) => format!("to {addr}"),
+        None => "over loopback TCP".into(),
+    };
+    println!(
+        "p2p-conn profile: {} x {}-byte messages ({:.1} MiB) {target}; frame {}, flush {}, read buffer {}, backend {}; sampling at {} Hz",
+        w.messages,
+        w.size,
+        w.bytes() as f64 / (1u64 << 20) as f64,
+        args.work.wire.frame_size,
+        args.work.wire.flush_size,
+        args.work.wire.read_buffer,
+        args.work.wire.backend,
+        args.frequency,
+    );
+    bench::PROGRESS.store(0, Ordering::Relaxed);
+    let bar = Progress::start(w.bytes());
+    let guard = pprof::ProfilerGuardBuilder::default()
+        .frequency(args.frequency)
+        .blocklist(&BLOCKLIST)
+        .build()
+        .map_err(|e| format!("cannot start the profiler: {e}"))?;
+    let result = match &args.connect {
+        None => bench::run_ours(&args.work, &w, &cfg),
+        Some(addr) => run_connect(addr, &args.work, &w, &cfg),
+    };
+    // Build the report before the guard goes: dropping it discards the
+    // samples.
+    let report = guard
+        .report()
+        .frames_post_processor(drop_sampler_frames)
+        .build();
+    drop(guard);
+    bar.finish();
+    let row = result?;
+    let report = report.map_err(|e| format!("the profiler's report failed: {e}"))?;
+    let samples: isize = report.data.values().sum();
+    if samples == 0 {
+        bench::print_row(&row, "no samples");
+        return Err(format!(
+            "no samples taken: the run used {:.3} s of CPU, too little to sample (the kernel delivers SIGPROF at its timer tick: a few hundred samples per CPU second at most); raise --mib",
+            row.cpu.map_or(0.0, |c| c.total())
+        ));
+    }
+    let mut options = pprof::flamegraph::Options::default();
+    options.title = format!("p2p-conn profile: {}", row.name);
+    options.subtitle = Some(format!(
+        "{} x {} B ({:.1} MiB) {target}, backend {}, {} Hz, {samples} samples",
+        row.messages,
+        w.size,
+        row.bytes as f64 / (1u64 << 20) as f64,
+        args.work.wire.backend,
+        args.frequency
+    ));
+    options.count_name = "samples".into();
+    let file = std::fs::File::create(&args.out)
+        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    let mut file = std::io::BufWriter::new(file);
+    report
+        .flamegraph_with_options(&mut file, &mut options)
+        .map_err(|e| format!("cannot draw the flamegraph: {e}"))?;
+    std::io::Write::flush(&mut file)
+        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    bench::print_row(
+        &row,
+        if args.connect.is_some() {
+            "until the last byte was handed to the socket"
+        } else {
+            "content verified"
+        },
+    );
+    println!(
+        "flamegraph: {} ({samples} samples at {} Hz)",
+        args.out.display(),
+        args.frequency
+    );
+    match &row.breakdown {
+        Some(b) => print!("{}", b.text(&format!("breakdown, {}", row.name))),
+        None => println!(
+            "breakdown, {}: not measured (tokio-util's Framed makes the socket calls of the codec adapter)",
+            row.name
+        ),
+    }
+    Ok(())
+}
+
+/// Each sample's innermost frames are the sampler's own (pprof's trace
+/// through the `backtrace` crate, above its signal handler, which pprof
+/// drops): drop them, so a sample's leaf is the code it interrupted.
+fn drop_sampler_frames(f: &mut pprof::Frames) {
+    let own = |frame: &Vec<pprof::Symbol>| {
+        frame.iter().any(|s| {
+            let name = s.name();
+            name.starts_with("backtrace::") || name.contains("pprof::")
+        })
+    };
+    let k = f.frames.iter().take_while(|frame| own(frame)).count();
+    f.frames.drain(..k);
+}
+
+/// `--connect`: dial, handshake, send the workload, half-close, then read
+/// what the peer sends until its end of stream (at most `PEER_END_LIMIT`).
+/// The time is from the first byte sent to the last one handed to the
+/// socket (the peer's receipt is not visible from here).
+fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> Result<Row, String> {
+    let (id, host) = match addr.split_once('@') {
+        Some((id, host)) => (Some(id.parse::<NodeId>().map_err(s)?), host),
+        None => (None, addr),
+    };
+    let cfg = match id {
+        Some(id) => cfg.clone().expect_peer(id),
+        None => cfg.clone(),
+    };
+    let rt = bench::tokio_runtime(work.runtime)?;
+    rt.block_on(async {
+        let tcp = tokio::time::timeout(CONNECT_LIMIT, tokio::net::TcpStream::connect(host))
+            .await
+            .map_err(|_| format!("timeout: could not connect to {host} within {CONNECT_LIMIT:?}"))?
+            .map_err(|e| format!("I/O error: could not connect to {host}: {e}"))?;
+        tcp.set_nodelay(true).map_err(s)?;
+        let peer_addr: Option<SocketAddr> = tcp.peer_addr().ok();
+        let conn = ptokio::handshake(tcp, &Identity::generate(), &cfg)
+            .await
+            .map_err(s)?;
+        eprintln!("peer {}", conn.remote_node_id());
+        let (mut rx, mut tx) = conn.into_split();
+        // Read (and drop) what the peer sends, until its end of stream or
+        // until told to stop.
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let download = tokio::spawn(async move {
+            let mut ended = false;
+            loop {
+                tokio::select! {
+                    r = rx.fill_buf() => {
+                        let n = r.map_err(s)?.len();
+                        if n == 0 {
+                            ended = true;
+                            break;
+                        }
+                        rx.consume(n);
+                    }
+                    _ = &mut stopped => break,
+                }
+            }
+            Ok::<_, String>((rx.stats(), ended))
+        });
+        let start = Mark::now();
+        let (sent, queue) = if work.producers > 0 {
+            let q = Sender::with_addr(tx, peer_addr, &cfg).map_err(s)?;
+            let n = work.producers as u64;
+            let tasks: Vec<_> = (0..n)
+                .map(|p| {
+                    let (q, w) = (q.clone(), w.clone());
+                    tokio::spawn(async move {
+                        for i in (p..w.messages).step_by(n as usize) {
+                            q.send(Bytes::copy_from_slice(w.message(i)))
+                                .await
+                                .map_err(s)?;
+                            bench::progress(w.size);
+                        }
+                        Ok::<_, String>(())
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.map_err(s)??;
+            }
+            // Everything written: the queue's counters cover it.
+            q.flush().await.map_err(s)?;
+            let qs = q.stats();
+            q.shutdown();
+            let mut c = ConnStats::default();
+            c.send = qs.send;
+            (c, Some(qs))
+        } else {
+            for i in 0..w.messages {
+                tx.write_all(w.message(i)).await.map_err(s)?;
+                bench::progress(w.size);
+            }
+            tx.shutdown().await.map_err(s)?;
+            (tx.stats(), None)
+        };
+        let (elapsed, cpu) = Mark::now().since(start);
+        let waited = Instant::now();
+        let mut download = download;
+        let (received, ended) =
+            match tokio::time::timeout(PEER_END_LIMIT, &mut download).await {
+                Ok(r) => r.map_err(s)??,
+                Err(_) => {
+                    let _ = stop.send(());
+                    download.await.map_err(s)??
+                }
+            };
+        if !ended {
+            eprintln!(
+                "note: the peer did not end its stream within {:?} after ours (its stdin still open?); stopped reading",
+                waited.elapsed()
+            );
+        }
+        let name = match work.producers {
+            0 => format!("p2p-conn (tokio) -> {host}"),
+            n => format!("p2p-conn (queue, {n} producers) -> {host}"),
+        };
+        Ok(Row {
+            name,
+            bytes: w.bytes(),
+            messages: w.messages,
+            elapsed,
+            cpu,
+            latency: None,
+            breakdown: Some(Breakdown {
+                queue,
+                sender: "us",
+                receiver: "peer -> us",
+                ..Breakdown::new(&sent, &received)
+            }),
+        })
+    })
+}
+
+/// A progress bar on stderr for runs longer than `SHOW_AFTER`, drawn only
+/// when both stdout and stderr are terminals (quiet in scripts and tests).
+/// It follows `bench::PROGRESS`.
+struct Progress {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Runs shorter than this show no bar.
+const SHOW_AFTER: Duration = Duration::from_secs(2);
+
+impl Progress {
+    fn start(total: u64) -> Progress {
+        if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
+            return Progress {
+                stop: None,
+                thread: None,
+            };
+        }
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut bar: Option<indicatif::ProgressBar> = None;
+            // Until `finish` (sends or drops the sender).
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(Duration::from_millis(100))
+            {
+                if bar.is_none() && started.elapsed() >= SHOW_AFTER {
+                    let b = indicatif::ProgressBar::with_draw_target(
+                        Some(total),
+                        indicatif::ProgressDrawTarget::stderr(),
+                    )
+                    .with_elapsed(started.elapsed())
+                    .with_position(bench::PROGRESS.load(Ordering::Relaxed));
+                    if let Ok(style) = indicatif::ProgressStyle::with_template(
+                        "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                    ) {
+                        b.set_style(style.progress_chars("=> "));
+                    }
+                    bar = Some(b);
+                }
+                if let Some(b) = &bar {
+                    b.set_position(bench::PROGRESS.load(Ordering::Relaxed));
+                }
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+        });
+        Progress {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `-v`: p2p-conn's `tracing` events at debug level and above on stderr
+/// (handshakes, closes, queue overflows; see `docs/profiling.md`).
+pub fn show_tracing() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let only_ours = Targets::new().with_target("p2p_conn", LevelFilter::DEBUG);
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(only_ours),
+        )
+        .try_init();
+}
