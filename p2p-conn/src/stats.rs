@@ -299,40 +299,47 @@ impl SendRecorder {
         }
     }
 
-    /// A write call from `start` to `end` that took `n` of `offered` bytes,
-    /// returned an error (`n` = 0), or found the transport not ready.
+    /// A write call that started at `start` and took `n` of `offered`
+    /// bytes or failed; reads the clock once and returns that reading (the
+    /// start of whatever comes next).
     #[inline]
-    pub(crate) fn wrote(&mut self, start: Stamp, end: Stamp, result: Transfer) {
+    pub(crate) fn wrote(&mut self, start: Stamp, result: Transfer) -> Stamp {
+        let end = now();
         #[cfg(feature = "stats")]
         {
             let s = &mut self.stats;
             s.write_time += between(start, end);
-            match result {
-                Transfer::Bytes { n, offered } => {
-                    s.writes += 1;
-                    s.bytes_written += n as u64;
-                    s.short_writes += u64::from(n < offered);
-                }
-                Transfer::Failed => s.writes += 1,
-                Transfer::NotReady => {
-                    s.not_ready += 1;
-                    self.not_ready_since = Some(end);
-                }
+            s.writes += 1;
+            if let Transfer::Bytes { n, offered } = result {
+                s.bytes_written += n as u64;
+                s.short_writes += u64::from(n < offered);
             }
+        }
+        end
+    }
+
+    /// A write call that started at `start` found the transport not ready:
+    /// the wait starts there (such a call returns at once, so its own time
+    /// is not worth a clock reading).
+    #[inline]
+    pub(crate) fn not_ready(&mut self, start: Stamp) {
+        #[cfg(feature = "stats")]
+        {
+            self.stats.not_ready += 1;
+            self.not_ready_since = Some(start);
         }
     }
 }
 
-/// What a transport call did, for the recorders.
+/// What a completed transport call did, for the recorders.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(feature = "stats"), allow(dead_code))]
 pub(crate) enum Transfer {
-    /// Took `n` of `offered` bytes.
+    /// Moved `n` bytes (of `offered` for a write); 0 on a read is the end
+    /// of the stream.
     Bytes { n: usize, offered: usize },
     /// Returned an error.
     Failed,
-    /// `Pending`.
-    NotReady,
 }
 
 /// The receive side's recorder, owned by a [`crate::engine::FrameReader`].
@@ -357,9 +364,10 @@ impl RecvRecorder {
         }
     }
 
-    /// One open step from `start` to `end`.
+    /// One open step from `start` to now.
     #[inline]
-    pub(crate) fn opened(&mut self, start: Stamp, end: Stamp, frames: usize, bytes: usize) {
+    pub(crate) fn opened(&mut self, start: Stamp, frames: usize, bytes: usize) {
+        let end = now();
         #[cfg(feature = "stats")]
         {
             let s = &mut self.stats;
@@ -379,25 +387,30 @@ impl RecvRecorder {
         }
     }
 
-    /// A read call from `start` to `end` that returned `n` bytes (0: end of
-    /// stream), an error, or found nothing.
+    /// A read call that started at `start` and returned bytes (0: end of
+    /// stream) or an error; reads the clock once and returns that reading.
     #[inline]
-    pub(crate) fn read(&mut self, start: Stamp, end: Stamp, result: Transfer) {
+    pub(crate) fn read(&mut self, start: Stamp, result: Transfer) -> Stamp {
+        let end = now();
         #[cfg(feature = "stats")]
         {
             let s = &mut self.stats;
             s.read_time += between(start, end);
-            match result {
-                Transfer::Bytes { n, .. } => {
-                    s.reads += 1;
-                    s.bytes_read += n as u64;
-                }
-                Transfer::Failed => s.reads += 1,
-                Transfer::NotReady => {
-                    s.not_ready += 1;
-                    self.not_ready_since = Some(end);
-                }
+            s.reads += 1;
+            if let Transfer::Bytes { n, .. } = result {
+                s.bytes_read += n as u64;
             }
+        }
+        end
+    }
+
+    /// A read call that started at `start` found nothing to read.
+    #[inline]
+    pub(crate) fn not_ready(&mut self, start: Stamp) {
+        #[cfg(feature = "stats")]
+        {
+            self.stats.not_ready += 1;
+            self.not_ready_since = Some(start);
         }
     }
 }

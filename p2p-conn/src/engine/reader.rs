@@ -483,6 +483,9 @@ impl FrameReader {
     where
         R: FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
     {
+        // The clock reading that ended the last read: the start of opening
+        // what it brought in.
+        let mut read_end = None;
         loop {
             if let Some(n) = self.next_plain() {
                 return Poll::Ready(Ok(n));
@@ -497,13 +500,13 @@ impl FrameReader {
             // Open every whole frame here in one step (one clock reading
             // pair per batch, not per frame).
             if self.end - self.start >= self.core.sealed_frame_len() {
-                let t0 = stats::now();
+                let t0 = read_end.take().unwrap_or_else(stats::now);
                 let batch = self
                     .core
                     .open_batch(&mut self.buf[self.start..self.end], groups_only);
                 let frames = batch.consumed / self.core.sealed_frame_len();
                 if frames > 0 {
-                    self.stats.opened(t0, stats::now(), frames, batch.bytes);
+                    self.stats.opened(t0, frames, batch.bytes);
                 }
                 self.next_frame = self.start;
                 self.start += batch.consumed;
@@ -548,13 +551,10 @@ impl FrameReader {
             let space = (self.buf.len() - self.end).min(self.core.read_buffer_size());
             let t0 = stats::now();
             self.stats.attempt(t0);
-            let r = read(&mut self.buf[self.end..self.end + space]);
-            let t1 = stats::now();
-            match r {
+            match read(&mut self.buf[self.end..self.end + space]) {
                 Poll::Ready(Ok(0)) => {
                     self.stats.read(
                         t0,
-                        t1,
                         Transfer::Bytes {
                             n: 0,
                             offered: space,
@@ -564,8 +564,7 @@ impl FrameReader {
                 }
                 Poll::Ready(Ok(n)) => {
                     let n = n.min(space);
-                    self.stats
-                        .read(t0, t1, Transfer::Bytes { n, offered: space });
+                    read_end = Some(self.stats.read(t0, Transfer::Bytes { n, offered: space }));
                     self.end += n;
                     self.last_read_full = n == space;
                     // A read that filled the buffer means more is queued: use
@@ -579,18 +578,18 @@ impl FrameReader {
                 }
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => {
-                    self.stats.read(t0, t1, Transfer::Failed);
+                    self.stats.read(t0, Transfer::Failed);
                     return Poll::Ready(Err(e));
                 }
                 Poll::Pending if groups_only => {
                     // Nothing more queued after all: open the frames here
                     // one at a time (the waker stays registered, so a later
-                    // wake-up is merely early).
-                    self.stats.read(t0, t1, Transfer::NotReady);
+                    // wake-up is merely early). A probe, not a wait: not
+                    // counted as not ready.
                     self.last_read_full = false;
                 }
                 Poll::Pending => {
-                    self.stats.read(t0, t1, Transfer::NotReady);
+                    self.stats.not_ready(t0);
                     // Nothing buffered and nothing arriving: the connection is
                     // idle, so give the buffer back until data comes.
                     if self.start == self.end {

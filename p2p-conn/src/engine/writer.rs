@@ -295,31 +295,28 @@ impl FrameWriter {
             let t0 = *start.get_or_insert_with(stats::now);
             self.stats.attempt(t0);
             let offered = self.buf.len() - self.pos;
-            let r = write(&self.buf[self.pos..]);
-            let end = stats::now();
-            match r {
+            match write(&self.buf[self.pos..]) {
                 Poll::Ready(Ok(0)) => {
-                    self.stats.wrote(t0, end, Transfer::Failed);
+                    self.stats.wrote(t0, Transfer::Failed);
                     self.core.poison();
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
                 Poll::Ready(Ok(n)) => {
                     let n = n.min(offered);
-                    self.stats.wrote(t0, end, Transfer::Bytes { n, offered });
+                    start = Some(self.stats.wrote(t0, Transfer::Bytes { n, offered }));
                     self.pos += n;
                 }
-                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => start = None,
                 Poll::Ready(Err(e)) => {
-                    self.stats.wrote(t0, end, Transfer::Failed);
+                    self.stats.wrote(t0, Transfer::Failed);
                     self.core.poison();
                     return Poll::Ready(Err(e));
                 }
                 Poll::Pending => {
-                    self.stats.wrote(t0, end, Transfer::NotReady);
+                    self.stats.not_ready(t0);
                     return Poll::Pending;
                 }
             }
-            start = Some(end);
         }
         // Everything is on the wire. Keep a small buffer for the next message;
         // give a large one back so an idle connection holds little memory.

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Throughput and CPU with the per-connection stats compiled in (default
+# features) against compiled out (`--no-default-features --features cli`),
+# in one run: the two binaries alternate, ROUNDS times per message size,
+# and the medians are compared. Then instruction counts of one fixed
+# workload per size under callgrind (ring backend: valgrind has no AVX-512),
+# which do not depend on the machine's noise.
+#
+#   benches/scripts/stats-overhead.sh [ROUNDS]   (default 7)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds="${1:-7}"
+# OUT: where the two builds go; SKIP_BUILD=1 reuses binaries already there.
+out="${OUT:-target/stats-overhead}"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cargo build --release -q -p p2p-conn --target-dir "$out/stats"
+  cargo build --release -q -p p2p-conn --no-default-features --features cli --target-dir "$out/nostats"
+fi
+bin() { echo "$out/$1/release/p2p-conn"; }
+
+# "<MB/s> <CPU s/GiB>" of one bench run.
+run() {
+  "$(bin "$1")" bench --size "$2" --mib "$3" --runtime current-thread |
+    awk '/^p2p-conn \(/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "MB/s") mb = $i; if ($(i+1) == "s" && $(i+2) == "CPU/GiB") cpu = $i } }
+         END { print mb, cpu }'
+}
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+printf '%-8s %-8s %12s %12s %14s %14s %8s\n' size rounds "MB/s stats" "MB/s off" "CPU/GiB stats" "CPU/GiB off" ratio
+for cfg in "200 16" "1024 64" "65536 512"; do
+  set -- $cfg
+  : > /tmp/so.stats; : > /tmp/so.nostats
+  for _ in $(seq "$rounds"); do
+    for b in stats nostats; do run "$b" "$1" "$2" >> "/tmp/so.$b"; done
+  done
+  ms=$(cut -d' ' -f1 /tmp/so.stats | median); mn=$(cut -d' ' -f1 /tmp/so.nostats | median)
+  cs=$(cut -d' ' -f2 /tmp/so.stats | median); cn=$(cut -d' ' -f2 /tmp/so.nostats | median)
+  printf '%-8s %-8s %12s %12s %14s %14s %8s\n' "$1" "$rounds" "$ms" "$mn" "$cs" "$cn" \
+    "$(awk -v a="$ms" -v b="$mn" 'BEGIN { printf "%.3f", a / b }')"
+done
+
+echo
+echo "instructions (callgrind, current-thread, ring backend):"
+for cfg in "200 8" "65536 64"; do
+  set -- $cfg
+  for b in stats nostats; do
+    valgrind --tool=callgrind --callgrind-out-file="/tmp/so.cg.$b" "$(bin "$b")" bench \
+      --size "$1" --mib "$2" --runtime current-thread --backend ring > /dev/null 2>&1
+    eval "ir_$b=$(awk '/^summary:/ { print $2 }' "/tmp/so.cg.$b")"
+  done
+  printf '  %6s B x %3s MiB: %12s Ir with stats, %12s without: %+.2f%%\n' "$1" "$2" "$ir_stats" "$ir_nostats" \
+    "$(awk -v a="$ir_stats" -v b="$ir_nostats" 'BEGIN { print (a / b - 1) * 100 }')"
+done
