@@ -54,6 +54,11 @@ fn queue_budget_seeds() {
     replay("queue_budget", fuzz_checks::queue_budget);
 }
 
+#[test]
+fn send_queue_seeds() {
+    replay("send_queue", fuzz_checks::send_queue);
+}
+
 /// Inputs that are not seeds: the empty input and one byte, for every target.
 #[test]
 fn tiny_inputs() {
@@ -63,6 +68,7 @@ fn tiny_inputs() {
         fuzz_checks::auth_sig(data);
         fuzz_checks::roundtrip(data);
         fuzz_checks::queue_budget(data);
+        fuzz_checks::send_queue(data);
     }
 }
 
