@@ -7,6 +7,7 @@
 # which do not depend on the machine's noise.
 #
 #   benches/scripts/stats-overhead.sh [ROUNDS]   (default 7)
+#   SIZES="1024:64" CALLGRIND=0 benches/scripts/stats-overhead.sh 11
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-7}"
@@ -27,8 +28,9 @@ run() {
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 printf '%-8s %-8s %12s %12s %14s %14s %8s\n' size rounds "MB/s stats" "MB/s off" "CPU/GiB stats" "CPU/GiB off" ratio
-for cfg in "200 16" "1024 64" "65536 512"; do
-  set -- $cfg
+# SIZES: "SIZE:MIB ..." pairs.
+for cfg in ${SIZES:-200:16 1024:64 65536:512}; do
+  set -- "${cfg%%:*}" "${cfg##*:}"
   : > /tmp/so.stats; : > /tmp/so.nostats
   for _ in $(seq "$rounds"); do
     for b in stats nostats; do run "$b" "$1" "$2" >> "/tmp/so.$b"; done
@@ -39,6 +41,7 @@ for cfg in "200 16" "1024 64" "65536 512"; do
     "$(awk -v a="$ms" -v b="$mn" 'BEGIN { printf "%.3f", a / b }')"
 done
 
+[ "${CALLGRIND:-1}" = 0 ] && exit 0
 echo
 echo "instructions (callgrind, current-thread, ring backend):"
 for cfg in "200 8" "65536 64"; do

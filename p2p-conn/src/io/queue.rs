@@ -391,10 +391,23 @@ impl Sender {
                 flushed: None,
             })
             .collect();
+        // Counted before the hand-off, so the writer's decrement can never
+        // come first; taken back if the queue closed in between.
         let c = &self.shared.counters;
         c.pending_bytes.fetch_add(len, Ordering::Relaxed);
         c.pending_messages.fetch_add(n, Ordering::Relaxed);
-        self.command(Command::Messages(items))
+        let r = self.command(Command::Messages(items));
+        if r.is_err() {
+            // Saturating: a stopping writer may have zeroed them already.
+            let take_back = |counter: &AtomicUsize, k: usize| {
+                let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_sub(k))
+                });
+            };
+            take_back(&c.pending_bytes, len);
+            take_back(&c.pending_messages, n);
+        }
+        r
     }
 
     /// Wait until everything queued before this call has been written to the
