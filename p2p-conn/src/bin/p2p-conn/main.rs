@@ -16,6 +16,7 @@ mod breakdown;
 mod cometbft_go;
 mod producers;
 mod profile;
+mod resources;
 
 #[derive(Parser)]
 #[command(
@@ -118,6 +119,15 @@ enum Cmd {
     /// Run the bench workload (or send to a listening peer with --connect)
     /// under a sampling profiler: flamegraph SVG and seal/write breakdown
     Profile(profile::ProfileArgs),
+    /// Memory per connection: idle connections at scale, stalled
+    /// handshakes, handshake churn (process RSS from /proc; Linux)
+    Resources(resources::ResourcesArgs),
+    /// A child process of `resources`
+    #[command(hide = true)]
+    ResourcesWorker {
+        #[command(subcommand)]
+        role: resources::Worker,
+    },
 }
 
 /// A failure with the one line the CLI prints for it.
@@ -180,6 +190,8 @@ fn main() -> ExitCode {
         } => run_async(dial(addr, connect_timeout, conn)),
         Cmd::Bench(args) => bench::run(args).map_err(Failure),
         Cmd::Profile(args) => profile::run(args).map_err(Failure),
+        Cmd::Resources(args) => resources::run(args).map_err(Failure),
+        Cmd::ResourcesWorker { role } => resources::run_worker(role).map_err(Failure),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
