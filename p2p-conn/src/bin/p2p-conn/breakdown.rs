@@ -19,9 +19,9 @@ pub struct Breakdown {
     pub stats: ConnStats,
     /// The send queue's counters, for queue workloads.
     pub queue: Option<QueueStats>,
-    /// Who sent, e.g. "dialer".
+    /// Whose send side, e.g. "dialer" (a column's heading).
     pub sender: &'static str,
-    /// Who received, e.g. "listener".
+    /// Whose receive side, e.g. "listener".
     pub receiver: &'static str,
     /// How many runs are summed in.
     pub runs: usize,
@@ -72,7 +72,7 @@ impl Breakdown {
             1 => "1 run".to_string(),
             n => format!("{n} runs summed"),
         };
-        let mut out = format!("{title} ({} -> {}, {runs}):\n", self.sender, self.receiver);
+        let mut out = format!("{title} ({runs}):\n");
         out += &format!("  send: {}\n", write_to_seal_words(&self.stats));
         out += &format!("  recv: {}\n", read_to_open_words(&self.stats));
         let send_col = format!("send ({})", self.sender);

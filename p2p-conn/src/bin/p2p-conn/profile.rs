@@ -293,7 +293,7 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
             breakdown: Some(Breakdown {
                 queue,
                 sender: "us",
-                receiver: "peer -> us",
+                receiver: "us",
                 ..Breakdown::new(&sent, &received)
             }),
         })
