@@ -875,10 +875,32 @@ async fn dial(addr: SocketAddr, identity: &Identity, cfg: &Config) -> Result<Con
     ptokio::handshake(tcp, identity, cfg).await.map_err(s)
 }
 
+/// Any free port on the loopback address.
+const LOOPBACK: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// A listener whose accept queue takes a burst of connections: tokio's
+/// `TcpListener::bind` asks for 128 places, and a burst of stalled peers
+/// beyond that overflows it (their SYNs are dropped and retried a second
+/// later). 4096 (the kernel caps it at `net.core.somaxconn`), as Go's
+/// `net.Listen` asks for `somaxconn`.
+fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+    }
+    .map_err(s)?;
+    socket.set_reuseaddr(true).map_err(s)?;
+    socket
+        .bind(addr)
+        .map_err(|e| format!("binding {addr}: {e}"))?;
+    socket.listen(4096).map_err(s)
+}
+
 /// Accept until stdin closes: handshake each connection and echo what
 /// arrives on it.
 async fn peer(addr: SocketAddr, cfg: Config) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(s)?;
+    let listener = listen(addr)?;
     eprintln!("listening {}", listener.local_addr().map_err(s)?);
     std::thread::spawn(|| {
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
@@ -1124,9 +1146,7 @@ async fn holder(
 /// timeout, measuring RSS once all are stalled.
 async fn stalled_worker(count: u64, stall: Stall, cfg: Config) -> Result<StalledResult, String> {
     let timeout = cfg.handshake_timeout;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(s)?;
+    let listener = listen(LOOPBACK)?;
     let addr = listener.local_addr().map_err(s)?;
     let identity = Arc::new(Identity::generate());
     // Warm up with one whole handshake over this listener.
@@ -1202,9 +1222,7 @@ async fn stalled_worker(count: u64, stall: Stall, cfg: Config) -> Result<Stalled
 /// `count` sequential handshakes and closes against our own listener (both
 /// ends in this process), sampling RSS every `sample`.
 async fn churn_worker(count: u64, sample: u64, cfg: Config) -> Result<ChurnResult, String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(s)?;
+    let listener = listen(LOOPBACK)?;
     let addr = listener.local_addr().map_err(s)?;
     let served = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
