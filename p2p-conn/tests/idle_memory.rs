@@ -69,3 +69,15 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         drop((x, read, sender));
     });
 }
+
+/// The connection value itself (held inline in a node's task or table):
+/// the two ciphers keep their 32-byte keys until data moves (ring's
+/// 544-byte expanded key each is built on the first frame), so the whole
+/// connection, stats included, is well under 1 KiB.
+#[test]
+fn an_idle_connection_value_is_small() {
+    let size = std::mem::size_of::<p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>>();
+    let half = std::mem::size_of::<p2p_conn::io::tokio::ReadHalf<tokio::net::tcp::OwnedReadHalf>>();
+    eprintln!("SecretConnection<TcpStream>: {size} bytes; its read half: {half} bytes");
+    assert!(size <= 1024, "SecretConnection<TcpStream> is {size} bytes");
+}

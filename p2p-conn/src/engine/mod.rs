@@ -52,6 +52,11 @@ pub(crate) fn establish(
     config: &Config,
 ) -> Result<(ReadCore, WriteCore, PublicKey), Error> {
     config.check_peer(&est.remote_public_key)?;
+    let mut est = est;
+    // Frame #0 expanded both keys; a connection that never moves data
+    // should not keep them (see `proto::aead::Cipher`).
+    est.opener.release_key();
+    est.sealer.release_key();
     Ok((
         ReadCore::new(est.opener, est.initial_plaintext, config.read_buffer_size),
         WriteCore::new(est.sealer, config.flush_size),
@@ -95,8 +100,8 @@ impl Engines for Duplex {
         self.reader.buffer_capacity() + self.writer.buffer_capacity()
     }
     fn release_buffers(&mut self) {
-        self.reader.release_buffer();
-        self.writer.release_buffer();
+        self.reader.release_buffers();
+        self.writer.release_buffers();
     }
     fn stats(&self) -> ConnStats {
         ConnStats {
@@ -111,7 +116,7 @@ impl Engines for FrameReader {
         FrameReader::buffer_capacity(self)
     }
     fn release_buffers(&mut self) {
-        self.release_buffer();
+        FrameReader::release_buffers(self);
     }
     fn stats(&self) -> ConnStats {
         ConnStats {
@@ -126,7 +131,7 @@ impl Engines for FrameWriter {
         FrameWriter::buffer_capacity(self)
     }
     fn release_buffers(&mut self) {
-        self.release_buffer();
+        FrameWriter::release_buffers(self);
     }
     fn stats(&self) -> ConnStats {
         ConnStats {

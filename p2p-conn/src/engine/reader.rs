@@ -414,6 +414,13 @@ impl FrameReader {
         }
     }
 
+    /// [`Self::release_buffer`], and the cipher's expanded key (rebuilt on
+    /// the next frame): everything an idle reader can give back.
+    pub fn release_buffers(&mut self) {
+        self.release_buffer();
+        self.core.opener.release_key();
+    }
+
     /// Free the receive buffer if it holds no undelivered bytes.
     pub fn release_buffer(&mut self) {
         if self.start == self.end && self.plain.is_empty() && self.next_frame == self.start {

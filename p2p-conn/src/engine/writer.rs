@@ -273,6 +273,15 @@ impl FrameWriter {
         self.buf.capacity()
     }
 
+    /// [`Self::release_buffer`], and the cipher's expanded key (rebuilt on
+    /// the next frame) when nothing is pending.
+    pub fn release_buffers(&mut self) {
+        self.release_buffer();
+        if self.pending().is_empty() {
+            self.core.sealer.release_key();
+        }
+    }
+
     /// Free the write buffer if nothing is pending (an idle connection then
     /// holds no write buffer until its next message).
     pub fn release_buffer(&mut self) {
@@ -398,6 +407,41 @@ impl FrameWriter {
             Poll::Ready(Ok(())) => {}
             other => return other.map(|r| r.map(|()| 0)),
         }
+        let (n, sealed) = self.seal_batch(backlog, max_messages, done)?;
+        match self.poll_drain(&mut write, Some(sealed)) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(n)),
+        }
+    }
+
+    /// The sealing half of [`Self::poll_write_backlog_with`], for a caller
+    /// that must act between sealing and writing (the send queue gives the
+    /// sealed messages' room back first, so a peer that has read them never
+    /// finds the room still taken): seal one write's worth from the front of
+    /// `backlog` into the write buffer and move wholly sealed items to
+    /// `done`; write it with [`Self::poll_flush_with`]. Seals nothing while
+    /// sealed bytes are pending (returns 0).
+    pub fn seal_backlog<M: AsRef<[u8]>>(
+        &mut self,
+        backlog: &mut Backlog<M>,
+        max_messages: usize,
+        done: &mut Vec<M>,
+    ) -> io::Result<usize> {
+        self.core.check()?;
+        if !self.pending().is_empty() {
+            return Ok(0);
+        }
+        self.seal_batch(backlog, max_messages, done).map(|(n, _)| n)
+    }
+
+    /// Seal one batch from `backlog` onto the buffer; the plaintext bytes
+    /// sealed and the clock reading that ended the seal step.
+    fn seal_batch<M: AsRef<[u8]>>(
+        &mut self,
+        backlog: &mut Backlog<M>,
+        max_messages: usize,
+        done: &mut Vec<M>,
+    ) -> io::Result<(usize, Stamp)> {
         let budget = self.core.max_chunk();
         let mut parts: Vec<&[u8]> = Vec::new();
         let mut total = 0;
@@ -419,10 +463,7 @@ impl FrameWriter {
         let n = self.core.seal(&parts, budget, &mut self.buf)?;
         let sealed = self.sealed_step(start, before, n);
         backlog.consume(n, items, done);
-        match self.poll_drain(&mut write, Some(sealed)) {
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            _ => Poll::Ready(Ok(n)),
-        }
+        Ok((n, sealed))
     }
 
     /// Send a whole message: accept it in `max_chunk` pieces (one transport
@@ -525,6 +566,38 @@ mod tests {
             Poll::Ready(Ok(n)) => (writes, n),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// `seal_backlog` seals without writing, and seals nothing while an
+    /// earlier batch is still pending.
+    #[test]
+    fn seal_backlog_seals_then_waits_for_the_write() {
+        let (mut w, mut o) = writer(128 * 1024);
+        let mut backlog = Backlog::new();
+        for i in 0..3u8 {
+            backlog.push(vec![i; 500]);
+        }
+        let mut done = Vec::new();
+        assert_eq!(w.seal_backlog(&mut backlog, 2, &mut done).unwrap(), 1000);
+        assert_eq!(done.len(), 2, "two messages sealed, in order");
+        assert_eq!(w.pending().len(), STANDARD_SEALED_FRAME);
+        assert_eq!(
+            w.seal_backlog(&mut backlog, 2, &mut done).unwrap(),
+            0,
+            "pending first"
+        );
+        let mut wire = Vec::new();
+        let r = w.poll_flush_with(|b: &[u8]| {
+            wire.extend_from_slice(b);
+            Poll::Ready(Ok(b.len()))
+        });
+        assert!(matches!(r, Poll::Ready(Ok(()))));
+        assert_eq!(w.seal_backlog(&mut backlog, 2, &mut done).unwrap(), 500);
+        assert!(backlog.is_empty());
+        assert_eq!(
+            open_all(&mut o, &mut wire),
+            [vec![0u8; 500], vec![1u8; 500]].concat()
+        );
     }
 
     #[test]

@@ -643,21 +643,26 @@ async fn run<W>(
                 }
             }
         }
-        // Write one batch (or finish the last one), while watching for
-        // `close` and the shutdown bound.
+        // Seal the next batch once the last one is on the wire, and give its
+        // room back before writing it: a peer that has read a message never
+        // finds its room still taken.
+        if half.engines.pending().is_empty() && !backlog.is_empty() {
+            if let Err(e) =
+                half.engines
+                    .seal_backlog(&mut backlog, settings.max_batch_messages, &mut done)
+            {
+                break Err(CloseReason::Failed(Arc::new(Error::from_io(e))));
+            }
+            match shared.upgrade() {
+                Some(s) => account(&s, &mut done, &mut waiting),
+                None => done.drain(..).for_each(|i| waiting.extend(i.flushed)),
+            }
+        }
+        // Write it (or finish the last one), while watching for `close` and
+        // the shutdown bound.
         let write = poll_fn(|cx| {
             let me = &mut half;
-            let io = &mut me.io;
-            if backlog.is_empty() {
-                me.engines.poll_flush_with(writer_io(io, cx)).map_ok(|()| 0)
-            } else {
-                me.engines.poll_write_backlog_with(
-                    &mut backlog,
-                    settings.max_batch_messages,
-                    &mut done,
-                    writer_io(io, cx),
-                )
-            }
+            me.engines.poll_flush_with(writer_io(&mut me.io, cx))
         });
         let result = tokio::select! {
             r = write => Some(r),
@@ -680,19 +685,14 @@ async fn run<W>(
         match result {
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
-            Some(Ok(_)) => {
+            Some(Ok(())) => {
                 if let Some(s) = shared.upgrade() {
-                    account(&s, &mut done, &mut waiting, half.engines.stats());
-                } else {
-                    done.drain(..).for_each(|i| waiting.extend(i.flushed));
+                    *lock(&s.counters.send) = half.engines.stats();
                 }
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
-                if half.engines.pending().is_empty() {
-                    if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await
-                    {
-                        break Err(e);
-                    }
+                if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
+                    break Err(e);
                 }
             }
         }
@@ -774,14 +774,10 @@ fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
     false
 }
 
-/// Update the counters for the items sealed by the last batch and move its
-/// flush markers to `waiting`.
-fn account(
-    s: &Shared,
-    done: &mut Vec<Item>,
-    waiting: &mut VecDeque<oneshot::Sender<()>>,
-    send: SendStats,
-) {
+/// Update the counters for the items the last batch sealed, give their room
+/// back, and move its flush markers to `waiting` (released once the batch is
+/// written).
+fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sender<()>>) {
     let mut bytes = 0;
     let mut messages = 0;
     let mut room = Vec::new();
@@ -814,7 +810,6 @@ fn account(
         .fetch_max(messages as u64, Ordering::Relaxed);
     c.queue_wait_nanos
         .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
-    *lock(&c.send) = send;
 }
 
 /// Everything sealed so far is written: flush the transport, then tell the

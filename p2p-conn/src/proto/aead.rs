@@ -149,13 +149,39 @@ pub struct Cipher {
     multi: Option<super::multiframe::Engine>,
 }
 
-// One cipher per direction per connection: the size difference is irrelevant,
-// and keeping both inline avoids a pointer chase per frame.
-#[allow(clippy::large_enum_variant)]
 enum Inner {
     #[cfg(feature = "ring")]
-    Ring(ring::aead::LessSafeKey),
+    Ring(RingKey),
     RustCrypto(chacha20poly1305::ChaCha20Poly1305),
+}
+
+/// A ring key, expanded on first use. ring's key type is 544 bytes (it is
+/// sized for AES key schedules; ChaCha20-Poly1305 needs the 32-byte key), so
+/// an idle connection that kept two of them inline would hold over 1 KiB for
+/// nothing. The expanded key lives on the heap from the first frame on
+/// ([`Cipher::warm`], called by the sealer and the opener); until then only
+/// the 32-byte key is held, and a call without it expands a temporary one.
+#[cfg(feature = "ring")]
+struct RingKey {
+    key: Zeroizing<[u8; KEY_LEN]>,
+    expanded: Option<Box<ring::aead::LessSafeKey>>,
+}
+
+#[cfg(feature = "ring")]
+impl RingKey {
+    fn expand(key: &[u8; KEY_LEN]) -> ring::aead::LessSafeKey {
+        // Cannot fail: the key length is exactly what the algorithm takes.
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, key)
+            .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
+        ring::aead::LessSafeKey::new(unbound)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&ring::aead::LessSafeKey) -> R) -> R {
+        match &self.expanded {
+            Some(k) => f(k),
+            None => f(&Self::expand(&self.key)),
+        }
+    }
 }
 
 impl Cipher {
@@ -174,12 +200,10 @@ impl Cipher {
         let single = backend;
         let inner = match single {
             #[cfg(feature = "ring")]
-            Backend::Ring => {
-                // Cannot fail: the key length is exactly what the algorithm takes.
-                let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &key[..])
-                    .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
-                Inner::Ring(ring::aead::LessSafeKey::new(unbound))
-            }
+            Backend::Ring => Inner::Ring(RingKey {
+                key: key.clone(),
+                expanded: None,
+            }),
             Backend::RustCrypto => {
                 Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
             }
@@ -199,6 +223,29 @@ impl Cipher {
         self.backend
     }
 
+    /// Free the expanded key (it is rebuilt on the next frame): for a
+    /// connection that has gone idle, and after the handshake, whose frame
+    /// #0 expanded both.
+    pub(crate) fn release(&mut self) {
+        #[cfg(feature = "ring")]
+        if let Inner::Ring(r) = &mut self.inner {
+            r.expanded = None;
+        }
+    }
+
+    /// Expand the key for the one-frame backend if that is not done yet
+    /// (ring: see `RingKey`); the sealer and the opener call this before
+    /// each frame, so only a connection that moves data pays the memory.
+    #[inline]
+    pub(crate) fn warm(&mut self) {
+        #[cfg(feature = "ring")]
+        if let Inner::Ring(r) = &mut self.inner {
+            if r.expanded.is_none() {
+                r.expanded = Some(Box::new(RingKey::expand(&r.key)));
+            }
+        }
+    }
+
     /// The multi-frame engine, when this cipher has one and frames are of
     /// the standard size (the only size it handles).
     #[cfg(feature = "avx512")]
@@ -212,10 +259,12 @@ impl Cipher {
     pub fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(key) => {
+            Inner::Ring(r) => {
                 let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
-                let tag = key
-                    .seal_in_place_separate_tag(nonce, ring::aead::Aad::empty(), buf)
+                let tag = r
+                    .with(|key| {
+                        key.seal_in_place_separate_tag(nonce, ring::aead::Aad::empty(), buf)
+                    })
                     // ring only fails for inputs over 256 GiB; frames are tiny.
                     .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
                 let mut out = [0u8; TAG_LEN];
@@ -244,9 +293,9 @@ impl Cipher {
         }
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(key) => {
+            Inner::Ring(r) => {
                 let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
-                key.open_in_place(nonce, ring::aead::Aad::empty(), sealed)
+                r.with(|key| key.open_in_place(nonce, ring::aead::Aad::empty(), sealed))
                     .map(|_| ())
                     .map_err(|_| OpenFailed)
             }
@@ -299,6 +348,28 @@ mod tests {
             assert_eq!(c.open_in_place(&nonce, &mut bad), Err(OpenFailed));
             let mut short = vec![0u8; 3];
             assert_eq!(c.open_in_place(&nonce, &mut short), Err(OpenFailed));
+        }
+    }
+
+    /// An idle cipher holds its 32-byte key, not ring's 544-byte expanded
+    /// key: that is expanded on the first frame (and sealing or opening
+    /// without it gives the same bytes).
+    #[test]
+    fn the_expanded_key_is_built_on_first_use() {
+        let size = std::mem::size_of::<Cipher>();
+        assert!(size <= 128, "Cipher is {size} bytes");
+        let key = [9u8; 32];
+        let nonce = [3u8; 12];
+        for &b in Backend::ALL {
+            let cold = Cipher::new(b, &key);
+            let mut warm = Cipher::new(b, &key);
+            warm.warm();
+            let (mut x, mut y) = (vec![5u8; 100], vec![5u8; 100]);
+            assert_eq!(
+                cold.seal_in_place(&nonce, &mut x),
+                warm.seal_in_place(&nonce, &mut y)
+            );
+            assert_eq!(x, y, "{b}");
         }
     }
 }

@@ -345,7 +345,7 @@ impl Sealer {
     /// Pad the frame whose plaintext starts at `start` and carries `len` data
     /// bytes, seal it in place and append its tag.
     fn finish_frame<B: SealBuf + ?Sized>(
-        &self,
+        &mut self,
         start: usize,
         len: usize,
         counter: u64,
@@ -353,6 +353,7 @@ impl Sealer {
     ) {
         out.put_zeros(self.frame_size - len + TAG_LEN);
         let plain_end = start + LEN_PREFIX + self.frame_size;
+        self.cipher.warm();
         let tag = self
             .cipher
             .seal_in_place(&nonce_bytes(counter), &mut out[start..plain_end]);
@@ -371,6 +372,12 @@ impl Sealer {
         out.put_slice(chunk);
         self.finish_frame(start, chunk.len(), counter, out);
         Ok(())
+    }
+
+    /// Free the cipher's expanded key until the next frame (see
+    /// [`Cipher`]): an idle connection then holds only its 32-byte key.
+    pub(crate) fn release_key(&mut self) {
+        self.cipher.release();
     }
 
     /// Seal exactly one frame even when `chunk` is empty (the handshake's frame
@@ -515,6 +522,11 @@ impl Opener {
         Ok(LEN_PREFIX..LEN_PREFIX + len)
     }
 
+    /// Free the cipher's expanded key until the next frame (see [`Cipher`]).
+    pub(crate) fn release_key(&mut self) {
+        self.cipher.release();
+    }
+
     fn open_inner(&mut self, frame: &mut [u8]) -> Result<Range<usize>, ProtocolError> {
         if frame.len() != self.sealed_frame_len() {
             return Err(ProtocolError::FrameTooLarge {
@@ -526,6 +538,7 @@ impl Opener {
             return Err(ProtocolError::NonceExhausted);
         }
         let counter = self.counter.next;
+        self.cipher.warm();
         self.cipher
             .open_in_place(&nonce_bytes(counter), frame)
             .map_err(|_| ProtocolError::FrameAuthentication { counter })?;
