@@ -36,6 +36,7 @@ if [ "${1:-}" != draw ]; then
     done
     echo "$size B done" >&2
   done
+  chmod 644 "$out"
   mv "$out" "$data"
   trap - EXIT
 fi

@@ -319,6 +319,7 @@ impl Progress {
                 thread: None,
             };
         }
+        bench::COUNT_PROGRESS.store(true, Ordering::Relaxed);
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
@@ -356,6 +357,7 @@ impl Progress {
     }
 
     fn finish(mut self) {
+        bench::COUNT_PROGRESS.store(false, Ordering::Relaxed);
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
