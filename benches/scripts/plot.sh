@@ -2,7 +2,7 @@
 # Throughput against message size for p2p-conn, CometBFT Go v1.0.1 and
 # tendermint-p2p 0.41, drawn from the CLI's own `bench --json` lines.
 #
-#   benches/scripts/plot.sh [ROUNDS]   run the benchmarks (default 3 rounds),
+#   benches/scripts/plot.sh [ROUNDS]   run the benchmarks (default 5 rounds),
 #                                      then draw
 #   benches/scripts/plot.sh draw       only redraw from the committed data
 #
@@ -13,8 +13,8 @@
 # docs/img/throughput.jsonl. The plot (benches/examples/plot_throughput.rs,
 # plotters' SVG backend) takes each implementation's median MB/s over all of
 # its runs at a size: docs/img/throughput.svg. Needs `go` for the Go baseline
-# (the CLI builds the Go peer). A few minutes on 2 cores; run it on a quiet
-# machine.
+# (the CLI builds the Go peer). About a minute on 2 cores (5 rounds); run it
+# on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 data=docs/img/throughput.jsonl
@@ -22,7 +22,7 @@ svg=docs/img/throughput.svg
 mkdir -p docs/img
 
 if [ "${1:-}" != draw ]; then
-  rounds="${1:-3}"
+  rounds="${1:-5}"
   cargo build --release -q -p p2p-conn
   bin=target/release/p2p-conn
   out=$(mktemp)
