@@ -336,14 +336,26 @@ impl Progress {
                     .with_elapsed(started.elapsed())
                     .with_position(bench::PROGRESS.load(Ordering::Relaxed));
                     if let Ok(style) = indicatif::ProgressStyle::with_template(
-                        "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                        "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {msg}",
                     ) {
                         b.set_style(style.progress_chars("=> "));
                     }
                     bar = Some(b);
                 }
                 if let Some(b) = &bar {
-                    b.set_position(bench::PROGRESS.load(Ordering::Relaxed));
+                    // The rate over the whole run (indicatif's own estimate
+                    // starts when the bar appears, mid-run).
+                    let done = bench::PROGRESS.load(Ordering::Relaxed);
+                    let secs = started.elapsed().as_secs_f64();
+                    let rate = done as f64 / secs;
+                    b.set_position(done);
+                    if rate > 0.0 {
+                        b.set_message(format!(
+                            "{:.0} MiB/s, about {:.0} s left",
+                            rate / (1u64 << 20) as f64,
+                            total.saturating_sub(done) as f64 / rate
+                        ));
+                    }
                 }
             }
             if let Some(b) = bar {
