@@ -41,12 +41,10 @@ impl Handshaking {
         Handshaking {
             #[cfg(feature = "tracing")]
             started: Instant::now(),
+            // Always taken (one getpeername per handshake): an `enabled!`
+            // gate here was seen to miss with per-thread subscribers.
             #[cfg(feature = "tracing")]
-            addr: if tracing::enabled!(tracing::Level::DEBUG) {
-                addr()
-            } else {
-                None
-            },
+            addr: addr(),
         }
     }
 
@@ -94,11 +92,12 @@ pub(crate) fn closed(
     wire_bytes: u64,
 ) {
     #[cfg(feature = "tracing")]
-    if tracing::enabled!(tracing::Level::DEBUG) {
-        let peer = peer.map(|p| tracing::field::display(p.node_id()));
+    {
+        // Field values are evaluated only when the event is enabled.
+        let peer = || peer.map(|p| tracing::field::display(p.node_id()));
         match side {
             Side::Send => tracing::debug!(
-                peer,
+                peer = peer(),
                 %cause,
                 frames,
                 bytes,
@@ -106,7 +105,7 @@ pub(crate) fn closed(
                 "send side closed"
             ),
             Side::Recv => tracing::debug!(
-                peer,
+                peer = peer(),
                 %cause,
                 frames,
                 bytes,

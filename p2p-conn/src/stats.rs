@@ -261,7 +261,7 @@ pub(crate) struct SendRecorder {
     #[cfg(feature = "stats")]
     stats: SendStats,
     #[cfg(feature = "stats")]
-    not_ready_since: Option<Stamp>,
+    wait: Wait,
 }
 
 #[allow(unused_variables)]
@@ -294,9 +294,7 @@ impl SendRecorder {
     #[inline]
     pub(crate) fn attempt(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        if let Some(since) = self.not_ready_since.take() {
-            self.stats.not_ready_time += between(since, start);
-        }
+        self.wait.end(start, &mut self.stats.not_ready_time);
     }
 
     /// A write call that started at `start` and took `n` of `offered`
@@ -324,9 +322,31 @@ impl SendRecorder {
     #[inline]
     pub(crate) fn not_ready(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        {
-            self.stats.not_ready += 1;
-            self.not_ready_since = Some(start);
+        self.wait.begin(start, &mut self.stats.not_ready);
+    }
+}
+
+/// The not-ready bookkeeping of both recorders: a call that found the
+/// transport not ready starts a wait at its own start (it returns at once,
+/// so it is not worth a clock reading of its own); the next attempt ends it.
+#[cfg(feature = "stats")]
+#[derive(Debug, Default, Clone)]
+struct Wait {
+    since: Option<Stamp>,
+}
+
+#[cfg(feature = "stats")]
+impl Wait {
+    #[inline]
+    fn begin(&mut self, start: Stamp, count: &mut u64) {
+        *count += 1;
+        self.since = Some(start);
+    }
+
+    #[inline]
+    fn end(&mut self, start: Stamp, total: &mut Duration) {
+        if let Some(since) = self.since.take() {
+            *total += between(since, start);
         }
     }
 }
@@ -348,7 +368,7 @@ pub(crate) struct RecvRecorder {
     #[cfg(feature = "stats")]
     stats: RecvStats,
     #[cfg(feature = "stats")]
-    not_ready_since: Option<Stamp>,
+    wait: Wait,
 }
 
 #[allow(unused_variables)]
@@ -382,9 +402,7 @@ impl RecvRecorder {
     #[inline]
     pub(crate) fn attempt(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        if let Some(since) = self.not_ready_since.take() {
-            self.stats.not_ready_time += between(since, start);
-        }
+        self.wait.end(start, &mut self.stats.not_ready_time);
     }
 
     /// A read call that started at `start` and returned bytes (0: end of
@@ -408,10 +426,7 @@ impl RecvRecorder {
     #[inline]
     pub(crate) fn not_ready(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        {
-            self.stats.not_ready += 1;
-            self.not_ready_since = Some(start);
-        }
+        self.wait.begin(start, &mut self.stats.not_ready);
     }
 }
 

@@ -5,10 +5,12 @@
 
 #![cfg(feature = "metrics")]
 
+mod common;
+
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use p2p_conn::stats::export;
-use p2p_conn::{Config, Identity};
+use p2p_conn::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 type Series = Vec<(String, Vec<(String, String)>, MetricKind, DebugValue)>;
@@ -54,16 +56,8 @@ fn connection_and_queue_series_carry_the_stats() {
             .build()
             .unwrap();
         rt.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let (ia, ib) = (Identity::generate(), Identity::generate());
             let cfg = Config::default();
-            let (acc, dial) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
-            let (a, b) = tokio::join!(
-                p2p_conn::io::tokio::handshake(acc.unwrap().0, &ia, &cfg),
-                p2p_conn::io::tokio::handshake(dial.unwrap(), &ib, &cfg)
-            );
-            let (mut a, mut b) = (a.unwrap(), b.unwrap());
+            let (mut a, mut b) = common::tokio_tcp_pair(&cfg).await;
             a.write_all(&[5u8; 3000]).await.unwrap();
             a.flush().await.unwrap();
             let mut got = [0u8; 3000];

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, pair, End, Fault, Plan, StdConn};
+use common::{connect, pair, tokio_tcp_pair, End, Fault, Plan, StdConn};
 use p2p_conn::io::blocking;
 use p2p_conn::proto::STANDARD_SEALED_FRAME;
 use p2p_conn::stats::ConnStats;
@@ -205,16 +205,9 @@ fn not_ready_time_is_counted_apart() {
         .unwrap();
     rt.block_on(async {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (ia, ib) = (Identity::generate(), Identity::generate());
         let cfg = Config::default();
-        let (acc, dial) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
-        let (a, b) = tokio::join!(
-            p2p_conn::io::tokio::handshake(acc.unwrap().0, &ia, &cfg),
-            p2p_conn::io::tokio::handshake(dial.unwrap(), &ib, &cfg)
-        );
-        let (mut a, mut b) = (a.unwrap(), b.unwrap());
+        let (a, b) = tokio_tcp_pair(&cfg).await;
+        let (mut a, mut b) = (a, b);
         const STALL: Duration = Duration::from_millis(100);
         let data = vec![7u8; 16 << 20];
         let reader = async {
@@ -252,16 +245,9 @@ fn send_queue_reports_wait_and_writer_counters() {
         .unwrap();
     rt.block_on(async {
         use tokio::io::AsyncReadExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (ia, ib) = (Identity::generate(), Identity::generate());
         let cfg = Config::default();
-        let (acc, dial) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
-        let (a, b) = tokio::join!(
-            p2p_conn::io::tokio::handshake(acc.unwrap().0, &ia, &cfg),
-            p2p_conn::io::tokio::handshake(dial.unwrap(), &ib, &cfg)
-        );
-        let (mut b, a) = (b.unwrap(), a.unwrap());
+        let (a, b) = tokio_tcp_pair(&cfg).await;
+        let mut b = b;
         let (_read, write) = a.into_split();
         let q = p2p_conn::io::queue::Sender::new(write, &cfg).unwrap();
         for i in 0..50u8 {
