@@ -144,33 +144,58 @@ impl ConnStats {
     /// What happened between `earlier` (a snapshot of the same connection)
     /// and `self`.
     pub fn since(&self, earlier: &ConnStats) -> ConnStats {
-        let (s, e) = (&self.send, &earlier.send);
-        let (r, f) = (&self.recv, &earlier.recv);
         ConnStats {
-            send: SendStats {
-                seals: s.seals.saturating_sub(e.seals),
-                frames_sealed: s.frames_sealed.saturating_sub(e.frames_sealed),
-                bytes_sealed: s.bytes_sealed.saturating_sub(e.bytes_sealed),
-                seal_time: s.seal_time.saturating_sub(e.seal_time),
-                writes: s.writes.saturating_sub(e.writes),
-                bytes_written: s.bytes_written.saturating_sub(e.bytes_written),
-                write_time: s.write_time.saturating_sub(e.write_time),
-                short_writes: s.short_writes.saturating_sub(e.short_writes),
-                not_ready: s.not_ready.saturating_sub(e.not_ready),
-                not_ready_time: s.not_ready_time.saturating_sub(e.not_ready_time),
-            },
-            recv: RecvStats {
-                opens: r.opens.saturating_sub(f.opens),
-                frames_opened: r.frames_opened.saturating_sub(f.frames_opened),
-                bytes_opened: r.bytes_opened.saturating_sub(f.bytes_opened),
-                open_time: r.open_time.saturating_sub(f.open_time),
-                reads: r.reads.saturating_sub(f.reads),
-                bytes_read: r.bytes_read.saturating_sub(f.bytes_read),
-                read_time: r.read_time.saturating_sub(f.read_time),
-                not_ready: r.not_ready.saturating_sub(f.not_ready),
-                not_ready_time: r.not_ready_time.saturating_sub(f.not_ready_time),
-            },
+            send: self
+                .send
+                .zip(&earlier.send, u64::saturating_sub, Duration::saturating_sub),
+            recv: self
+                .recv
+                .zip(&earlier.recv, u64::saturating_sub, Duration::saturating_sub),
         }
+    }
+}
+
+/// Field-by-field arithmetic on a counters struct, written once per struct
+/// (its field list) for `since` and `+=`.
+macro_rules! fieldwise {
+    ($t:ident { counts: $($c:ident),+; times: $($d:ident),+ }) => {
+        impl $t {
+            fn zip(
+                &self,
+                other: &$t,
+                count: impl Fn(u64, u64) -> u64,
+                time: impl Fn(Duration, Duration) -> Duration,
+            ) -> $t {
+                $t {
+                    $($c: count(self.$c, other.$c),)+
+                    $($d: time(self.$d, other.$d),)+
+                }
+            }
+        }
+
+        /// Sum of the counters (of several connections or runs).
+        impl std::ops::AddAssign<&$t> for $t {
+            fn add_assign(&mut self, other: &$t) {
+                *self = self.zip(other, |a, b| a + b, |a, b| a + b);
+            }
+        }
+    };
+}
+
+fieldwise!(SendStats {
+    counts: seals, frames_sealed, bytes_sealed, writes, bytes_written, short_writes, not_ready;
+    times: seal_time, write_time, not_ready_time
+});
+fieldwise!(RecvStats {
+    counts: opens, frames_opened, bytes_opened, reads, bytes_read, not_ready;
+    times: open_time, read_time, not_ready_time
+});
+
+/// Sum of both sides' counters.
+impl std::ops::AddAssign<&ConnStats> for ConnStats {
+    fn add_assign(&mut self, other: &ConnStats) {
+        self.send += &other.send;
+        self.recv += &other.recv;
     }
 }
 
@@ -459,6 +484,10 @@ mod tests {
             },
             ..c
         };
+        let mut sum = c;
+        sum += &c;
+        assert_eq!(sum.send.seal_time, 2 * c.send.seal_time);
+        assert_eq!(sum.recv.read_time, 2 * c.recv.read_time);
         let d = later.since(&c);
         assert_eq!(d.send.seal_time, Duration::from_millis(200));
         assert_eq!(d.send.writes, 4);

@@ -250,7 +250,7 @@ impl Drop for FrameReader {
         let s = self.stats.snapshot();
         crate::events::closed(
             crate::events::Side::Recv,
-            Some(peer),
+            peer,
             cause,
             s.frames_opened,
             s.bytes_opened,

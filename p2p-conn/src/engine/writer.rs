@@ -222,7 +222,7 @@ impl Drop for FrameWriter {
         let s = self.stats.snapshot();
         crate::events::closed(
             crate::events::Side::Send,
-            Some(peer),
+            peer,
             cause,
             s.frames_sealed,
             s.bytes_sealed,

@@ -125,6 +125,21 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
+    /// The heading line's description of `w` with these settings: "N x
+    /// S-byte messages (M MiB) {target}; frame …, backend …".
+    pub fn describe(&self, w: &Workload, target: &str) -> String {
+        format!(
+            "{} x {}-byte messages ({:.1} MiB) {target}; frame {}, flush {}, read buffer {}, backend {}",
+            w.messages,
+            w.size,
+            w.bytes() as f64 / (1u64 << 20) as f64,
+            self.wire.frame_size,
+            self.wire.flush_size,
+            self.wire.read_buffer,
+            self.wire.backend
+        )
+    }
+
     /// The connection settings, validated.
     pub fn config(&self) -> Result<Config, String> {
         let cfg = self.wire.config().max_pending_bytes(self.max_pending_bytes);
@@ -418,14 +433,8 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let w = Workload::new(args.work.size, total)?;
     if !args.json {
         println!(
-            "p2p-conn bench: {} x {}-byte messages ({:.1} MiB) over loopback TCP; frame {}, flush {}, read buffer {}, backend {}",
-            w.messages,
-            w.size,
-            w.bytes() as f64 / (1u64 << 20) as f64,
-            args.work.wire.frame_size,
-            args.work.wire.flush_size,
-            args.work.wire.read_buffer,
-            args.work.wire.backend
+            "p2p-conn bench: {}",
+            args.work.describe(&w, "over loopback TCP")
         );
     }
     let mut ours_rows = Vec::new();

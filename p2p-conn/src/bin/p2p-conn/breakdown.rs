@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use p2p_conn::io::queue::QueueStats;
-use p2p_conn::stats::{ConnStats, RecvStats, SendStats, ENABLED};
+use p2p_conn::stats::{ConnStats, ENABLED};
 
 /// One direction of a run as our side saw it: the send side of the sending
 /// connection (or write half, or send queue's writer) and the receive side
@@ -46,8 +46,7 @@ impl Breakdown {
         let mut all = all.into_iter();
         let mut total = *all.next()?;
         for b in all {
-            add_send(&mut total.stats.send, &b.stats.send);
-            add_recv(&mut total.stats.recv, &b.stats.recv);
+            total.stats += &b.stats;
             total.queue = match (total.queue, b.queue) {
                 (Some(mut q), Some(r)) => {
                     add_queue(&mut q, &r);
@@ -150,31 +149,6 @@ fn secs(d: Duration) -> String {
     format!("{:.4} s", d.as_secs_f64())
 }
 
-fn add_send(a: &mut SendStats, b: &SendStats) {
-    a.seals += b.seals;
-    a.frames_sealed += b.frames_sealed;
-    a.bytes_sealed += b.bytes_sealed;
-    a.seal_time += b.seal_time;
-    a.writes += b.writes;
-    a.bytes_written += b.bytes_written;
-    a.write_time += b.write_time;
-    a.short_writes += b.short_writes;
-    a.not_ready += b.not_ready;
-    a.not_ready_time += b.not_ready_time;
-}
-
-fn add_recv(a: &mut RecvStats, b: &RecvStats) {
-    a.opens += b.opens;
-    a.frames_opened += b.frames_opened;
-    a.bytes_opened += b.bytes_opened;
-    a.open_time += b.open_time;
-    a.reads += b.reads;
-    a.bytes_read += b.bytes_read;
-    a.read_time += b.read_time;
-    a.not_ready += b.not_ready;
-    a.not_ready_time += b.not_ready_time;
-}
-
 fn add_queue(a: &mut QueueStats, b: &QueueStats) {
     a.pending_bytes += b.pending_bytes;
     a.pending_messages += b.pending_messages;
@@ -183,7 +157,7 @@ fn add_queue(a: &mut QueueStats, b: &QueueStats) {
     a.overflows += b.overflows;
     a.largest_batch = a.largest_batch.max(b.largest_batch);
     a.queue_wait_time += b.queue_wait_time;
-    add_send(&mut a.send, &b.send);
+    a.send += &b.send;
 }
 
 /// Every figure of a breakdown as flat `--json` fields (all null for rows

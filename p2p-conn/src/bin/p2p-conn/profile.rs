@@ -85,14 +85,8 @@ fn run_unix(args: ProfileArgs) -> Result<(), String> {
         None => "over loopback TCP".into(),
     };
     println!(
-        "p2p-conn profile: {} x {}-byte messages ({:.1} MiB) {target}; frame {}, flush {}, read buffer {}, backend {}; sampling at {} Hz",
-        w.messages,
-        w.size,
-        w.bytes() as f64 / (1u64 << 20) as f64,
-        args.work.wire.frame_size,
-        args.work.wire.flush_size,
-        args.work.wire.read_buffer,
-        args.work.wire.backend,
+        "p2p-conn profile: {}; sampling at {} Hz",
+        args.work.describe(&w, &target),
         args.frequency,
     );
     bench::PROGRESS.store(0, Ordering::Relaxed);
