@@ -7,8 +7,16 @@
 //
 // Subcommands:
 //
-//	listen [-key F] [-chunk N] [-peer-id ID] ADDR   accept one connection
-//	dial   [-key F] [-chunk N] [-peer-id ID] ADDR   dial one connection
+//	listen [-key F] [-chunk N] [-peer-id ID] [NODEINFO] ADDR   accept one connection
+//	dial   [-key F] [-chunk N] [-peer-id ID] [NODEINFO] ADDR   dial one connection
+//	    NODEINFO = -nodeinfo [-network N] [-channels HEX] [-moniker M]: after
+//	    the handshake, exchange DefaultNodeInfo as p2p/transport.go does
+//	    (both directions at once, protoio with MaxNodeInfoSize), then run the
+//	    transport's checks on the peer's (Validate, NodeInfo ID = connection
+//	    ID, CompatibleWith) and print "nodeinfo <JSON>" on stderr: the
+//	    decoded fields, each check's error ("" when it passed), and the
+//	    message as received and as CometBFT re-encodes it (hex). Exit 1 if a
+//	    check failed, otherwise go on piping.
 //	    After the handshake: "peer <id>" on stderr; stdin is written to the
 //	    connection in Write calls of exactly -chunk bytes (the last may be
 //	    shorter), then the TCP write side is half-closed; the connection is
@@ -43,6 +51,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -62,8 +71,10 @@ import (
 
 	"github.com/cometbft/cometbft/crypto"
 	"github.com/cometbft/cometbft/crypto/ed25519"
+	"github.com/cometbft/cometbft/libs/protoio"
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/p2p/conn"
+	"github.com/cometbft/cometbft/version"
 )
 
 const handshakeTimeout = 20 * time.Second
@@ -186,6 +197,10 @@ func pipe(mode string, args []string) error {
 	keyPath := fs.String("key", "", "node_key.json to use (default: a fresh key)")
 	chunk := fs.Int("chunk", 65536, "bytes per SecretConnection.Write call")
 	peerID := fs.String("peer-id", "", "fail unless the peer's node ID is this")
+	withNodeInfo := fs.Bool("nodeinfo", false, "exchange NodeInfo after the handshake")
+	network := fs.String("network", "cometbft-peer-net", "network to announce (-nodeinfo)")
+	channels := fs.String("channels", "", "channels to announce, hex (-nodeinfo)")
+	moniker := fs.String("moniker", "cometbft-peer", "moniker to announce (-nodeinfo)")
 	addr, err := onePositional(fs, args, "ADDR")
 	if err != nil {
 		return err
@@ -226,6 +241,25 @@ func pipe(mode string, args []string) error {
 	fmt.Fprintf(os.Stderr, "peer %s\n", remote)
 	if *peerID != "" && string(remote) != *peerID {
 		return fmt.Errorf("peer is %s, expected %s", remote, *peerID)
+	}
+	if *withNodeInfo {
+		chs, err := hex.DecodeString(*channels)
+		if err != nil {
+			return fmt.Errorf("-channels: %w", err)
+		}
+		ours := p2p.DefaultNodeInfo{
+			ProtocolVersion: p2p.NewProtocolVersion(version.P2PProtocol, version.BlockProtocol, 0),
+			DefaultNodeID:   p2p.PubKeyToID(key.PubKey()),
+			ListenAddr:      tcp.LocalAddr().String(),
+			Network:         *network,
+			Version:         strings.TrimPrefix(cometbftVersion(), "v"),
+			Channels:        chs,
+			Moniker:         *moniker,
+			Other:           p2p.DefaultNodeInfoOther{TxIndex: "off"},
+		}
+		if err := exchangeNodeInfo(sc, remote, ours); err != nil {
+			return err
+		}
 	}
 
 	sent := make(chan error, 1)
@@ -271,6 +305,83 @@ func pipe(mode string, args []string) error {
 	}
 	if err := <-sent; err != nil {
 		return fmt.Errorf("sending: %w", err)
+	}
+	return nil
+}
+
+// exchangeNodeInfo is p2p/transport.go's handshake() and the checks of its
+// upgrade(), with the peer's NodeInfo and the results printed on stderr.
+func exchangeNodeInfo(sc *conn.SecretConnection, remote p2p.ID, ours p2p.DefaultNodeInfo) error {
+	if err := sc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		return err
+	}
+	var raw bytes.Buffer
+	pb := p2p.DefaultNodeInfo{}.ToProto()
+	errc := make(chan error, 2)
+	go func() {
+		_, err := protoio.NewDelimitedWriter(sc).WriteMsg(ours.ToProto())
+		errc <- err
+	}()
+	go func() {
+		// protoio reads the varint a byte at a time and then exactly the
+		// message, so the tee sees the message and nothing after it.
+		r := protoio.NewDelimitedReader(io.TeeReader(sc, &raw), p2p.MaxNodeInfoSize())
+		_, err := r.ReadMsg(pb)
+		errc <- err
+	}()
+	for i := 0; i < cap(errc); i++ {
+		if err := <-errc; err != nil {
+			return fmt.Errorf("nodeinfo exchange: %w", err)
+		}
+	}
+	if err := sc.SetDeadline(time.Time{}); err != nil {
+		return err
+	}
+	theirs, err := p2p.DefaultNodeInfoFromToProto(pb)
+	if err != nil {
+		return err
+	}
+	reencoded, err := protoio.MarshalDelimited(theirs.ToProto())
+	if err != nil {
+		return err
+	}
+	errText := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	idErr := ""
+	if theirs.ID() != remote {
+		idErr = fmt.Sprintf("conn.ID (%v) NodeInfo.ID (%v) mismatch", remote, theirs.ID())
+	}
+	report := map[string]any{
+		"id":          string(theirs.DefaultNodeID),
+		"listen_addr": theirs.ListenAddr,
+		"network":     theirs.Network,
+		"version":     theirs.Version,
+		"channels":    hex.EncodeToString(theirs.Channels),
+		"moniker":     theirs.Moniker,
+		"tx_index":    theirs.Other.TxIndex,
+		"rpc_address": theirs.Other.RPCAddress,
+		"p2p":         theirs.ProtocolVersion.P2P,
+		"block":       theirs.ProtocolVersion.Block,
+		"app":         theirs.ProtocolVersion.App,
+		"validate":    errText(theirs.Validate()),
+		"id_check":    idErr,
+		"compatible":  errText(ours.CompatibleWith(theirs)),
+		"received":    hex.EncodeToString(raw.Bytes()),
+		"reencoded":   hex.EncodeToString(reencoded),
+	}
+	line, err := json.Marshal(report)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "nodeinfo %s\n", line)
+	for _, e := range []string{report["validate"].(string), idErr, report["compatible"].(string)} {
+		if e != "" {
+			return fmt.Errorf("peer's NodeInfo refused: %s", e)
+		}
 	}
 	return nil
 }

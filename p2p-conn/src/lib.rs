@@ -75,6 +75,8 @@ pub mod identity;
 pub mod io;
 #[cfg(feature = "keyfile")]
 pub mod keyfile;
+#[cfg(feature = "nodeinfo")]
+pub mod nodeinfo;
 pub mod proto;
 pub mod stats;
 #[cfg(feature = "testkit")]

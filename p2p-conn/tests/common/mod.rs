@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
+pub mod cometbft_node;
 pub mod go_peer;
 pub mod process;
 

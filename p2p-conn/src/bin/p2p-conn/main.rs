@@ -14,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 mod bench;
 mod breakdown;
 mod cometbft_go;
+mod probe;
 mod producers;
 mod profile;
 mod resources;
@@ -61,11 +62,12 @@ impl WireArgs {
 }
 
 #[derive(clap::Args, Clone)]
-struct ConnArgs {
+pub struct ConnArgs {
     /// node_key.json to authenticate with (default: a fresh ephemeral identity)
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Bound on the whole handshake, in seconds
+    /// Bound on the whole handshake, in seconds (and, separately, on the
+    /// NodeInfo exchange, as CometBFT does)
     #[arg(long, default_value_t = 20.0)]
     handshake_timeout: f64,
     /// Require the peer to authenticate as this node ID (40 hex digits)
@@ -75,8 +77,22 @@ struct ConnArgs {
     wire: WireArgs,
 }
 
+/// `listen` and `dial`: the connection settings, and the optional NodeInfo
+/// exchange before piping.
+#[derive(clap::Args, Clone)]
+struct PipeArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Exchange NodeInfo as CometBFT peers do before piping (the peer's is
+    /// printed on stderr and must be valid and compatible)
+    #[arg(long)]
+    nodeinfo: bool,
+    #[command(flatten)]
+    info: probe::NodeInfoArgs,
+}
+
 /// CometBFT's dial timeout.
-const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 
 /// Bytes of stdin read (and sent as one message) at a time.
 const STDIN_CHUNK_BYTES: usize = 64 * 1024;
@@ -101,7 +117,7 @@ enum Cmd {
         /// Address to listen on, e.g. 127.0.0.1:26656
         addr: SocketAddr,
         #[command(flatten)]
-        conn: ConnArgs,
+        args: PipeArgs,
     },
     /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
     /// until both are done
@@ -112,8 +128,13 @@ enum Cmd {
         #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
         connect_timeout: f64,
         #[command(flatten)]
-        conn: ConnArgs,
+        args: PipeArgs,
     },
+    /// Ask a CometBFT node who it is: dial, handshake, exchange NodeInfo,
+    /// check it by CometBFT's rules, print it, hang up. Exit code by stage:
+    /// 0 ok, 3 connect, 4 handshake, 5 ID mismatch, 6 NodeInfo, 7 timeout,
+    /// 8 network mismatch, 1 other
+    Probe(probe::ProbeArgs),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
     /// Run the bench workload (or send to a listening peer with --connect)
@@ -131,7 +152,7 @@ enum Cmd {
 }
 
 /// A failure with the one line the CLI prints for it.
-struct Failure(String);
+pub struct Failure(pub String);
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
@@ -147,7 +168,7 @@ impl From<std::io::Error> for Failure {
 
 /// One line naming the cause: handshake, authentication, peer-ID mismatch,
 /// timeout, or I/O.
-fn describe(e: &Error) -> String {
+pub fn describe(e: &Error) -> String {
     match e {
         Error::Protocol(
             p @ (ProtocolError::InvalidSignature
@@ -182,12 +203,13 @@ fn main() -> ExitCode {
         Cmd::Id { key } => keyfile::load(&key)
             .map(|id| println!("{}", id.node_id()))
             .map_err(|e| Failure(e.to_string())),
-        Cmd::Listen { addr, conn } => run_async(listen(addr, conn)),
+        Cmd::Listen { addr, args } => run_async(listen(addr, args)),
         Cmd::Dial {
             addr,
             connect_timeout,
-            conn,
-        } => run_async(dial(addr, connect_timeout, conn)),
+            args,
+        } => run_async(dial(addr, connect_timeout, args)),
+        Cmd::Probe(args) => return probe::run(args),
         Cmd::Bench(args) => bench::run(args).map_err(Failure),
         Cmd::Profile(args) => profile::run(args).map_err(Failure),
         Cmd::Resources(args) => resources::run(args).map_err(Failure),
@@ -209,12 +231,17 @@ fn keygen(out: PathBuf) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Result<(), Failure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The runtime `listen`, `dial` and `probe` run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Failure(format!("I/O error: cannot start the runtime: {e}")))?;
+        .map_err(|e| Failure(format!("I/O error: cannot start the runtime: {e}")))
+}
+
+fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Result<(), Failure> {
+    let rt = runtime()?;
     let r = rt.block_on(fut);
     // Standard input is read on a blocking thread that may still be waiting
     // for input (after a failure); do not wait for it.
@@ -223,7 +250,7 @@ fn run_async(fut: impl std::future::Future<Output = Result<(), Failure>>) -> Res
 }
 
 /// A positive, finite number of seconds from the flag `flag`.
-fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
+pub fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
     Duration::try_from_secs_f64(secs)
         .ok()
         .filter(|d| !d.is_zero())
@@ -234,7 +261,7 @@ fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
         })
 }
 
-fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
+pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
     let mut cfg = args
         .wire
         .config()
@@ -260,40 +287,47 @@ fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config),
     Ok((identity, cfg))
 }
 
-async fn listen(addr: SocketAddr, args: ConnArgs) -> Result<(), Failure> {
-    let (identity, cfg) = config(&args, None)?;
+async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), Failure> {
+    let (identity, cfg) = config(&args.conn, None)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure(format!("I/O error: cannot listen on {addr}: {e}")))?;
     let (tcp, _) = listener.accept().await?;
     drop(listener);
-    pipe(tcp, &identity, &cfg).await
+    let local = tcp.local_addr().ok();
+    pipe(tcp, &identity, &cfg, &args, local).await
 }
 
-async fn dial(addr: String, connect_timeout: f64, args: ConnArgs) -> Result<(), Failure> {
-    let (id, host) = match addr.split_once('@') {
+/// `ID@HOST:PORT` or `HOST:PORT`: the address and the ID, if given.
+pub fn split_id(addr: &str) -> Result<(String, Option<NodeId>), Failure> {
+    Ok(match addr.split_once('@') {
         Some((id, host)) => (
-            Some(id.parse::<NodeId>().map_err(|e| Failure(e.to_string()))?),
             host.to_string(),
+            Some(id.parse::<NodeId>().map_err(|e| Failure(e.to_string()))?),
         ),
-        None => (None, addr),
-    };
+        None => (addr.to_string(), None),
+    })
+}
+
+async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<(), Failure> {
+    let (host, id) = split_id(&addr)?;
     let limit = seconds("--connect-timeout", connect_timeout)?;
-    let (identity, cfg) = config(&args, id)?;
-    let tcp = match tokio::time::timeout(limit, tokio::net::TcpStream::connect(&host)).await {
-        Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => {
-            return Err(Failure(format!(
-                "I/O error: could not connect to {host}: {e}"
-            )))
-        }
-        Err(_) => {
-            return Err(Failure(format!(
-                "timeout: could not connect to {host} within {limit:?}"
-            )))
-        }
-    };
-    pipe(tcp, &identity, &cfg).await
+    let (identity, cfg) = config(&args.conn, id)?;
+    let tcp = connect(&host, limit).await?;
+    pipe(tcp, &identity, &cfg, &args, None).await
+}
+
+/// TCP connection to `host`, within `limit`.
+pub async fn connect(host: &str, limit: Duration) -> Result<tokio::net::TcpStream, Failure> {
+    match tokio::time::timeout(limit, tokio::net::TcpStream::connect(host)).await {
+        Ok(Ok(tcp)) => Ok(tcp),
+        Ok(Err(e)) => Err(Failure(format!(
+            "I/O error: could not connect to {host}: {e}"
+        ))),
+        Err(_) => Err(Failure(format!(
+            "timeout: could not connect to {host} within {limit:?}"
+        ))),
+    }
 }
 
 /// Where a copy failed: the message says which side and, for the peer, why.
@@ -328,7 +362,8 @@ impl From<CopyError> for Failure {
     }
 }
 
-/// Handshake, announce the peer, then copy both ways until both directions
+/// Handshake, announce the peer, exchange NodeInfo if asked (announcing
+/// `listening_on` as our address), then copy both ways until both directions
 /// are done: all of stdin sent and the write side half-closed (flush, then
 /// TCP shutdown of the write half, only at the end of stdin), and the peer's
 /// stream ended and written to stdout. Fails as soon as either direction
@@ -337,10 +372,25 @@ async fn pipe(
     tcp: tokio::net::TcpStream,
     identity: &Identity,
     cfg: &Config,
+    args: &PipeArgs,
+    listening_on: Option<SocketAddr>,
 ) -> Result<(), Failure> {
+    if !args.nodeinfo && (args.info.network.is_some() || args.info.channels.is_some()) {
+        return Err(Failure("--network and --channels need --nodeinfo".into()));
+    }
     tcp.set_nodelay(true)?;
-    let conn = ptokio::handshake(tcp, identity, cfg).await?;
+    let mut conn = ptokio::handshake(tcp, identity, cfg).await?;
     eprintln!("peer {}", conn.remote_node_id());
+    if args.nodeinfo {
+        probe::before_pipe(
+            &mut conn,
+            identity,
+            &args.info,
+            listening_on,
+            cfg.handshake_timeout,
+        )
+        .await?;
+    }
     let (mut r, mut w) = conn.into_split();
     let upload = async move {
         let mut stdin = tokio::io::stdin();

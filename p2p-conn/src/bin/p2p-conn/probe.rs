@@ -1,0 +1,504 @@
+//! `p2p-conn probe`: ask a live CometBFT node who it is, over the real p2p
+//! handshake (secret connection, then the NodeInfo exchange), then hang up.
+//!
+//! Also the NodeInfo step of `listen --nodeinfo` and `dial --nodeinfo`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use p2p_conn::io::tokio as ptokio;
+use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError, Violation};
+use p2p_conn::{Error, Identity, NodeId};
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use crate::{describe, ConnArgs, Failure};
+
+/// What we announce in the NodeInfo exchange.
+#[derive(clap::Args, Clone, Debug)]
+pub struct NodeInfoArgs {
+    /// Network (chain ID) to announce, and to require of the peer. Without
+    /// it, read the peer's NodeInfo first and announce its network
+    #[arg(long)]
+    pub network: Option<String>,
+    /// Moniker to announce
+    #[arg(long, default_value = "p2p-conn")]
+    pub moniker: String,
+    /// Channels to announce, as hex bytes (e.g. 4020). None by default, so
+    /// a node completes the exchange and then drops us ("no common
+    /// channels"), and no reactor traffic flows
+    #[arg(long, value_parser = parse_channels)]
+    pub channels: Option<Channels>,
+}
+
+/// Channel IDs given as hex.
+#[derive(Clone, Debug)]
+pub struct Channels(Vec<u8>);
+
+fn parse_channels(s: &str) -> Result<Channels, String> {
+    hex::decode(s)
+        .map(Channels)
+        .map_err(|e| format!("channels must be hex bytes, e.g. 4020: {e}"))
+}
+
+#[derive(clap::Args)]
+pub struct ProbeArgs {
+    /// The node's p2p address: ID@HOST:PORT, or HOST:PORT (with or without
+    /// --peer-id)
+    addr: String,
+    /// Give up connecting (before the handshake) after this many seconds
+    #[arg(long, default_value_t = crate::DEFAULT_CONNECT_TIMEOUT_SECS)]
+    connect_timeout: f64,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    conn: ConnArgs,
+    #[command(flatten)]
+    info: NodeInfoArgs,
+}
+
+/// The stage a probe stopped at, and its exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Bad arguments or a local problem (exit 1).
+    Usage,
+    /// The TCP connection could not be made (exit 3).
+    Connect,
+    /// The secret-connection handshake or authentication failed (exit 4).
+    Handshake,
+    /// The node authenticated as another ID than the expected one (exit 5).
+    IdMismatch,
+    /// The NodeInfo exchange failed, or the node's NodeInfo broke a rule
+    /// (exit 6).
+    NodeInfo,
+    /// Connected, but the node did not finish in time (exit 7).
+    Timeout,
+    /// The node is on another network than `--network` (exit 8).
+    Network,
+}
+
+impl Stage {
+    fn code(self) -> u8 {
+        match self {
+            Stage::Usage => 1,
+            Stage::Connect => 3,
+            Stage::Handshake => 4,
+            Stage::IdMismatch => 5,
+            Stage::NodeInfo => 6,
+            Stage::Timeout => 7,
+            Stage::Network => 8,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Stage::Usage => "usage",
+            Stage::Connect => "connect",
+            Stage::Handshake => "handshake",
+            Stage::IdMismatch => "id_mismatch",
+            Stage::NodeInfo => "nodeinfo",
+            Stage::Timeout => "timeout",
+            Stage::Network => "network",
+        }
+    }
+}
+
+/// A probe that stopped early: where, why, and the node ID if it got that
+/// far.
+struct Stop {
+    stage: Stage,
+    error: String,
+    node_id: Option<NodeId>,
+}
+
+impl Stop {
+    fn at(stage: Stage, error: impl Into<String>) -> Stop {
+        Stop {
+            stage,
+            error: error.into(),
+            node_id: None,
+        }
+    }
+}
+
+impl From<Failure> for Stop {
+    fn from(Failure(msg): Failure) -> Stop {
+        Stop::at(Stage::Usage, msg)
+    }
+}
+
+/// Everything the probe learned.
+struct Report {
+    address: String,
+    node_id: NodeId,
+    expected: Option<NodeId>,
+    info: NodeInfo,
+    /// Rules the node's NodeInfo broke (`Validate` and the ID check).
+    violations: Vec<Violation>,
+    /// `--network` given and the node is on another one.
+    network_mismatch: Option<Violation>,
+    handshake: Duration,
+    exchange: Duration,
+}
+
+pub fn run(args: ProbeArgs) -> ExitCode {
+    let json = args.json;
+    let (addr, expected) = match crate::split_id(&args.addr) {
+        Ok((host, id)) => (host, id.or(args.conn.peer_id)),
+        Err(_) => (args.addr.clone(), None),
+    };
+    let outcome = crate::runtime().map_err(Stop::from).and_then(|rt| {
+        let r = rt.block_on(probe(args));
+        rt.shutdown_background();
+        r
+    });
+    match outcome {
+        Ok(report) => {
+            let stage = if !report.violations.is_empty() {
+                Some(Stage::NodeInfo)
+            } else if report.network_mismatch.is_some() {
+                Some(Stage::Network)
+            } else {
+                None
+            };
+            if json {
+                let mut v = report.json();
+                if let Some(stage) = stage {
+                    v["stage"] = json!(stage.name());
+                    v["error"] = json!(report.problem());
+                }
+                println!("{v}");
+            } else {
+                print!("{}", report.text());
+                if stage.is_some() {
+                    eprintln!("error: {}", report.problem());
+                }
+            }
+            ExitCode::from(stage.map_or(0, Stage::code))
+        }
+        Err(stop) => {
+            if json {
+                println!(
+                    "{}",
+                    json!({
+                        "address": addr,
+                        "stage": stop.stage.name(),
+                        "error": stop.error,
+                        "node_id": stop.node_id.map(|id| id.to_string()),
+                        "expected_id": expected.map(|id| id.to_string()),
+                    })
+                );
+            } else {
+                if let Some(id) = stop.node_id {
+                    println!("node id      {id}");
+                }
+                eprintln!("error: {}", stop.error);
+            }
+            ExitCode::from(stop.stage.code())
+        }
+    }
+}
+
+async fn probe(args: ProbeArgs) -> Result<Report, Stop> {
+    let (host, dialed) = crate::split_id(&args.addr)?;
+    let expected = match (args.conn.peer_id, dialed) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(Stop::at(
+                Stage::Usage,
+                format!("--peer-id {a} contradicts the ID in the address ({b})"),
+            ))
+        }
+        (a, b) => a.or(b),
+    };
+    // The ID is checked here, after the handshake, so that a mismatch still
+    // reports who answered.
+    let (identity, cfg) = crate::config(
+        &ConnArgs {
+            peer_id: None,
+            ..args.conn.clone()
+        },
+        None,
+    )?;
+    let limit = crate::seconds("--connect-timeout", args.connect_timeout)?;
+    let tcp = crate::connect(&host, limit)
+        .await
+        .map_err(|Failure(e)| Stop::at(Stage::Connect, e))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| Stop::at(Stage::Connect, e.to_string()))?;
+    let started = Instant::now();
+    let mut conn = ptokio::handshake(tcp, &identity, &cfg).await.map_err(|e| {
+        let stage = match e {
+            Error::Timeout(_) => Stage::Timeout,
+            _ => Stage::Handshake,
+        };
+        Stop::at(stage, describe(&e))
+    })?;
+    let handshake = started.elapsed();
+    let node_id = conn.remote_node_id();
+    if let Some(want) = expected.filter(|&want| want != node_id) {
+        return Err(Stop {
+            stage: Stage::IdMismatch,
+            error: format!("ID mismatch: expected {want}, the node authenticated as {node_id}"),
+            node_id: Some(node_id),
+        });
+    }
+    let started = Instant::now();
+    let (ours, info) = exchange(
+        &mut conn,
+        &identity,
+        &args.info,
+        None,
+        cfg.handshake_timeout,
+    )
+    .await
+    .map_err(|stop| Stop {
+        node_id: Some(node_id),
+        ..stop
+    })?;
+    let exchange = started.elapsed();
+    // Polite: FIN right away (the node drops us anyway when it finds no
+    // common channel).
+    let _ = tokio::time::timeout(Duration::from_secs(1), conn.shutdown()).await;
+    let mut violations = info.validate();
+    violations.extend(info.check_id(node_id).err());
+    let network_mismatch = args.info.network.as_ref().and_then(|_| {
+        ours.compatible_with(&info)
+            .into_iter()
+            .find(|v| v.rule == nodeinfo::Rule::Network)
+    });
+    Ok(Report {
+        address: host,
+        node_id,
+        expected,
+        info,
+        violations,
+        network_mismatch,
+        handshake,
+        exchange,
+    })
+}
+
+/// The NodeInfo exchange on a fresh connection, bounded by `timeout`:
+/// concurrent when we know our network, otherwise the peer's first and then
+/// ours on its network and block protocol. We announce `listen_addr` if we
+/// accept connections. Returns (ours, theirs), theirs unchecked.
+async fn exchange<T>(
+    conn: &mut ptokio::SecretConnection<T>,
+    identity: &Identity,
+    args: &NodeInfoArgs,
+    listen_addr: Option<SocketAddr>,
+    timeout: Duration,
+) -> Result<(NodeInfo, NodeInfo), Stop>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut ours = NodeInfo::new(identity.node_id(), args.network.clone().unwrap_or_default());
+    ours.moniker = args.moniker.clone();
+    if let Some(addr) = listen_addr {
+        ours.listen_addr = addr.to_string();
+    }
+    if let Some(Channels(ch)) = &args.channels {
+        ours.channels = ch.clone();
+    }
+    let adopt = args.network.is_none();
+    let work = async {
+        if adopt {
+            let theirs = nodeinfo::tokio::read(conn).await?;
+            ours.network = theirs.network.clone();
+            ours.protocol_version.block = theirs.protocol_version.block;
+            nodeinfo::tokio::write(conn, &ours).await?;
+            Ok(theirs)
+        } else {
+            nodeinfo::tokio::exchange(conn, &ours).await
+        }
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(theirs)) => Ok((ours, theirs)),
+        Ok(Err(NodeInfoError::Io(e))) => Err(Stop::at(
+            Stage::NodeInfo,
+            format!("NodeInfo exchange failed: {}", describe(&Error::from_io(e))),
+        )),
+        Ok(Err(e)) => Err(Stop::at(
+            Stage::NodeInfo,
+            format!("NodeInfo exchange failed: {e}"),
+        )),
+        Err(_) => Err(Stop::at(
+            Stage::Timeout,
+            if adopt {
+                format!(
+                    "timeout: no NodeInfo from the peer within {timeout:?} (if the peer is \
+                     p2p-conn too, give one side --network so that it sends first)"
+                )
+            } else {
+                format!("timeout: the NodeInfo exchange did not finish within {timeout:?}")
+            },
+        )),
+    }
+}
+
+/// What `listen --nodeinfo` and `dial --nodeinfo` do before piping: the
+/// exchange, the peer's NodeInfo on stderr, and a failure if it broke a rule
+/// or (with `--network`) is on another network.
+pub async fn before_pipe<T>(
+    conn: &mut ptokio::SecretConnection<T>,
+    identity: &Identity,
+    args: &NodeInfoArgs,
+    listen_addr: Option<SocketAddr>,
+    timeout: Duration,
+) -> Result<(), Failure>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (ours, theirs) = exchange(conn, identity, args, listen_addr, timeout)
+        .await
+        .map_err(|stop| Failure(stop.error))?;
+    eprintln!(
+        "nodeinfo moniker={:?} network={:?} version={:?} channels={}",
+        theirs.moniker,
+        theirs.network,
+        theirs.version,
+        hex::encode(&theirs.channels)
+    );
+    let mut broken = theirs.validate();
+    broken.extend(theirs.check_id(conn.remote_node_id()).err());
+    broken.extend(ours.compatible_with(&theirs));
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure(format!(
+            "the peer's NodeInfo is not acceptable: {}",
+            join(&broken)
+        )))
+    }
+}
+
+fn join(v: &[Violation]) -> String {
+    v.iter()
+        .map(Violation::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// CometBFT's reactor channels by ID.
+fn channel_name(ch: u8) -> Option<&'static str> {
+    Some(match ch {
+        0x00 => "pex",
+        0x20 => "consensus state",
+        0x21 => "consensus data",
+        0x22 => "consensus vote",
+        0x23 => "consensus vote-set bits",
+        0x30 => "evidence",
+        0x38 => "mempool",
+        0x40 => "blocksync",
+        0x60 => "statesync snapshot",
+        0x61 => "statesync chunk",
+        _ => return None,
+    })
+}
+
+impl Report {
+    fn id_matches(&self) -> Option<bool> {
+        self.expected.map(|want| want == self.node_id)
+    }
+
+    fn problem(&self) -> String {
+        match (&self.violations[..], &self.network_mismatch) {
+            ([], Some(_)) => format!(
+                "the node is on network {:?}, not the one --network names",
+                self.info.network
+            ),
+            (broken, _) => format!("the node's NodeInfo breaks a rule: {}", join(broken)),
+        }
+    }
+
+    fn json(&self) -> Value {
+        let i = &self.info;
+        json!({
+            "address": self.address,
+            "node_id": self.node_id.to_string(),
+            "expected_id": self.expected.map(|id| id.to_string()),
+            "id_matches": self.id_matches(),
+            "moniker": i.moniker,
+            "network": i.network,
+            "version": i.version,
+            "protocol_version": {
+                "p2p": i.protocol_version.p2p,
+                "block": i.protocol_version.block,
+                "app": i.protocol_version.app,
+            },
+            "listen_addr": i.listen_addr,
+            "channels": i.channels.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>(),
+            "tx_index": i.tx_index,
+            "rpc_address": i.rpc_address,
+            "claimed_id": i.id,
+            "violations": self.violations.iter().chain(&self.network_mismatch).map(|v| json!({
+                "rule": v.rule.name(),
+                "detail": v.detail,
+            })).collect::<Vec<_>>(),
+            "handshake_ms": self.handshake.as_secs_f64() * 1e3,
+            "nodeinfo_ms": self.exchange.as_secs_f64() * 1e3,
+        })
+    }
+
+    fn text(&self) -> String {
+        let i = &self.info;
+        let id_note = match self.id_matches() {
+            Some(true) => "(matches the expected ID)",
+            Some(false) => "(NOT the expected ID)",
+            None => "(authenticated; no expected ID given)",
+        };
+        let channels = if i.channels.is_empty() {
+            "none".to_string()
+        } else {
+            i.channels
+                .iter()
+                .map(|&c| match channel_name(c) {
+                    Some(name) => format!("{c:02x} {name}"),
+                    None => format!("{c:02x}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let or_none = |s: &str| {
+            if s.is_empty() {
+                "(none)".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        let validity = if self.violations.is_empty() {
+            "valid by CometBFT's rules".to_string()
+        } else {
+            format!("INVALID: {}", join(&self.violations))
+        };
+        let v = i.protocol_version;
+        format!(
+            "node id      {} {id_note}\n\
+             moniker      {}\n\
+             network      {}\n\
+             version      {}\n\
+             protocols    p2p {}, block {}, app {}\n\
+             listen addr  {}\n\
+             channels     {channels}\n\
+             tx index     {}\n\
+             rpc address  {}\n\
+             nodeinfo     {validity}\n\
+             address      {} (handshake {:.1} ms, NodeInfo {:.1} ms)\n",
+            self.node_id,
+            or_none(&i.moniker),
+            or_none(&i.network),
+            or_none(&i.version),
+            v.p2p,
+            v.block,
+            v.app,
+            or_none(&i.listen_addr),
+            or_none(&i.tx_index),
+            or_none(&i.rpc_address),
+            self.address,
+            self.handshake.as_secs_f64() * 1e3,
+            self.exchange.as_secs_f64() * 1e3,
+        )
+    }
+}

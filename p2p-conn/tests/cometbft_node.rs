@@ -1,0 +1,262 @@
+//! `p2p-conn probe` against a real CometBFT v1.0.1 node
+//! (`cometbft start --proxy_app=kvstore` on loopback, see
+//! [`common::cometbft_node`]): the probe must authenticate, read the node's
+//! NodeInfo and report exactly what the node says about itself in its
+//! `Started node` log line, and fail with the documented exit code and
+//! `stage` when the node is not the one expected (ID, network).
+//!
+//! [`probe_reports_the_nodes_own_nodeinfo`] runs its own node, as it reads the
+//! node's log after its probe; the other tests share one node. Every probe
+//! runs with short connect and handshake timeouts, and every process wait has
+//! a deadline. Without the Go toolchain (which builds `cometbft`) each test
+//! prints a notice and passes, unless `CI=true`, where it fails.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::cometbft_node::{node_binary, Node, MONIKER};
+use common::process::{run, Finished};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+/// Bound on one probe run (its own timeouts are far shorter).
+const PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long the node may take to log what it made of a probe.
+const NODE_REACTION: Duration = Duration::from_secs(5);
+
+/// `p2p-conn probe TARGET ARGS` with short timeouts: its exit code and
+/// output.
+fn probe(target: &str, args: &[&str]) -> (i32, Finished) {
+    let mut all = vec![
+        "probe",
+        target,
+        "--connect-timeout",
+        "5",
+        "--handshake-timeout",
+        "10",
+    ];
+    all.extend(args);
+    let out = run(Path::new(BIN), &all, PROBE_LIMIT);
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("p2p-conn {all:?} died by a signal: {out:?}"));
+    (code, out)
+}
+
+/// [`probe`] with `--json`, checked to exit `code`: the JSON object it
+/// printed.
+fn probe_json(target: &str, args: &[&str], code: i32) -> Value {
+    let mut all = vec!["--json"];
+    all.extend(args);
+    let (got, out) = probe(target, &all);
+    assert_eq!(got, code, "probe {target} {all:?}: exit code; {out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("probe {target} {all:?}: stdout is not one JSON value ({e}): {out:?}")
+    });
+    assert!(
+        json.is_object(),
+        "probe --json printed {json}, not an object"
+    );
+    json
+}
+
+/// `json[key]` as a string (failing, with the whole object, otherwise).
+fn text<'a>(json: &'a Value, key: &str) -> &'a str {
+    json[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{key}` is not a string in {json}"))
+}
+
+/// Check a failure report: `stage`, and an `error` of one non-empty line.
+fn check_failure(json: &Value, stage: &str) {
+    assert_eq!(text(json, "stage"), stage, "stage, in {json}");
+    let error = text(json, "error");
+    assert!(
+        !error.trim().is_empty() && !error.contains('\n'),
+        "`error` must be one non-empty line: {json}"
+    );
+}
+
+/// `ID@ADDR` for the node.
+fn id_at(node: &Node) -> String {
+    format!("{}@{}", node.node_id, node.p2p_addr)
+}
+
+/// Probing the node by `ID@ADDR` succeeds and reports the node's NodeInfo
+/// field for field as the node itself logs it at start (`Started node ...
+/// nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1} ... Channels:40202122
+/// 233038606100 ...}"`), with no rule violations.
+///
+/// The node must see the probe get past authentication: it logs no `auth
+/// failure` (a probe that gave up during the secret handshake or the NodeInfo
+/// exchange shows as `Inbound Peer rejected ... err="auth failure: handshake
+/// failed: EOF"`, which is what `p2p-conn dial ID@ADDR` with an empty stdin
+/// gets, as it never sends a NodeInfo), but rejects the probe for its
+/// NodeInfo, which announces no channels: `Inbound Peer rejected module=p2p
+/// err="incompatible: peer has no common channels. Our channels: 402021...
+/// ; Peer channels: " numPeers=0`.
+#[test]
+fn probe_reports_the_nodes_own_nodeinfo() {
+    let test = "probe_reports_the_nodes_own_nodeinfo";
+    let Some(bin) = node_binary(test) else { return };
+    let node = Node::start(&bin);
+    let mark = node.log_len();
+    let json = probe_json(&id_at(&node), &[], 0);
+
+    assert_eq!(text(&json, "node_id"), node.node_id, "{json}");
+    assert_eq!(text(&json, "expected_id"), node.node_id, "{json}");
+    assert_eq!(json["id_matches"], Value::Bool(true), "{json}");
+    assert_eq!(text(&json, "network"), node.network, "{json}");
+    assert_eq!(node.version, "1.0.1");
+    assert_eq!(text(&json, "version"), node.version, "{json}");
+    let versions = &json["protocol_version"];
+    assert_eq!(versions["p2p"], 9, "{json}");
+    assert_eq!(versions["block"], 11, "{json}");
+    for (key, field) in [("p2p", "P2P"), ("block", "Block"), ("app", "App")] {
+        assert_eq!(
+            versions[key].as_u64().map(|v| v.to_string()).as_deref(),
+            Some(node.info(field)),
+            "protocol_version.{key}, in {json}"
+        );
+    }
+    assert_eq!(text(&json, "moniker"), MONIKER, "{json}");
+    let listen_addr = text(&json, "listen_addr");
+    assert!(!listen_addr.is_empty(), "{json}");
+    assert_eq!(listen_addr, node.info("ListenAddr"), "{json}");
+    assert_eq!(listen_addr, format!("tcp://{}", node.p2p_addr), "{json}");
+    assert_eq!(text(&json, "tx_index"), node.info("TxIndex"), "{json}");
+    assert_eq!(text(&json, "rpc_address"), node.rpc_laddr, "{json}");
+    assert_eq!(
+        text(&json, "rpc_address"),
+        node.info("RPCAddress"),
+        "{json}"
+    );
+
+    let channels: Vec<&str> = json["channels"]
+        .as_array()
+        .unwrap_or_else(|| panic!("`channels` is not an array in {json}"))
+        .iter()
+        .map(|c| {
+            c.as_str()
+                .unwrap_or_else(|| panic!("channel {c} is no string"))
+        })
+        .collect();
+    assert!(!channels.is_empty(), "{json}");
+    for c in &channels {
+        assert!(
+            c.len() == 2 && c.bytes().all(|b| b.is_ascii_hexdigit()),
+            "channel {c:?} is not two hex digits, in {json}"
+        );
+    }
+    assert!(
+        channels
+            .concat()
+            .eq_ignore_ascii_case(node.info("Channels")),
+        "channels {channels:?}, but the node has {}",
+        node.info("Channels")
+    );
+    assert_eq!(json["violations"], Value::Array(Vec::new()), "{json}");
+    assert!(
+        text(&json, "address").contains(&node.p2p_addr),
+        "`address` is not what was dialed, in {json}"
+    );
+
+    let rejected = "Inbound Peer rejected";
+    let reacted = node.wait_for_log_since(mark, rejected, NODE_REACTION);
+    let log = node.log_since(mark);
+    assert!(
+        reacted,
+        "the node logged no {rejected:?} within {NODE_REACTION:?} of the probe:\n{log}"
+    );
+    let auth = log.lines().filter(|l| l.contains("auth failure"));
+    assert_eq!(
+        auth.collect::<Vec<_>>(),
+        Vec::<&str>::new(),
+        "the probe did not get past authentication (NodeInfo exchange) at the node"
+    );
+    let reason = "incompatible: peer has no common channels";
+    assert!(
+        log.lines()
+            .any(|l| l.contains(rejected) && l.contains(reason)),
+        "the node did not reject the probe with {reason:?}:\n{log}"
+    );
+}
+
+/// A node authenticating as another ID than expected (`ID@ADDR` or
+/// `--peer-id`) exits 5, stage `id_mismatch`, naming the ID the node proved.
+#[test]
+fn probe_fails_on_another_node_id() {
+    let test = "probe_fails_on_another_node_id";
+    let Some(bin) = node_binary(test) else { return };
+    let node = Node::shared(&bin);
+    // A valid ID that is not the node's (one digit changed).
+    let first = if node.node_id.starts_with('0') {
+        "1"
+    } else {
+        "0"
+    };
+    let wrong = format!("{first}{}", &node.node_id[1..]);
+
+    let at = format!("{wrong}@{}", node.p2p_addr);
+    let by_flag = ["--peer-id", &wrong];
+    for (target, args) in [
+        (at.as_str(), &[][..]),
+        (node.p2p_addr.as_str(), &by_flag[..]),
+    ] {
+        let json = probe_json(target, args, 5);
+        check_failure(&json, "id_mismatch");
+        assert_eq!(text(&json, "node_id"), node.node_id, "{json}");
+    }
+}
+
+/// Probing a plain address (no ID to check) succeeds, reports the node's ID
+/// and leaves the ID check out (`expected_id` and `id_matches` null).
+#[test]
+fn probe_without_an_id_reports_the_node_id() {
+    let test = "probe_without_an_id_reports_the_node_id";
+    let Some(bin) = node_binary(test) else { return };
+    let node = Node::shared(&bin);
+    let json = probe_json(&node.p2p_addr, &[], 0);
+    assert_eq!(text(&json, "node_id"), node.node_id, "{json}");
+    assert_eq!(json["expected_id"], Value::Null, "{json}");
+    assert_eq!(json["id_matches"], Value::Null, "{json}");
+    assert_eq!(text(&json, "network"), node.network, "{json}");
+}
+
+/// `--network` other than the node's exits 8, stage `network`, still naming
+/// the node's network; the node's own network passes.
+#[test]
+fn probe_fails_on_another_network() {
+    let test = "probe_fails_on_another_network";
+    let Some(bin) = node_binary(test) else { return };
+    let node = Node::shared(&bin);
+    let json = probe_json(&id_at(&node), &["--network", "wrong-chain"], 8);
+    check_failure(&json, "network");
+    assert_eq!(text(&json, "network"), node.network, "{json}");
+    assert_eq!(text(&json, "node_id"), node.node_id, "{json}");
+
+    let json = probe_json(&id_at(&node), &["--network", &node.network], 0);
+    assert_eq!(text(&json, "network"), node.network, "{json}");
+}
+
+/// Without `--json` the probe prints, for people, the node's ID and network.
+#[test]
+fn probe_prints_the_node_id_and_network() {
+    let test = "probe_prints_the_node_id_and_network";
+    let Some(bin) = node_binary(test) else { return };
+    let node = Node::shared(&bin);
+    let (code, out) = probe(&id_at(&node), &[]);
+    assert_eq!(code, 0, "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for (what, value) in [("node ID", &node.node_id), ("network", &node.network)] {
+        assert!(
+            stdout.contains(value.as_str()),
+            "no {what} {value} in {out:?}"
+        );
+    }
+}

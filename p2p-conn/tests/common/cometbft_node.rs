@@ -1,0 +1,350 @@
+//! A real CometBFT v1.0.1 node (`cometbft start --proxy_app=kvstore`) on
+//! loopback, for testing the CLI against the node software itself rather than
+//! against the secret connection alone ([`super::go_peer`]).
+//!
+//! The `cometbft` binary is built from the Go module proxy with `go install
+//! github.com/cometbft/cometbft/cmd/cometbft@v1.0.1` and cached as
+//! `<target>/cometbft-node/v1.0.1/cometbft` (`$CARGO_TARGET_DIR` or the
+//! workspace's `target/`), once for all test binaries. Without the Go
+//! toolchain [`node_binary`] prints a notice and the test passes, unless
+//! `CI=true`, where it fails; a failed build always fails.
+//!
+//! [`Node::start`] gives each node a throwaway home (`cometbft init`) with
+//! both listeners on free loopback ports, no other listener (gRPC, pprof and
+//! Prometheus stay off) and no empty blocks (a quiet log, little CPU), and
+//! waits for `Started node`. The node's log (its logger writes to stdout) goes
+//! to `node.log` in the home; its stderr (the database's notices, a Go panic)
+//! shows when it dies. Dropping a [`Node`] kills it and removes the home,
+//! unless the test is failing: then the home and its log stay for a look.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::go_peer::{BuildError, SHORT_RUN};
+use super::process::{free_port, listening, run_ok, scratch, Feed, Proc};
+
+/// The CometBFT release the node runs (its module version).
+pub const VERSION: &str = "v1.0.1";
+
+/// The package `go install` builds.
+const PACKAGE: &str = "github.com/cometbft/cometbft/cmd/cometbft";
+
+/// The moniker every test node gets (the default is the host name).
+pub const MONIKER: &str = "p2p-conn-test";
+
+/// Bound on a node's start, from `cometbft init` to `Started node`.
+pub const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// The line the node logs once it is up, with its own NodeInfo.
+const STARTED: &str = "Started node";
+
+/// `<target>/cometbft-node/v1.0.1/cometbft`.
+fn cached_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("cometbft-node").join(VERSION).join("cometbft")
+}
+
+/// The `cometbft` binary, built (with `go install`) unless already cached.
+pub fn build() -> Result<PathBuf, BuildError> {
+    let out = cached_binary();
+    if out.is_file() {
+        return Ok(out);
+    }
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        BuildError::Failed(format!("cometbft {VERSION} node: {what}: {e}"))
+    };
+    let dir = out.parent().expect("the cache path has a folder");
+    // `go install` into a folder of this process's own, then rename: other
+    // test binaries may be building at the same moment, and none may see a
+    // half-written binary.
+    let gobin = dir.join(format!("gobin.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&gobin);
+    std::fs::create_dir_all(&gobin).map_err(|e| failed(&format!("creating {gobin:?}"), &e))?;
+    let result = Command::new("go")
+        .current_dir(&gobin)
+        .arg("install")
+        .arg(format!("{PACKAGE}@{VERSION}"))
+        .env("GOBIN", &gobin)
+        // Use the installed toolchain; never download another one.
+        .env("GOTOOLCHAIN", "local")
+        .stdin(Stdio::null())
+        .output();
+    let placed = match result {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BuildError::GoMissing),
+        Err(e) => Err(failed("running go", &e)),
+        Ok(o) if !o.status.success() => Err(failed(
+            &format!("go install {PACKAGE}@{VERSION} ({})", o.status),
+            &String::from_utf8_lossy(&o.stderr).trim(),
+        )),
+        Ok(_) => std::fs::rename(gobin.join("cometbft"), &out)
+            .map_err(|e| failed(&format!("placing {out:?}"), &e)),
+    };
+    let _ = std::fs::remove_dir_all(&gobin);
+    placed.map(|()| out)
+}
+
+/// The `cometbft` binary for `test`, built once per test binary; `None`
+/// (after a notice) when Go is not installed, unless `CI=true`.
+pub fn node_binary(test: &str) -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
+    let e = match BUILT.get_or_init(build) {
+        Ok(bin) => return Some(bin.clone()),
+        Err(e) => e,
+    };
+    let must_run = std::env::var("CI").as_deref() == Ok("true");
+    if must_run || !matches!(e, BuildError::GoMissing) {
+        panic!("{test}: {e} (the CometBFT node tests need it)");
+    }
+    eprintln!("skipping {test}: {e}");
+    None
+}
+
+/// Set `key` in `[section]` of a `config.toml` (`""`: the top level, before
+/// any section) to `value` (written as is: quote strings), failing if the
+/// key is not there.
+fn set_key(toml: &str, section: &str, key: &str, value: &str) -> String {
+    let mut current = String::new();
+    let mut done = false;
+    let mut lines: Vec<String> = Vec::new();
+    for line in toml.lines() {
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            current = name.to_string();
+        }
+        let is_key = trimmed
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='));
+        if !done && current == section && is_key {
+            lines.push(format!("{key} = {value}"));
+            done = true;
+        } else {
+            lines.push(line.to_string());
+        }
+    }
+    assert!(done, "config.toml has no `{key}` in [{section}]");
+    lines.join("\n") + "\n"
+}
+
+/// A running CometBFT node; see the module docs.
+pub struct Node {
+    /// Its home folder (`config/`, `data/`, `node.log`).
+    pub home: PathBuf,
+    /// Where it accepts peers: `127.0.0.1:PORT`.
+    pub p2p_addr: String,
+    /// Its RPC listener, as it advertises it: `tcp://127.0.0.1:PORT`.
+    pub rpc_laddr: String,
+    /// Its node ID (`cometbft show-node-id`).
+    pub node_id: String,
+    /// Its network: the `chain_id` of its genesis file.
+    pub network: String,
+    /// Its software version (`cometbft version`): `1.0.1`.
+    pub version: String,
+    /// Its `Started node` log line, which holds its own NodeInfo (see
+    /// [`info`](Self::info)).
+    pub started: String,
+    log_path: PathBuf,
+    proc: Mutex<Option<Proc>>,
+}
+
+impl Node {
+    /// Start a node from the `cometbft` binary `bin` (see [`node_binary`])
+    /// and wait until it is up.
+    pub fn start(bin: &Path) -> Node {
+        static STARTED_NODES: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED_NODES.fetch_add(1, Ordering::Relaxed);
+        let home = scratch(&format!("cometbft-node-{n}"));
+        let cometbft = |args: &[&str]| {
+            let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+            all.extend(["--home".as_ref(), home.as_os_str()]);
+            run_ok(bin, &all, SHORT_RUN).stdout_text()
+        };
+        cometbft(&["init"]);
+
+        let (p2p_port, rpc_port) = (free_port(), free_port());
+        let p2p_addr = format!("127.0.0.1:{p2p_port}");
+        let rpc_laddr = format!("tcp://127.0.0.1:{rpc_port}");
+        let config_path = home.join("config/config.toml");
+        let mut config = std::fs::read_to_string(&config_path).unwrap();
+        for (section, key, value) in [
+            ("", "moniker", format!("{MONIKER:?}")),
+            ("rpc", "laddr", format!("{rpc_laddr:?}")),
+            ("rpc", "pprof_laddr", "\"\"".into()),
+            ("grpc", "laddr", "\"\"".into()),
+            ("grpc.privileged", "laddr", "\"\"".into()),
+            ("p2p", "laddr", format!("\"tcp://{p2p_addr}\"")),
+            ("p2p", "addr_book_strict", "false".into()),
+            ("p2p", "allow_duplicate_ip", "true".into()),
+            ("consensus", "create_empty_blocks", "false".into()),
+            ("instrumentation", "prometheus", "false".into()),
+        ] {
+            config = set_key(&config, section, key, &value);
+        }
+        std::fs::write(&config_path, config).unwrap();
+
+        let node_id = cometbft(&["show-node-id"]);
+        let version = run_ok(bin, &["version"], SHORT_RUN).stdout_text();
+        let genesis = std::fs::read(home.join("config/genesis.json")).unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&genesis).unwrap();
+        let network = genesis["chain_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("genesis.json has no chain_id: {genesis}"))
+            .to_string();
+
+        let log_path = home.join("node.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut cmd = Command::new(bin);
+        cmd.arg("start")
+            .arg("--home")
+            .arg(&home)
+            .args(["--proxy_app=kvstore", "--log_level=info"])
+            .stdin(Stdio::null())
+            .stdout(log);
+        let mut node = Node {
+            proc: Mutex::new(Some(Proc::start(&mut cmd, Feed::none()))),
+            home,
+            p2p_addr,
+            rpc_laddr,
+            node_id,
+            network,
+            version,
+            started: String::new(),
+            log_path,
+        };
+        let deadline = Instant::now() + START_LIMIT;
+        // The whole `Started node` line (up to its line end), once the p2p
+        // listener is up too.
+        let started = |log: String| {
+            let line = log.lines().find(|line| line.contains(STARTED))?;
+            let end = log.find(line)? + line.len();
+            (log[end..].starts_with('\n') && listening(p2p_port)).then(|| line.to_string())
+        };
+        node.started = loop {
+            if let Some(line) = started(node.log()) {
+                break line;
+            }
+            node.check_running("starting");
+            if Instant::now() >= deadline {
+                node.fail(&format!(
+                    "no `{STARTED}` or no listener on {} within {START_LIMIT:?}",
+                    node.p2p_addr
+                ));
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        node
+    }
+
+    /// A node shared by the tests of this test binary that run at the same
+    /// time: the first starts it, the last to drop its `Arc` stops it (a
+    /// node in a `static` would outlive the test binary).
+    pub fn shared(bin: &Path) -> Arc<Node> {
+        static SHARED: Mutex<Weak<Node>> = Mutex::new(Weak::new());
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(node) = shared.upgrade() {
+            return node;
+        }
+        let node = Arc::new(Node::start(bin));
+        *shared = Arc::downgrade(&node);
+        node
+    }
+
+    /// A field of the NodeInfo the node logged about itself at start
+    /// (`Started node ... nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1}
+    /// DefaultNodeID:... ListenAddr:... Network:... Version:... Channels:...
+    /// Moniker:... Other:{TxIndex:... RPCAddress:...}}"`), e.g. `P2P`,
+    /// `Channels` (hex digits, two per channel) or `RPCAddress`.
+    pub fn info(&self, field: &str) -> &str {
+        let line = &self.started;
+        let at = [" ", "{"]
+            .iter()
+            .find_map(|before| line.find(&format!("{before}{field}:")))
+            .unwrap_or_else(|| panic!("no {field} in the node's `{STARTED}` line: {line}"));
+        let value = &line[at + 1 + field.len() + 1..];
+        let end = value.find([' ', '}', '"']).unwrap_or(value.len());
+        &value[..end]
+    }
+
+    /// Everything the node has logged so far.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.log_path).unwrap_or_default()).into_owned()
+    }
+
+    /// How much the node has logged so far: a mark for [`log_since`](Self::log_since).
+    pub fn log_len(&self) -> usize {
+        std::fs::metadata(&self.log_path).map_or(0, |m| m.len() as usize)
+    }
+
+    /// What the node has logged after `mark` (a [`log_len`](Self::log_len)).
+    pub fn log_since(&self, mark: usize) -> String {
+        let log = std::fs::read(&self.log_path).unwrap_or_default();
+        String::from_utf8_lossy(&log[mark.min(log.len())..]).into_owned()
+    }
+
+    /// The last `n` lines of the log, for failure messages.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Wait up to `timeout` until the log holds `needle`: whether it does.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        self.wait_for_log_since(0, needle, timeout)
+    }
+
+    /// Wait up to `timeout` until the log after `mark` holds `needle`:
+    /// whether it does. Fails if the node dies meanwhile.
+    pub fn wait_for_log_since(&self, mark: usize, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.log_since(mark).contains(needle) {
+                return true;
+            }
+            self.check_running(&format!("we waited for {needle:?} in its log"));
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Fail at once if the node has exited (with its status and stderr; its
+    /// log stays in its home).
+    pub fn check_running(&self, doing: &str) {
+        let mut proc = self.proc.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(proc) = proc.as_mut() {
+            proc.check_running(&format!("{doing} (log: {})", self.log_path.display()));
+        }
+    }
+
+    /// Kill the node and fail with `msg`, its stderr and its last log lines.
+    pub fn fail(&self, msg: &str) -> ! {
+        let tail = self.log_tail(20);
+        let proc = self.proc.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let stopped = proc.map(|p| p.stop(Duration::ZERO)).unwrap_or_default();
+        panic!(
+            "CometBFT node ({}): {msg}; {stopped}; last log lines:\n{tail}",
+            self.home.display()
+        );
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let proc = self
+            .proc
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(proc); // kills the node and reaps it
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.home);
+        }
+    }
+}

@@ -1,0 +1,388 @@
+//! The NodeInfo exchange (`p2p_conn::nodeinfo`) over real loopback sockets:
+//! both adapters, hostile peers, and `p2p-conn probe` against a scripted
+//! peer (its stage exit codes and its JSON).
+//!
+//! A scripted peer is a real p2p-conn connection that, after the handshake,
+//! writes exactly the bytes a test gives it through the secret connection,
+//! then holds the connection open (or closes it) as the test says.
+
+mod common;
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::process::run;
+use common::tokio_tcp_pair;
+use p2p_conn::io::{blocking, tokio as ptokio};
+use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError, Rule, MAX_NODE_INFO_SIZE};
+use p2p_conn::{Config, Identity, NodeId};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+/// Bound on any one exchange in these tests: far above what loopback needs,
+/// far below the 20 s handshake timeout a stalled read would otherwise take.
+const BOUND: Duration = Duration::from_secs(10);
+
+fn info_for(id: NodeId) -> NodeInfo {
+    let mut n = NodeInfo::new(id, "test-chain");
+    n.channels = vec![0x40, 0x20, 0x38];
+    n.moniker = "scripted".into();
+    n
+}
+
+/// The varint length prefix of `body`, then `body`.
+fn delimited(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut n = body.len() as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+#[tokio::test]
+async fn both_sides_exchange_at_once_and_later_bytes_stay_in_the_stream() {
+    let (mut a, mut b) = tokio_tcp_pair(&Config::default()).await;
+    // Each side's own ID is what the other authenticated.
+    let (ia, ib) = (info_for(b.remote_node_id()), info_for(a.remote_node_id()));
+    // Each side sends its first application bytes right behind its NodeInfo,
+    // so they share a frame: the reader must leave them in the stream.
+    let (ra, rb) = tokio::join!(
+        async {
+            let got = nodeinfo::tokio::exchange(&mut a, &ia).await?;
+            a.write_all(b"after-a").await?;
+            a.flush().await?;
+            Ok::<_, NodeInfoError>(got)
+        },
+        async {
+            let got = nodeinfo::tokio::exchange(&mut b, &ib).await?;
+            b.write_all(b"after-b").await?;
+            b.flush().await?;
+            Ok::<_, NodeInfoError>(got)
+        }
+    );
+    let (ga, gb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ga, ib);
+    assert_eq!(gb, ia);
+    assert!(ga.validate().is_empty() && gb.validate().is_empty());
+    assert!(ga.check_id(a.remote_node_id()).is_ok());
+    assert!(ia.compatible_with(&ga).is_empty());
+    let mut buf = [0u8; 7];
+    a.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"after-b");
+    b.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"after-a");
+}
+
+#[tokio::test]
+async fn a_client_may_read_first_then_answer() {
+    let (mut node, mut client) = tokio_tcp_pair(&Config::default()).await;
+    let node_info = info_for(client.remote_node_id());
+    let client_id = node.remote_node_id();
+    let (from_client, told) =
+        tokio::join!(nodeinfo::tokio::exchange(&mut node, &node_info), async {
+            let theirs = nodeinfo::tokio::read(&mut client).await?;
+            let ours = NodeInfo::new(client_id, theirs.network.clone());
+            nodeinfo::tokio::write(&mut client, &ours).await?;
+            Ok::<_, NodeInfoError>(theirs)
+        });
+    assert_eq!(told.unwrap(), node_info);
+    let from_client = from_client.unwrap();
+    assert_eq!(from_client.network, "test-chain");
+    // The node has channels and the client none: the node refuses to keep
+    // it, by name, exactly as CometBFT does.
+    let rules: Vec<Rule> = node_info
+        .compatible_with(&from_client)
+        .iter()
+        .map(|v| v.rule)
+        .collect();
+    assert_eq!(rules, [Rule::CommonChannel]);
+}
+
+#[test]
+fn blocking_adapter_exchanges_over_std_sockets() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = Config::default();
+    let server = std::thread::spawn(move || {
+        let id = Identity::generate();
+        let (tcp, _) = listener.accept().unwrap();
+        let mut conn = blocking::handshake(tcp, &id, &Config::default()).unwrap();
+        let got = nodeinfo::blocking::exchange(&mut conn, &info_for(id.node_id())).unwrap();
+        conn.write_all(b"tail").unwrap();
+        conn.flush().unwrap();
+        got
+    });
+    let id = Identity::generate();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let mut conn = blocking::handshake_tcp(tcp, &id, &cfg).unwrap();
+    let got = nodeinfo::blocking::exchange(&mut conn, &info_for(id.node_id())).unwrap();
+    assert!(got.check_id(conn.remote_node_id()).is_ok());
+    let mut tail = [0u8; 4];
+    std::io::Read::read_exact(&mut conn, &mut tail).unwrap();
+    assert_eq!(&tail, b"tail");
+    assert_eq!(server.join().unwrap(), info_for(id.node_id()));
+}
+
+/// How the scripted peer ends after its bytes.
+#[derive(Clone, Copy)]
+enum Then {
+    /// Keep the connection open (until the test drops it).
+    Hold,
+    /// Half-close right away.
+    Close,
+}
+
+/// A scripted peer on a loopback listener: handshakes with its own key,
+/// then writes `bytes(its node ID)` through the secret connection and does
+/// `then`. Returns its address and ID; it serves one connection.
+async fn scripted_peer(
+    bytes: impl FnOnce(NodeId) -> Vec<u8> + Send + 'static,
+    then: Then,
+) -> (SocketAddr, NodeId) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let id = Identity::generate();
+    let node_id = id.node_id();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let Ok(mut conn) = ptokio::handshake(tcp, &id, &Config::default()).await else {
+            return;
+        };
+        let _ = conn.write_all(&bytes(node_id)).await;
+        let _ = conn.flush().await;
+        match then {
+            Then::Close => {
+                let _ = conn.shutdown().await;
+                let mut sink = Vec::new();
+                let _ = conn.read_to_end(&mut sink).await;
+            }
+            Then::Hold => tokio::time::sleep(Duration::from_secs(60)).await,
+        }
+    });
+    (addr, node_id)
+}
+
+/// Dials `addr` and reads the peer's NodeInfo with the library, bounded.
+async fn read_from(addr: SocketAddr) -> Result<NodeInfo, NodeInfoError> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut conn = ptokio::handshake(tcp, &Identity::generate(), &Config::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(BOUND, nodeinfo::tokio::read(&mut conn))
+        .await
+        .expect("the read must end by itself, not wait for a timeout")
+}
+
+#[tokio::test]
+async fn an_oversized_length_is_refused_at_the_prefix() {
+    // 10241 bytes announced, none sent, connection held: the read must fail
+    // on the prefix alone.
+    let (addr, _) = scripted_peer(|_| vec![0x81, 0x50], Then::Hold).await;
+    match read_from(addr).await {
+        Err(NodeInfoError::TooLarge { len: 10241, limit }) => {
+            assert_eq!(limit, MAX_NODE_INFO_SIZE)
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    // The largest u64.
+    let (addr, _) = scripted_peer(
+        |_| vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+        Then::Hold,
+    )
+    .await;
+    assert!(matches!(
+        read_from(addr).await,
+        Err(NodeInfoError::TooLarge { len: u64::MAX, .. })
+    ));
+    // Not a varint at all.
+    let (addr, _) = scripted_peer(|_| vec![0x80; 11], Then::Hold).await;
+    assert!(matches!(
+        read_from(addr).await,
+        Err(NodeInfoError::BadLength)
+    ));
+}
+
+#[tokio::test]
+async fn a_truncated_nodeinfo_says_how_much_arrived() {
+    let (addr, _) = scripted_peer(
+        |_| {
+            let mut v = vec![100];
+            v.extend_from_slice(&[0x2a; 50]);
+            v
+        },
+        Then::Close,
+    )
+    .await;
+    match read_from(addr).await {
+        Err(NodeInfoError::Truncated {
+            received: 51,
+            expected: Some(101),
+        }) => {}
+        other => panic!("expected Truncated 51 of 101, got {other:?}"),
+    }
+    // The end of stream inside the prefix.
+    let (addr, _) = scripted_peer(|_| vec![0x81], Then::Close).await;
+    assert!(matches!(
+        read_from(addr).await,
+        Err(NodeInfoError::Truncated {
+            received: 1,
+            expected: None
+        })
+    ));
+}
+
+#[tokio::test]
+async fn garbage_protobuf_is_refused() {
+    // Field 1 claims 200 bytes inside a 3-byte message.
+    let (addr, _) = scripted_peer(|_| delimited(&[0x0a, 0xc8, 0x01]), Then::Hold).await;
+    assert!(matches!(
+        read_from(addr).await,
+        Err(NodeInfoError::Malformed(_))
+    ));
+    // A string field that is not UTF-8, named.
+    let (addr, _) = scripted_peer(
+        |_| delimited(&[0x3a, 0x02, 0xc3, 0x28]), // moniker = c3 28
+        Then::Hold,
+    )
+    .await;
+    assert!(matches!(
+        read_from(addr).await,
+        Err(NodeInfoError::NotUtf8("moniker"))
+    ));
+}
+
+#[tokio::test]
+async fn broken_rules_are_named() {
+    // A well-formed NodeInfo claiming another node's ID, with a moniker of
+    // control characters and a channel listed twice.
+    let other = Identity::generate().node_id();
+    let (addr, real) = scripted_peer(
+        move |_| {
+            let mut n = info_for(other);
+            n.moniker = "\x07\x07".into();
+            n.channels = vec![0x40, 0x40];
+            n.encode_delimited().unwrap()
+        },
+        Then::Hold,
+    )
+    .await;
+    let got = read_from(addr).await.unwrap();
+    let rules: Vec<Rule> = got.validate().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, [Rule::DuplicateChannel, Rule::Moniker]);
+    assert_eq!(got.check_id(real).unwrap_err().rule, Rule::IdMatchesKey);
+}
+
+// ---------------------------------------------------------------------------
+// `p2p-conn probe` against scripted peers: exit code per stage, JSON
+
+/// Runs `p2p-conn probe --json <args>` on a blocking thread; returns the
+/// exit code and the JSON object.
+async fn probe(args: Vec<String>) -> (i32, Value) {
+    tokio::task::spawn_blocking(move || {
+        let mut all = vec!["probe".to_string(), "--json".to_string()];
+        all.extend(args);
+        let out = run(BIN.as_ref(), &all, Duration::from_secs(30));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("probe printed no JSON ({e}): {out:?}");
+        });
+        (out.status.code().expect("exit code"), v)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_reports_a_valid_peer_and_checks_its_id() {
+    let (addr, id) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let (code, v) = probe(vec![format!("{id}@{addr}")]).await;
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["node_id"], id.to_string());
+    assert_eq!(v["id_matches"], true);
+    assert_eq!(v["moniker"], "scripted");
+    assert_eq!(v["network"], "test-chain");
+    assert_eq!(v["channels"], serde_json::json!(["40", "20", "38"]));
+    assert_eq!(v["protocol_version"]["p2p"], nodeinfo::P2P_PROTOCOL);
+    assert_eq!(v["violations"], serde_json::json!([]));
+
+    // Another expected ID: exit 5, and the ID that answered.
+    let (addr, id) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let wrong = Identity::generate().node_id();
+    let (code, v) = probe(vec![format!("{wrong}@{addr}")]).await;
+    assert_eq!(code, 5, "{v}");
+    assert_eq!(v["stage"], "id_mismatch");
+    assert_eq!(v["node_id"], id.to_string());
+
+    // The right chain, then a wrong one: exit 0, then 8.
+    for (network, want) in [("test-chain", 0), ("other-chain", 8)] {
+        let (addr, _) =
+            scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+        let (code, v) = probe(vec![addr.to_string(), "--network".into(), network.into()]).await;
+        assert_eq!(code, want, "{v}");
+        assert_eq!(v["network"], "test-chain");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_names_each_failing_stage() {
+    // NodeInfo claiming another ID: exit 6 with the rule's name.
+    let other = Identity::generate().node_id();
+    let (addr, _) = scripted_peer(
+        move |_| info_for(other).encode_delimited().unwrap(),
+        Then::Hold,
+    )
+    .await;
+    let (code, v) = probe(vec![addr.to_string()]).await;
+    assert_eq!(code, 6, "{v}");
+    assert_eq!(v["stage"], "nodeinfo");
+    assert_eq!(v["violations"][0]["rule"], "id_matches_key");
+
+    // An oversized prefix: exit 6, with the limit in the message.
+    let (addr, _) = scripted_peer(|_| vec![0x81, 0x50], Then::Hold).await;
+    let (code, v) = probe(vec![addr.to_string()]).await;
+    assert_eq!(code, 6, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("10240"), "{v}");
+    assert!(v["node_id"].is_string(), "{v}");
+
+    // No NodeInfo at all within the timeout: exit 7.
+    let (addr, _) = scripted_peer(|_| Vec::new(), Then::Hold).await;
+    let (code, v) = probe(vec![
+        addr.to_string(),
+        "--handshake-timeout".into(),
+        "0.5".into(),
+    ])
+    .await;
+    assert_eq!(code, 7, "{v}");
+    assert_eq!(v["stage"], "timeout");
+
+    // Not a secret connection: exit 4.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    });
+    let (code, v) = probe(vec![addr.to_string()]).await;
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["stage"], "handshake");
+
+    // Nothing listening: exit 3.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (code, v) = probe(vec![closed.to_string()]).await;
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["stage"], "connect");
+}
