@@ -100,3 +100,8 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../../docs/embedding.md")]
 #[cfg(all(doctest, feature = "queue", feature = "keyfile"))]
 pub struct EmbeddingDoctests;
+
+/// docs/guide.md's examples, compiled as doctests.
+#[doc = include_str!("../../docs/guide.md")]
+#[cfg(all(doctest, feature = "cli"))]
+pub struct GuideDoctests;

@@ -55,6 +55,11 @@ fn queue_budget_seeds() {
 }
 
 #[test]
+fn nodeinfo_seeds() {
+    replay("nodeinfo", fuzz_checks::nodeinfo);
+}
+
+#[test]
 fn send_queue_seeds() {
     replay("send_queue", fuzz_checks::send_queue);
 }
@@ -68,6 +73,7 @@ fn tiny_inputs() {
         fuzz_checks::auth_sig(data);
         fuzz_checks::roundtrip(data);
         fuzz_checks::queue_budget(data);
+        fuzz_checks::nodeinfo(data);
         fuzz_checks::send_queue(data);
     }
 }

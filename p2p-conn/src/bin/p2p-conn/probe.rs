@@ -15,6 +15,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{describe, ConnArgs, Failure};
 
+/// The moniker a probe announces, so that node operators see what it was.
+const PROBE_MONIKER: &str = "p2p-conn-probe";
+
 /// What we announce in the NodeInfo exchange.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeInfoArgs {
@@ -22,9 +25,10 @@ pub struct NodeInfoArgs {
     /// it, read the peer's NodeInfo first and announce its network
     #[arg(long)]
     pub network: Option<String>,
-    /// Moniker to announce
-    #[arg(long, default_value = "p2p-conn")]
-    pub moniker: String,
+    /// Moniker to announce [default: p2p-conn-probe for probe, p2p-conn
+    /// otherwise]
+    #[arg(long)]
+    pub moniker: Option<String>,
     /// Channels to announce, as hex bytes (e.g. 4020). None by default, so
     /// a node completes the exchange and then drops us ("no common
     /// channels"), and no reactor traffic flows
@@ -244,6 +248,10 @@ async fn probe(args: ProbeArgs) -> Result<Report, Stop> {
             node_id: Some(node_id),
         });
     }
+    let mut info_args = args.info.clone();
+    info_args
+        .moniker
+        .get_or_insert_with(|| PROBE_MONIKER.to_string());
     let started = Instant::now();
     let (ours, info) = exchange(
         &mut conn,
@@ -295,7 +303,9 @@ where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let mut ours = NodeInfo::new(identity.node_id(), args.network.clone().unwrap_or_default());
-    ours.moniker = args.moniker.clone();
+    if let Some(m) = &args.moniker {
+        ours.moniker = m.clone();
+    }
     if let Some(addr) = listen_addr {
         ours.listen_addr = addr.to_string();
     }
