@@ -68,7 +68,7 @@ impl std::fmt::Display for BuildError {
                 f,
                 "the Go toolchain (`go`) is not on PATH; install Go 1.23 or later"
             ),
-            BuildError::Failed(why) => write!(f, "building the CometBFT Go peer failed: {why}"),
+            BuildError::Failed(why) => write!(f, "building CometBFT Go code failed: {why}"),
         }
     }
 }
