@@ -1,22 +1,26 @@
-//! `p2p-conn probe` against a real CometBFT v1.0.1 node
-//! (`cometbft start --proxy_app=kvstore` on loopback, see
-//! [`common::cometbft_node`]): the probe must authenticate, read the node's
-//! NodeInfo and report exactly what the node says about itself in its
-//! `Started node` log line, and fail with the documented exit code and
-//! `stage` when the node is not the one expected (ID, network).
+//! `p2p-conn probe` against a real CometBFT node (`cometbft start
+//! --proxy_app=kvstore` on loopback, see [`common::cometbft_node`]), at
+//! v1.0.1 and at v0.38.26 (what most chains run): the probe must
+//! authenticate, read the node's NodeInfo and report exactly what the node
+//! says about itself in its `Started node` log line, and fail with the
+//! documented exit code and `stage` when the node is not the one expected
+//! (ID, network).
 //!
+//! Each test is a function of the release, run once per release as
+//! `v1::NAME` and `v038::NAME` (see `per_release!`).
 //! [`probe_reports_the_nodes_own_nodeinfo`] runs its own node, as it reads the
-//! node's log after its probe; the other tests share one node. Every probe
-//! runs with short connect and handshake timeouts, and every process wait has
-//! a deadline. Without the Go toolchain (which builds `cometbft`) each test
-//! prints a notice and passes, unless `CI=true`, where it fails.
+//! node's log after its probe; the other tests share one node per release.
+//! Every probe runs with short connect and handshake timeouts, and every
+//! process wait has a deadline. Without the Go toolchain (which builds
+//! `cometbft`) each test prints a notice and passes, unless `CI=true`, where
+//! it fails.
 
 mod common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::cometbft_node::{node_binary, Node, MONIKER};
+use common::cometbft_node::{node_binary, GoVersion, Node, MONIKER};
 use common::process::{run, Finished};
 use serde_json::Value;
 
@@ -87,10 +91,19 @@ fn id_at(node: &Node) -> String {
     format!("{}@{}", node.node_id, node.p2p_addr)
 }
 
+/// The P2P protocol version a node of `version` speaks (its block protocol
+/// is 11 at both).
+fn p2p_protocol(version: GoVersion) -> u64 {
+    match version {
+        GoVersion::V1 => 9,
+        GoVersion::V038 => 8,
+    }
+}
+
 /// Probing the node by `ID@ADDR` succeeds and reports the node's NodeInfo
 /// field for field as the node itself logs it at start (`Started node ...
 /// nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1} ... Channels:40202122
-/// 233038606100 ...}"`), with no rule violations.
+/// 233038606100 ...}"`, `P2P:8` at v0.38), with no rule violations.
 ///
 /// The node must see the probe get past authentication: it logs no `auth
 /// failure` (a probe that gave up during the secret handshake or the NodeInfo
@@ -100,10 +113,10 @@ fn id_at(node: &Node) -> String {
 /// NodeInfo, which announces no channels: `Inbound Peer rejected module=p2p
 /// err="incompatible: peer has no common channels. Our channels: 402021...
 /// ; Peer channels: " numPeers=0`.
-#[test]
-fn probe_reports_the_nodes_own_nodeinfo() {
-    let test = "probe_reports_the_nodes_own_nodeinfo";
-    let Some(bin) = node_binary(test) else { return };
+fn probe_reports_the_nodes_own_nodeinfo(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
     let node = Node::start(&bin);
     let mark = node.log_len();
     let json = probe_json(&id_at(&node), &[], 0);
@@ -112,10 +125,10 @@ fn probe_reports_the_nodes_own_nodeinfo() {
     assert_eq!(text(&json, "expected_id"), node.node_id, "{json}");
     assert_eq!(json["id_matches"], Value::Bool(true), "{json}");
     assert_eq!(text(&json, "network"), node.network, "{json}");
-    assert_eq!(node.version, "1.0.1");
+    assert_eq!(node.version, version.label().trim_start_matches('v'));
     assert_eq!(text(&json, "version"), node.version, "{json}");
     let versions = &json["protocol_version"];
-    assert_eq!(versions["p2p"], 9, "{json}");
+    assert_eq!(versions["p2p"], p2p_protocol(version), "{json}");
     assert_eq!(versions["block"], 11, "{json}");
     for (key, field) in [("p2p", "P2P"), ("block", "Block"), ("app", "App")] {
         assert_eq!(
@@ -189,10 +202,10 @@ fn probe_reports_the_nodes_own_nodeinfo() {
 
 /// A node authenticating as another ID than expected (`ID@ADDR` or
 /// `--peer-id`) exits 5, stage `id_mismatch`, naming the ID the node proved.
-#[test]
-fn probe_fails_on_another_node_id() {
-    let test = "probe_fails_on_another_node_id";
-    let Some(bin) = node_binary(test) else { return };
+fn probe_fails_on_another_node_id(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
     let node = Node::shared(&bin);
     // A valid ID that is not the node's (one digit changed).
     let first = if node.node_id.starts_with('0') {
@@ -216,10 +229,10 @@ fn probe_fails_on_another_node_id() {
 
 /// Probing a plain address (no ID to check) succeeds, reports the node's ID
 /// and leaves the ID check out (`expected_id` and `id_matches` null).
-#[test]
-fn probe_without_an_id_reports_the_node_id() {
-    let test = "probe_without_an_id_reports_the_node_id";
-    let Some(bin) = node_binary(test) else { return };
+fn probe_without_an_id_reports_the_node_id(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
     let node = Node::shared(&bin);
     let json = probe_json(&node.p2p_addr, &[], 0);
     assert_eq!(text(&json, "node_id"), node.node_id, "{json}");
@@ -230,10 +243,10 @@ fn probe_without_an_id_reports_the_node_id() {
 
 /// `--network` other than the node's exits 8, stage `network`, still naming
 /// the node's network; the node's own network passes.
-#[test]
-fn probe_fails_on_another_network() {
-    let test = "probe_fails_on_another_network";
-    let Some(bin) = node_binary(test) else { return };
+fn probe_fails_on_another_network(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
     let node = Node::shared(&bin);
     let json = probe_json(&id_at(&node), &["--network", "wrong-chain"], 8);
     check_failure(&json, "network");
@@ -245,10 +258,10 @@ fn probe_fails_on_another_network() {
 }
 
 /// Without `--json` the probe prints, for people, the node's ID and network.
-#[test]
-fn probe_prints_the_node_id_and_network() {
-    let test = "probe_prints_the_node_id_and_network";
-    let Some(bin) = node_binary(test) else { return };
+fn probe_prints_the_node_id_and_network(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
     let node = Node::shared(&bin);
     let (code, out) = probe(&id_at(&node), &[]);
     assert_eq!(code, 0, "{out:?}");
@@ -259,4 +272,35 @@ fn probe_prints_the_node_id_and_network() {
             "no {what} {value} in {out:?}"
         );
     }
+}
+
+/// A module `$module` with a `#[test]` per function in `$tests`, calling it
+/// with `GoVersion::$version` and its test name (`$module::NAME`).
+macro_rules! per_release {
+    ($($module:ident: $version:ident),+; $tests:tt) => {$(
+        per_release!(@module $module, $version, $tests);
+    )+};
+    (@module $module:ident, $version:ident, [$($test:ident),+ $(,)?]) => {
+        mod $module {
+            use super::GoVersion;
+            $(
+                #[test]
+                fn $test() {
+                    let name = concat!(stringify!($module), "::", stringify!($test));
+                    super::$test(GoVersion::$version, name);
+                }
+            )+
+        }
+    };
+}
+
+per_release! {
+    v1: V1, v038: V038;
+    [
+        probe_reports_the_nodes_own_nodeinfo,
+        probe_fails_on_another_node_id,
+        probe_without_an_id_reports_the_node_id,
+        probe_fails_on_another_network,
+        probe_prints_the_node_id_and_network,
+    ]
 }

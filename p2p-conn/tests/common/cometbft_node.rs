@@ -1,21 +1,24 @@
-//! A real CometBFT v1.0.1 node (`cometbft start --proxy_app=kvstore`) on
-//! loopback, for testing the CLI against the node software itself rather than
-//! against the secret connection alone ([`super::go_peer`]).
+//! A real CometBFT node (`cometbft start --proxy_app=kvstore`) on loopback,
+//! at each release the Go peer is built against ([`GoVersion`]: v1.0.1 and
+//! v0.38.26, what most chains run), for testing the CLI against the node
+//! software itself rather than against the secret connection alone
+//! ([`super::go_peer`]).
 //!
-//! The `cometbft` binary is built from the Go module proxy with `go install
-//! github.com/cometbft/cometbft/cmd/cometbft@v1.0.1` and cached as
-//! `<target>/cometbft-node/v1.0.1/cometbft` (`$CARGO_TARGET_DIR` or the
-//! workspace's `target/`), once for all test binaries. Without the Go
+//! The `cometbft` binary of a release is built from the Go module proxy with
+//! `go install github.com/cometbft/cometbft/cmd/cometbft@<version>` and
+//! cached as `<target>/cometbft-node/<version>/cometbft` (`$CARGO_TARGET_DIR`
+//! or the workspace's `target/`), once for all test binaries. Without the Go
 //! toolchain [`node_binary`] prints a notice and the test passes, unless
 //! `CI=true`, where it fails; a failed build always fails.
 //!
 //! [`Node::start`] gives each node a throwaway home (`cometbft init`) with
 //! both listeners on free loopback ports, no other listener (gRPC, pprof and
-//! Prometheus stay off) and no empty blocks (a quiet log, little CPU), and
-//! waits for `Started node`. The node's log (its logger writes to stdout) goes
-//! to `node.log` in the home; its stderr (the database's notices, a Go panic)
-//! shows when it dies. Dropping a [`Node`] kills it and removes the home,
-//! unless the test is failing: then the home and its log stay for a look.
+//! Prometheus stay off, wherever the release's `config.toml` keeps them) and
+//! no empty blocks (a quiet log, little CPU), and waits for `Started node`.
+//! The node's log (its logger writes to stdout) goes to `node.log` in the
+//! home; its stderr (the database's notices, a Go panic) shows when it dies.
+//! Dropping a [`Node`] kills it and removes the home, unless the test is
+//! failing: then the home and its log stay for a look.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,11 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub use super::go_peer::GoVersion;
 use super::go_peer::{BuildError, SHORT_RUN};
 use super::process::{free_port, listening, run_ok, scratch, Feed, Proc};
-
-/// The CometBFT release the node runs (its module version).
-pub const VERSION: &str = "v1.0.1";
 
 /// The package `go install` builds.
 const PACKAGE: &str = "github.com/cometbft/cometbft/cmd/cometbft";
@@ -42,22 +43,27 @@ pub const START_LIMIT: Duration = Duration::from_secs(60);
 /// The line the node logs once it is up, with its own NodeInfo.
 const STARTED: &str = "Started node";
 
-/// `<target>/cometbft-node/v1.0.1/cometbft`.
-fn cached_binary() -> PathBuf {
+/// `<target>/cometbft-node/<version>/cometbft`, e.g. `v1.0.1`.
+fn cached_binary(version: GoVersion) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("cometbft-node").join(VERSION).join("cometbft")
+    target
+        .join("cometbft-node")
+        .join(version.label())
+        .join("cometbft")
 }
 
-/// The `cometbft` binary, built (with `go install`) unless already cached.
-pub fn build() -> Result<PathBuf, BuildError> {
-    let out = cached_binary();
+/// The `cometbft` binary of `version`, built (with `go install`) unless
+/// already cached.
+pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
+    let out = cached_binary(version);
     if out.is_file() {
         return Ok(out);
     }
+    let version = version.label();
     let failed = |what: &str, e: &dyn std::fmt::Display| {
-        BuildError::Failed(format!("cometbft {VERSION} node: {what}: {e}"))
+        BuildError::Failed(format!("cometbft {version} node: {what}: {e}"))
     };
     let dir = out.parent().expect("the cache path has a folder");
     // `go install` into a folder of this process's own, then rename: other
@@ -69,7 +75,7 @@ pub fn build() -> Result<PathBuf, BuildError> {
     let result = Command::new("go")
         .current_dir(&gobin)
         .arg("install")
-        .arg(format!("{PACKAGE}@{VERSION}"))
+        .arg(format!("{PACKAGE}@{version}"))
         .env("GOBIN", &gobin)
         // Use the installed toolchain; never download another one.
         .env("GOTOOLCHAIN", "local")
@@ -79,7 +85,7 @@ pub fn build() -> Result<PathBuf, BuildError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BuildError::GoMissing),
         Err(e) => Err(failed("running go", &e)),
         Ok(o) if !o.status.success() => Err(failed(
-            &format!("go install {PACKAGE}@{VERSION} ({})", o.status),
+            &format!("go install {PACKAGE}@{version} ({})", o.status),
             &String::from_utf8_lossy(&o.stderr).trim(),
         )),
         Ok(_) => std::fs::rename(gobin.join("cometbft"), &out)
@@ -89,12 +95,30 @@ pub fn build() -> Result<PathBuf, BuildError> {
     placed.map(|()| out)
 }
 
-/// The `cometbft` binary for `test`, built once per test binary; `None`
-/// (after a notice) when Go is not installed, unless `CI=true`.
-pub fn node_binary(test: &str) -> Option<PathBuf> {
-    static BUILT: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
-    let e = match BUILT.get_or_init(build) {
-        Ok(bin) => return Some(bin.clone()),
+/// A `cometbft` binary and the release it is (see [`node_binary`]).
+#[derive(Clone, Debug)]
+pub struct NodeBinary {
+    pub path: PathBuf,
+    pub version: GoVersion,
+}
+
+/// The `cometbft` binary of `version` for `test`, built once per test binary
+/// and version; `None` (after a notice) when Go is not installed, unless
+/// `CI=true`.
+pub fn node_binary(version: GoVersion, test: &str) -> Option<NodeBinary> {
+    static V1: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
+    static V038: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
+    let cell = match version {
+        GoVersion::V1 => &V1,
+        GoVersion::V038 => &V038,
+    };
+    let e = match cell.get_or_init(|| build(version)) {
+        Ok(path) => {
+            return Some(NodeBinary {
+                path: path.clone(),
+                version,
+            })
+        }
         Err(e) => e,
     };
     let must_run = std::env::var("CI").as_deref() == Ok("true");
@@ -103,6 +127,21 @@ pub fn node_binary(test: &str) -> Option<PathBuf> {
     }
     eprintln!("skipping {test}: {e}");
     None
+}
+
+/// The listeners other than P2P and RPC in a `config.toml` of `version`, as
+/// `(section, key)`: [`Node::start`] turns them off.
+fn other_listeners(version: GoVersion) -> &'static [(&'static str, &'static str)] {
+    match version {
+        // gRPC in sections of its own.
+        GoVersion::V1 => &[
+            ("rpc", "pprof_laddr"),
+            ("grpc", "laddr"),
+            ("grpc.privileged", "laddr"),
+        ],
+        // gRPC (the broadcast API) under [rpc].
+        GoVersion::V038 => &[("rpc", "pprof_laddr"), ("rpc", "grpc_laddr")],
+    }
 }
 
 /// Set `key` in `[section]` of a `config.toml` (`""`: the top level, before
@@ -143,7 +182,7 @@ pub struct Node {
     pub node_id: String,
     /// Its network: the `chain_id` of its genesis file.
     pub network: String,
-    /// Its software version (`cometbft version`): `1.0.1`.
+    /// Its software version (`cometbft version`): `1.0.1` or `0.38.26`.
     pub version: String,
     /// Its `Started node` log line, which holds its own NodeInfo (see
     /// [`info`](Self::info)).
@@ -155,8 +194,9 @@ pub struct Node {
 impl Node {
     /// Start a node from the `cometbft` binary `bin` (see [`node_binary`])
     /// and wait until it is up.
-    pub fn start(bin: &Path) -> Node {
+    pub fn start(bin: &NodeBinary) -> Node {
         static STARTED_NODES: AtomicUsize = AtomicUsize::new(0);
+        let (release, bin) = (bin.version, bin.path.as_path());
         let n = STARTED_NODES.fetch_add(1, Ordering::Relaxed);
         let home = scratch(&format!("cometbft-node-{n}"));
         let cometbft = |args: &[&str]| {
@@ -171,18 +211,21 @@ impl Node {
         let rpc_laddr = format!("tcp://127.0.0.1:{rpc_port}");
         let config_path = home.join("config/config.toml");
         let mut config = std::fs::read_to_string(&config_path).unwrap();
+        let off = other_listeners(release)
+            .iter()
+            .map(|&(section, key)| (section, key, "\"\"".to_string()));
         for (section, key, value) in [
             ("", "moniker", format!("{MONIKER:?}")),
             ("rpc", "laddr", format!("{rpc_laddr:?}")),
-            ("rpc", "pprof_laddr", "\"\"".into()),
-            ("grpc", "laddr", "\"\"".into()),
-            ("grpc.privileged", "laddr", "\"\"".into()),
             ("p2p", "laddr", format!("\"tcp://{p2p_addr}\"")),
             ("p2p", "addr_book_strict", "false".into()),
             ("p2p", "allow_duplicate_ip", "true".into()),
             ("consensus", "create_empty_blocks", "false".into()),
             ("instrumentation", "prometheus", "false".into()),
-        ] {
+        ]
+        .into_iter()
+        .chain(off)
+        {
             config = set_key(&config, section, key, &value);
         }
         std::fs::write(&config_path, config).unwrap();
@@ -240,12 +283,17 @@ impl Node {
         node
     }
 
-    /// A node shared by the tests of this test binary that run at the same
-    /// time: the first starts it, the last to drop its `Arc` stops it (a
-    /// node in a `static` would outlive the test binary).
-    pub fn shared(bin: &Path) -> Arc<Node> {
-        static SHARED: Mutex<Weak<Node>> = Mutex::new(Weak::new());
-        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    /// A node of `bin`'s release shared by the tests of this test binary
+    /// that run at the same time: the first starts it, the last to drop its
+    /// `Arc` stops it (a node in a `static` would outlive the test binary).
+    pub fn shared(bin: &NodeBinary) -> Arc<Node> {
+        static V1: Mutex<Weak<Node>> = Mutex::new(Weak::new());
+        static V038: Mutex<Weak<Node>> = Mutex::new(Weak::new());
+        let slot = match bin.version {
+            GoVersion::V1 => &V1,
+            GoVersion::V038 => &V038,
+        };
+        let mut shared = slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(node) = shared.upgrade() {
             return node;
         }
@@ -257,8 +305,8 @@ impl Node {
     /// A field of the NodeInfo the node logged about itself at start
     /// (`Started node ... nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1}
     /// DefaultNodeID:... ListenAddr:... Network:... Version:... Channels:...
-    /// Moniker:... Other:{TxIndex:... RPCAddress:...}}"`), e.g. `P2P`,
-    /// `Channels` (hex digits, two per channel) or `RPCAddress`.
+    /// Moniker:... Other:{TxIndex:... RPCAddress:...}}"`, `P2P:8` at v0.38),
+    /// e.g. `P2P`, `Channels` (hex digits, two per channel) or `RPCAddress`.
     pub fn info(&self, field: &str) -> &str {
         let line = &self.started;
         let at = [" ", "{"]

@@ -133,7 +133,7 @@ enum Cmd {
     /// Ask a CometBFT node who it is: dial, handshake, exchange NodeInfo,
     /// check it by CometBFT's rules, print it, hang up. Exit code by stage:
     /// 0 ok, 3 connect, 4 handshake, 5 ID mismatch, 6 NodeInfo, 7 timeout,
-    /// 8 network mismatch, 1 other
+    /// 8 network mismatch, 1 other (2: the command line does not parse)
     Probe(probe::ProbeArgs),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
