@@ -114,12 +114,14 @@ fn probe_go_listening(version: GoVersion, test: &str) {
         Feed::none(),
         deadline,
     );
-    let out = Proc::spawn(
-        Path::new(BIN),
-        &["probe", "--json", "--moniker", "probe-side", &addr],
-        Feed::none(),
-    )
-    .finish(deadline);
+    // v1: the probe's own moniker; v0.38: one given with --moniker.
+    let (moniker_args, moniker): (&[&str], &str) = match version {
+        GoVersion::V1 => (&[], "p2p-conn-probe"),
+        GoVersion::V038 => (&["--moniker", "probe-side"], "probe-side"),
+    };
+    let mut args = vec!["probe", "--json", &addr];
+    args.extend(moniker_args);
+    let out = Proc::spawn(Path::new(BIN), &args, Feed::none()).finish(deadline);
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{test}: probe printed no JSON ({e}): {out:?}"));
     assert_eq!(out.status.code(), Some(0), "{test}: {out:?}");
@@ -146,7 +148,7 @@ fn probe_go_listening(version: GoVersion, test: &str) {
     // refused to keep a peer that has none in common.
     let them = them.finish(deadline);
     let go_read = go_report(&them.stderr_lines());
-    check_go_read_ours(test, &go_read, "probe-net", "probe-side");
+    check_go_read_ours(test, &go_read, "probe-net", moniker);
     let compat = go_read["compatible"].as_str().unwrap();
     assert!(
         compat.contains("no common channels"),

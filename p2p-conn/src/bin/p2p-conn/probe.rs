@@ -256,7 +256,7 @@ async fn probe(args: ProbeArgs) -> Result<Report, Stop> {
     let (ours, info) = exchange(
         &mut conn,
         &identity,
-        &args.info,
+        &info_args,
         None,
         cfg.handshake_timeout,
     )
