@@ -21,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::cometbft_node::{node_binary, GoVersion, Node, MONIKER};
-use common::process::{run, Finished};
+use common::process::{run, run_ok, scratch, Feed, Finished, Proc};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
@@ -294,6 +294,58 @@ macro_rules! per_release {
     };
 }
 
+/// `p2p-conn dial --nodeinfo --channels 20` (announcing the consensus
+/// state channel) talks to the node as a CometBFT peer: the node accepts the
+/// NodeInfo, starts an MConnection for it (`Starting MConnection service
+/// ... peer=<our ID>@...`), and its consensus reactor sends its round state
+/// at once, which arrives on stdout as MConnection bytes: a length-prefixed
+/// `Packet` holding a `PacketMsg` (tag `1a`) on channel `0x20` (`08 20`).
+/// Our stdin ends once that packet is printed; the node then sees our FIN
+/// and stops the peer, and `dial` exits 0.
+fn dial_nodeinfo_joins_as_a_peer(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
+    let node = Node::start(&bin);
+    let dir = scratch(test.replace("::", "-").as_str());
+    let key = dir.join("node_key.json");
+    let key = key.to_str().unwrap();
+    let our_id = run_ok(Path::new(BIN), &["keygen", "--out", key], PROBE_LIMIT).stdout_text();
+    let mark = node.log_len();
+    let out = Proc::spawn(
+        Path::new(BIN),
+        &[
+            "dial",
+            &id_at(&node),
+            "--key",
+            key,
+            "--nodeinfo",
+            "--channels",
+            "20",
+            "--handshake-timeout",
+            "10",
+        ],
+        Feed::UntilOutput(Vec::new(), 5),
+    )
+    .finish_within(PROBE_LIMIT);
+    out.assert_ok(test);
+    let packet = &out.stdout;
+    assert!(
+        packet.len() >= 5 && packet[1] == 0x1a && packet[3..5] == [0x08, 0x20],
+        "{test}: stdout does not start with a PacketMsg on channel 0x20: {:02x?}",
+        &packet[..packet.len().min(16)]
+    );
+    let started = format!("peer={our_id}@");
+    let joined = node.wait_for_log_since(mark, &started, NODE_REACTION);
+    let log = node.log_since(mark);
+    assert!(
+        joined && log.contains("Starting MConnection service"),
+        "{test}: the node started no MConnection for {our_id}:\n{log}"
+    );
+    assert!(!log.contains("auth failure"), "{test}:\n{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 per_release! {
     v1: V1, v038: V038;
     [
@@ -302,5 +354,6 @@ per_release! {
         probe_without_an_id_reports_the_node_id,
         probe_fails_on_another_network,
         probe_prints_the_node_id_and_network,
+        dial_nodeinfo_joins_as_a_peer,
     ]
 }

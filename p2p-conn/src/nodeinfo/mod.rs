@@ -536,10 +536,8 @@ impl Decoder {
                     *value |= u64::from(b & 0x7f) << (7 * *bytes);
                     *bytes += 1;
                     if b & 0x80 != 0 {
-                        if *bytes == MAX_VARINT_LEN {
-                            self.state = State::Done;
-                            return Err(NodeInfoError::BadLength);
-                        }
+                        // At most nine bytes so far: the tenth, checked
+                        // above, cannot continue.
                         continue;
                     }
                     let (len, prefix) = (*value, *bytes);
