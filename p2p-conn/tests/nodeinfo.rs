@@ -36,16 +36,7 @@ fn info_for(id: NodeId) -> NodeInfo {
 /// The varint length prefix of `body`, then `body`.
 fn delimited(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut n = body.len() as u64;
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(b);
-            break;
-        }
-        out.push(b | 0x80);
-    }
+    prost::encoding::encode_varint(body.len() as u64, &mut out);
     out.extend_from_slice(body);
     out
 }

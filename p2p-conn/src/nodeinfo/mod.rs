@@ -296,15 +296,7 @@ impl NodeInfo {
                 format!("{:?}: {why}", self.listen_addr),
             ));
         }
-        if !self.version.is_empty() && !is_ascii_text(&self.version) {
-            out.push(violation(
-                Rule::Version,
-                format!(
-                    "{:?} is not printable ASCII with something besides spaces",
-                    self.version
-                ),
-            ));
-        }
+        check_text(&mut out, Rule::Version, &self.version, true);
         if self.channels.len() > MAX_CHANNELS {
             out.push(violation(
                 Rule::ChannelCount,
@@ -321,30 +313,14 @@ impl NodeInfo {
                 break;
             }
         }
-        if !is_ascii_text(&self.moniker) {
-            out.push(violation(
-                Rule::Moniker,
-                format!(
-                    "{:?} is not non-empty printable ASCII with something besides spaces",
-                    self.moniker
-                ),
-            ));
-        }
+        check_text(&mut out, Rule::Moniker, &self.moniker, false);
         if !matches!(self.tx_index.as_str(), "" | "on" | "off") {
             out.push(violation(
                 Rule::TxIndex,
                 format!("{:?} is not \"on\", \"off\" or empty", self.tx_index),
             ));
         }
-        if !self.rpc_address.is_empty() && !is_ascii_text(&self.rpc_address) {
-            out.push(violation(
-                Rule::RpcAddress,
-                format!(
-                    "{:?} is not printable ASCII with something besides spaces",
-                    self.rpc_address
-                ),
-            ));
-        }
+        check_text(&mut out, Rule::RpcAddress, &self.rpc_address, true);
         out
     }
 
@@ -400,6 +376,19 @@ impl NodeInfo {
         }
         out
     }
+}
+
+/// The text rules of `Validate`: `value` must be [`is_ascii_text`], or empty
+/// where `may_be_empty`.
+fn check_text(out: &mut Vec<Violation>, rule: Rule, value: &str, may_be_empty: bool) {
+    if (may_be_empty && value.is_empty()) || is_ascii_text(value) {
+        return;
+    }
+    let non_empty = if may_be_empty { "" } else { "non-empty " };
+    out.push(violation(
+        rule,
+        format!("{value:?} is not {non_empty}printable ASCII with something besides spaces"),
+    ));
 }
 
 /// CometBFT's `IsASCIIText` and `ASCIITrim(s) != ""`: non-empty, every byte

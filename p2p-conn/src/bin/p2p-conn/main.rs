@@ -261,6 +261,20 @@ pub fn seconds(flag: &str, secs: f64) -> Result<Duration, Failure> {
         })
 }
 
+/// The node ID expected of the peer: `--peer-id` or the one in `ID@ADDR`,
+/// which must agree.
+pub fn expected_id(
+    peer_id: Option<NodeId>,
+    dialed: Option<NodeId>,
+) -> Result<Option<NodeId>, Failure> {
+    match (peer_id, dialed) {
+        (Some(a), Some(b)) if a != b => Err(Failure(format!(
+            "--peer-id {a} contradicts the ID in the address ({b})"
+        ))),
+        (a, b) => Ok(a.or(b)),
+    }
+}
+
 pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), Failure> {
     let mut cfg = args
         .wire
@@ -270,14 +284,7 @@ pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Conf
         Error::InvalidConfig(_) => Failure(e.to_string()),
         other => Failure(format!("invalid configuration: {other}")),
     })?;
-    if let (Some(a), Some(b)) = (args.peer_id, dialed) {
-        if a != b {
-            return Err(Failure(format!(
-                "--peer-id {a} contradicts the ID in the address ({b})"
-            )));
-        }
-    }
-    if let Some(id) = args.peer_id.or(dialed) {
+    if let Some(id) = expected_id(args.peer_id, dialed)? {
         cfg = cfg.expect_peer(id);
     }
     let identity = match &args.key {

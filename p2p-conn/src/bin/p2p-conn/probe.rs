@@ -149,12 +149,17 @@ struct Report {
 
 pub fn run(args: ProbeArgs) -> ExitCode {
     let json = args.json;
-    let (addr, expected) = match crate::split_id(&args.addr) {
-        Ok((host, id)) => (host, id.or(args.conn.peer_id)),
-        Err(_) => (args.addr.clone(), None),
+    let target = target(&args);
+    // For the report: what was dialed and expected, as far as it parses.
+    let (addr, expected) = match &target {
+        Ok((host, expected)) => (host.clone(), *expected),
+        Err(_) => crate::split_id(&args.addr)
+            .map(|(host, id)| (host, id.or(args.conn.peer_id)))
+            .unwrap_or_else(|_| (args.addr.clone(), None)),
     };
-    let outcome = crate::runtime().map_err(Stop::from).and_then(|rt| {
-        let r = rt.block_on(probe(args));
+    let outcome = target.and_then(|(host, expected)| {
+        let rt = crate::runtime()?;
+        let r = rt.block_on(probe(args, host, expected));
         rt.shutdown_background();
         r
     });
@@ -205,17 +210,14 @@ pub fn run(args: ProbeArgs) -> ExitCode {
     }
 }
 
-async fn probe(args: ProbeArgs) -> Result<Report, Stop> {
+/// The address to dial and the ID expected there (`ID@` or `--peer-id`,
+/// which must agree).
+fn target(args: &ProbeArgs) -> Result<(String, Option<NodeId>), Stop> {
     let (host, dialed) = crate::split_id(&args.addr)?;
-    let expected = match (args.conn.peer_id, dialed) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(Stop::at(
-                Stage::Usage,
-                format!("--peer-id {a} contradicts the ID in the address ({b})"),
-            ))
-        }
-        (a, b) => a.or(b),
-    };
+    Ok((host, crate::expected_id(args.conn.peer_id, dialed)?))
+}
+
+async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Result<Report, Stop> {
     // The ID is checked here, after the handshake, so that a mismatch still
     // reports who answered.
     let (identity, cfg) = crate::config(
