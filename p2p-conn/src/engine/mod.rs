@@ -16,7 +16,7 @@
 //!
 //! Data flows one way on each side:
 //! * send: adapter → [`WriteCore::seal`] into the write buffer → one write;
-//! * receive: one read fills the read buffer → `ReadCore::open_next` opens
+//! * receive: one read fills the read buffer → `ReadCore::open_batch` opens
 //!   in place → plaintext out through `AsyncRead`, `BufRead` or a codec item.
 //!
 //! # Not provided
@@ -29,7 +29,7 @@ pub mod reader;
 pub mod writer;
 
 pub use handshake::{poll_handshake, PollIo};
-pub use reader::{FrameReader, Opened, ReadCore};
+pub use reader::{FrameReader, ReadCore};
 pub use writer::{Backlog, FrameWriter, WriteCore, WRITE_BUFFER_KEEP};
 
 use crate::proto::Established;

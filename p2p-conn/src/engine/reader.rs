@@ -1,17 +1,21 @@
 //! The receive side: "open the sealed frames in this buffer", written once.
 //!
 //! [`ReadCore`] is the sans-IO step every reading adapter calls: given a
-//! buffer of sealed bytes (whatever owns it), it opens whole frames in place
-//! from the front, skips zero-length frames, and reports how many bytes it
-//! consumed and where the first data lies. It also owns the plaintext that
+//! buffer of sealed bytes (whatever owns it), it opens every whole frame in
+//! place from the front and reports how many bytes of frames it opened;
+//! those frames are the caller's from then on, and `next_opened` walks their
+//! data, skipping zero-length frames. It keeps no promise about the
+//! caller's buffer from one call to the next, so no caller can make it treat
+//! unopened bytes as opened. It also owns the plaintext that
 //! arrived with the handshake's last authentication frame, so that plaintext
 //! is served first, and from one place, in every adapter.
 //!
 //! [`FrameReader`] is [`ReadCore`] plus a receive buffer it owns, for the
 //! tokio and std adapters. After each read it opens every whole frame the
 //! read brought in, in one step (so the `stats` timers run once per batch,
-//! never per frame), then hands out their data frame by frame. The codec's `SecretDecoder` is [`ReadCore`] over
-//! `FramedRead`'s buffer.
+//! never per frame), then hands out their data frame by frame. The codec's
+//! `SecretDecoder` is [`ReadCore`] over `FramedRead`'s buffer: it splits the
+//! frames it opened off that buffer and yields them from its own state.
 //!
 //! # Guarantees
 //! * Only opened plaintext is ever handed out: bytes that fail to open are
@@ -43,21 +47,10 @@ use std::io;
 use std::ops::Range;
 use std::task::Poll;
 
-use crate::proto::frame::{GROUP_FRAMES, LEN_PREFIX};
+use crate::proto::frame::{frame_data, sealed_frame_len, GROUP_FRAMES};
 use crate::proto::{Opener, ProtocolError};
 use crate::stats::{self, RecvRecorder, RecvStats, Transfer};
 use crate::Error;
-
-/// Sealed bytes consumed from the front of a buffer, and where the data of
-/// the first non-empty frame lies within that buffer (empty when every
-/// whole frame consumed was a zero-length frame).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Opened {
-    /// Bytes of whole sealed frames opened from the front of the buffer.
-    pub consumed: usize,
-    /// The data bytes of the last frame opened, within the buffer.
-    pub data: Range<usize>,
-}
 
 /// Plaintext that arrived with the handshake. `Debug` shows its length only.
 #[derive(Default)]
@@ -79,12 +72,6 @@ pub struct ReadCore {
     opener: Opener,
     initial: Initial,
     read_buffer_size: usize,
-    /// Frames at the front of the unconsumed sealed bytes that a group open
-    /// already authenticated and decrypted in place. The contract of
-    /// [`Self::open_next`]: the next call's buffer starts with the bytes the
-    /// last call did not consume, unchanged (both callers keep them in their
-    /// own buffer).
-    opened_ahead: usize,
 }
 
 impl ReadCore {
@@ -99,13 +86,17 @@ impl ReadCore {
                 pos: 0,
             },
             read_buffer_size,
-            opened_ahead: 0,
         }
     }
 
     /// Sealed bytes per frame.
     pub fn sealed_frame_len(&self) -> usize {
         self.opener.sealed_frame_len()
+    }
+
+    /// Data bytes per frame.
+    pub(crate) fn frame_size(&self) -> usize {
+        self.opener.frame_size().get()
     }
 
     /// Whether holding back a partial group for one more read can pay: the
@@ -148,72 +139,51 @@ impl ReadCore {
         self.initial.bytes.capacity()
     }
 
-    /// Open whole sealed frames in place from the front of `sealed` until one
-    /// carries data (or fewer than one frame is left). A frame that fails to
-    /// open is an error, now and on every later call.
+    /// Open every whole frame at the front of `sealed` in place, in one step
+    /// (so it is timed once), and return how many bytes of frames are now
+    /// plaintext. With `groups_only`, open nothing but whole groups of the
+    /// multi-frame engine (the caller will read more first, then ask again
+    /// without it).
     ///
-    /// With the multi-frame engine ([`crate::Backend`] `Avx512`) one call may
-    /// authenticate and decrypt a whole group of frames in place and return
-    /// the first; later calls return the rest. So the caller must pass, on
-    /// every call, a buffer that starts with the bytes the previous call did
-    /// not consume, unchanged (more may follow). `FrameReader` keeps them in
-    /// its own buffer; the codec's decoder relies on `FramedRead`'s buffer,
-    /// which is the `Decoder` contract. That is why this is crate-private.
-    ///
-    /// `groups_only`: open nothing unless a whole group can be opened at
-    /// once (or frames of one are already open): the caller will read more
-    /// first, then ask again without it.
-    pub(crate) fn open_next(
-        &mut self,
-        sealed: &mut [u8],
-        groups_only: bool,
-    ) -> Result<Opened, ProtocolError> {
-        let frame = self.sealed_frame_len();
-        let mut at = 0;
-        while sealed.len() - at >= frame {
-            if self.opened_ahead == 0 {
-                self.opened_ahead = self.opener.open_groups_in_place(&mut sealed[at..]);
-                if self.opened_ahead == 0 && groups_only {
-                    break;
-                }
-            }
-            let r = if self.opened_ahead > 0 {
-                // Decrypted in place by an earlier group open (this buffer's
-                // front is where that group started: see `opened_ahead`).
-                self.opened_ahead -= 1;
-                self.opener.opened_frame(&sealed[at..at + frame])?
-            } else {
-                self.opener.open_in_place(&mut sealed[at..at + frame])?
-            };
-            let data = at + r.start..at + r.end;
-            at += frame;
-            if !data.is_empty() {
-                return Ok(Opened { consumed: at, data });
-            }
-        }
-        Ok(Opened {
-            consumed: at,
-            data: at..at,
-        })
-    }
-
-    /// Open every whole frame at the front of `sealed` (with `groups_only`,
-    /// stop before a partial group, as [`Self::open_next`] does): one step,
-    /// so it is timed once. Each opened frame keeps its decrypted length
-    /// prefix in place ([`opened_data`] finds its data). On a bad frame the
-    /// frames before it stay opened and the error comes with them.
+    /// The opened frames belong to the caller from then on: each keeps its
+    /// decrypted length prefix in place, already checked against the frame
+    /// size, and [`next_opened`] walks them. Nothing about `sealed` is
+    /// remembered between calls, so a caller may hand a different buffer
+    /// every time: whatever it holds is authenticated before it counts as
+    /// opened. On a bad frame the frames before it stay opened and the error
+    /// comes with them; every later call fails with that error at once.
     pub(crate) fn open_batch(&mut self, sealed: &mut [u8], groups_only: bool) -> Batch {
+        let frame = self.sealed_frame_len();
         let mut b = Batch::default();
-        while sealed.len() - b.consumed >= self.sealed_frame_len() {
-            match self.open_next(&mut sealed[b.consumed..], groups_only) {
-                Ok(o) if o.consumed == 0 => break,
-                Ok(o) => {
-                    b.consumed += o.consumed;
-                    b.bytes += o.data.len();
-                }
-                Err(e) => {
-                    b.error = Some(e);
-                    break;
+        if let Some(e) = self.opener.failure() {
+            b.error = Some(e.clone());
+            return b;
+        }
+        while sealed.len() - b.consumed >= frame {
+            let rest = &mut sealed[b.consumed..];
+            let grouped = self.opener.open_groups_in_place(rest);
+            if grouped == 0 && groups_only {
+                break;
+            }
+            // Frames the step opened (authenticated and decrypted in place);
+            // a group's length prefixes are checked here, while the frames
+            // are still ours to refuse.
+            for i in 0..grouped.max(1) {
+                let f = &mut rest[i * frame..(i + 1) * frame];
+                let r = if grouped > 0 {
+                    self.opener.opened_frame(f)
+                } else {
+                    self.opener.open_in_place(f)
+                };
+                match r {
+                    Ok(data) => {
+                        b.consumed += frame;
+                        b.bytes += data.len();
+                    }
+                    Err(e) => {
+                        b.error = Some(e);
+                        return b;
+                    }
                 }
             }
         }
@@ -263,19 +233,33 @@ impl Drop for FrameReader {
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
     /// Bytes of whole frames opened from the front.
-    consumed: usize,
+    pub(crate) consumed: usize,
     /// Plaintext bytes in them.
-    bytes: usize,
+    pub(crate) bytes: usize,
     /// The frame after them failed to open.
-    error: Option<ProtocolError>,
+    pub(crate) error: Option<ProtocolError>,
 }
 
-/// The data of an opened frame: its decrypted length prefix, which the
-/// opener already checked against the frame size, says where it ends.
-fn opened_data(frame_start: usize, frame: &[u8]) -> Range<usize> {
-    let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-    let start = frame_start + LEN_PREFIX;
-    start..start + len
+/// The data of the next frame with data among the opened frames of
+/// `opened[*at..]` (whole sealed frames for `frame_size`, opened by
+/// [`ReadCore::open_batch`]), skipping zero-length frames; `at` moves past
+/// it. `None` when every opened frame is delivered.
+pub(crate) fn next_opened(
+    opened: &[u8],
+    frame_size: usize,
+    at: &mut usize,
+) -> Option<Range<usize>> {
+    let sealed_frame = sealed_frame_len(frame_size);
+    while opened.len().saturating_sub(*at) >= sealed_frame {
+        let start = *at;
+        *at += sealed_frame;
+        // `open_batch` checked every prefix; a bad one (never) reads as empty.
+        let data = frame_data(&opened[start..*at], frame_size).unwrap_or(0..0);
+        if !data.is_empty() {
+            return Some(start + data.start..start + data.end);
+        }
+    }
+    None
 }
 
 /// Protocol errors travel through `std::io` as [`Error::Protocol`].
@@ -474,16 +458,9 @@ impl FrameReader {
         if avail > 0 {
             return Some(avail);
         }
-        let frame = self.core.sealed_frame_len();
-        while self.next_frame < self.start {
-            let at = self.next_frame;
-            self.next_frame += frame;
-            self.plain = opened_data(at, &self.buf[at..at + LEN_PREFIX]);
-            if !self.plain.is_empty() {
-                return Some(self.plain.len());
-            }
-        }
-        None
+        let frame_size = self.core.frame_size();
+        self.plain = next_opened(&self.buf[..self.start], frame_size, &mut self.next_frame)?;
+        Some(self.plain.len())
     }
 
     fn fill<R>(&mut self, mut read: R) -> Poll<io::Result<usize>>
@@ -647,7 +624,7 @@ mod tests {
     }
 
     #[test]
-    fn open_next_skips_empty_frames_and_stops_at_partial_ones() {
+    fn open_batch_opens_whole_frames_and_next_opened_skips_empty_ones() {
         let (mut s, mut core) = pair();
         let mut wire = Vec::new();
         s.seal_frame(b"", &mut wire).unwrap();
@@ -656,17 +633,15 @@ mod tests {
         s.seal_frame(b"", &mut wire).unwrap();
         let f = 84;
         wire.truncate(3 * f + 10);
-        let o = core.open_next(&mut wire, false).unwrap();
-        assert_eq!(o.consumed, 3 * f);
-        assert_eq!(&wire[o.data], b"abc");
-        let o = core.open_next(&mut wire[3 * f..], false).unwrap();
-        assert_eq!(
-            o,
-            Opened {
-                consumed: 0,
-                data: 0..0
-            }
-        );
+        let b = core.open_batch(&mut wire, false);
+        assert_eq!((b.consumed, b.bytes, b.error), (3 * f, 3, None));
+        let mut at = 0;
+        let data = next_opened(&wire[..b.consumed], 64, &mut at).unwrap();
+        assert_eq!(&wire[data], b"abc");
+        assert_eq!(at, 3 * f);
+        assert_eq!(next_opened(&wire[..b.consumed], 64, &mut at), None);
+        let b = core.open_batch(&mut wire[3 * f..], false);
+        assert_eq!((b.consumed, b.bytes, b.error), (0, 0, None));
         assert!(core.end_of_stream(10).is_err());
         assert!(core.end_of_stream(0).is_ok());
         assert_eq!(core.read_buffer_size(), f);
@@ -691,7 +666,7 @@ mod tests {
     /// Every backend's `ReadCore` delivers the same data from a stream cut
     /// at arbitrary points, then reports a corrupted frame at its place.
     #[test]
-    fn open_next_over_groups_and_cuts() {
+    fn open_batch_over_groups_and_cuts() {
         let key = [9u8; 32];
         let data: Vec<u8> = (0..70 * 1024 + 300).map(|i| (i % 253) as u8).collect();
         let mut wire = Vec::new();
@@ -726,18 +701,20 @@ mod tests {
                     let mut got = Vec::new();
                     let mut err = None;
                     while err.is_none() {
-                        match core.open_next(&mut buf, false) {
-                            Ok(o) if o.consumed > 0 => {
-                                got.extend_from_slice(&buf[o.data]);
-                                buf.drain(..o.consumed);
-                            }
-                            Ok(_) if fed < input.len() => {
-                                let n = cut.min(input.len() - fed);
-                                buf.extend_from_slice(&input[fed..fed + n]);
-                                fed += n;
-                            }
-                            Ok(_) => break,
-                            Err(e) => err = Some(e),
+                        let b = core.open_batch(&mut buf, false);
+                        let mut at = 0;
+                        while let Some(d) = next_opened(&buf[..b.consumed], 1024, &mut at) {
+                            got.extend_from_slice(&buf[d]);
+                        }
+                        buf.drain(..b.consumed);
+                        if b.error.is_some() {
+                            err = b.error;
+                        } else if b.consumed == 0 && fed < input.len() {
+                            let n = cut.min(input.len() - fed);
+                            buf.extend_from_slice(&input[fed..fed + n]);
+                            fed += n;
+                        } else if b.consumed == 0 {
+                            break;
                         }
                     }
                     match fail {
@@ -751,7 +728,7 @@ mod tests {
                                 err,
                                 Some(ProtocolError::FrameAuthentication { counter: k as u64 })
                             );
-                            assert_eq!(core.open_next(&mut buf, false).err(), err, "sticky");
+                            assert_eq!(core.open_batch(&mut [], false).error, err, "sticky");
                         }
                     }
                     assert!(frames > 64);

@@ -10,11 +10,15 @@
 //!   down to whole frames (the same number the tokio and std writers use), so
 //!   `FramedWrite` writes the buffer (one transport write) once it holds a
 //!   flush's worth, and on every flush.
-//! * The decoder opens frames in place in `FramedRead`'s buffer
-//!   (`ReadCore::open_next`) and yields each frame's data as a [`Bytes`]
-//!   slice of that buffer: no copy. One read fills the buffer with as many
-//!   frames as the transport has (up to `read_buffer_size`, at least one
-//!   sealed frame).
+//! * The decoder opens every whole frame in `FramedRead`'s buffer in place
+//!   (`ReadCore::open_batch`), splits the opened frames off that buffer
+//!   into its own state, and yields each frame's data as a [`Bytes`] slice
+//!   of them: no copy. One read fills the buffer with as many frames as the
+//!   transport has (up to `read_buffer_size`, at least one sealed frame).
+//! * The decoder trusts nothing about the buffer it is handed: frames it
+//!   opened ahead are its own, so a caller that hands it a different buffer
+//!   on every call (driving it directly, or rebuilding `FramedParts` with a
+//!   fresh read buffer) still gets only bytes the peer sealed, in order.
 //! * Items are frame payloads, not your messages: message boundaries are not on
 //!   the wire. A message of more than one frame arrives as several items; an
 //!   item never mixes two of the sender's writes only because every write
@@ -50,6 +54,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
+use crate::engine::reader::{next_opened, protocol_io};
 use crate::engine::{establish, ReadCore, WriteCore};
 use crate::events::Handshaking;
 use crate::io::tokio::{run_handshake, Split};
@@ -81,12 +86,49 @@ impl<T: AsRef<[u8]>> Encoder<T> for SecretEncoder {
 
 /// Opens frames; yields each frame's data as a zero-copy [`Bytes`], after
 /// the plaintext that arrived with the handshake.
-#[derive(Debug)]
 pub struct SecretDecoder {
     core: ReadCore,
     /// Set by [`WithInitial`] when it has handed `FramedRead` one placeholder
     /// byte (so that it decodes at once); the decoder drops that byte.
     placeholder: Option<Arc<AtomicBool>>,
+    /// Whole frames this decoder opened and split off the caller's buffer;
+    /// `opened[next..]` are not yet yielded.
+    opened: Bytes,
+    next: usize,
+}
+
+impl std::fmt::Debug for SecretDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Lengths only: the opened frames are decrypted application data.
+        f.debug_struct("SecretDecoder")
+            .field("core", &self.core)
+            .field("opened_buffered", &(self.opened.len() - self.next))
+            .finish()
+    }
+}
+
+impl SecretDecoder {
+    fn new(core: ReadCore) -> Self {
+        SecretDecoder {
+            core,
+            placeholder: None,
+            opened: Bytes::new(),
+            next: 0,
+        }
+    }
+
+    /// The next opened frame's data, if any is left.
+    fn next_opened(&mut self) -> Option<Bytes> {
+        let frame_size = self.core.frame_size();
+        let item = next_opened(&self.opened, frame_size, &mut self.next)
+            .map(|data| self.opened.slice(data));
+        if item.is_none() {
+            // Every opened frame is yielded: let go of their buffer.
+            self.opened = Bytes::new();
+            self.next = 0;
+        }
+        item
+    }
 }
 
 impl Decoder for SecretDecoder {
@@ -103,18 +145,22 @@ impl Decoder for SecretDecoder {
         if !self.core.initial().is_empty() {
             return Ok(Some(Bytes::from(self.core.take_initial())));
         }
-        // `open_next` skips zero-length frames itself: it stops at the first
-        // frame with data, or with less than a frame left.
-        let opened = self
-            .core
-            // The decoder cannot read more itself: open what is here.
-            .open_next(src, false)
-            .map_err(crate::engine::reader::protocol_io)?;
-        if !opened.data.is_empty() {
-            let frames = src.split_to(opened.consumed).freeze();
-            return Ok(Some(frames.slice(opened.data)));
+        if let Some(item) = self.next_opened() {
+            return Ok(Some(item));
         }
-        src.advance(opened.consumed);
+        // The decoder cannot read more itself: open every whole frame here,
+        // and take them out of the caller's buffer.
+        let batch = self.core.open_batch(src, false);
+        if batch.consumed > 0 {
+            self.opened = src.split_to(batch.consumed).freeze();
+            if let Some(item) = self.next_opened() {
+                return Ok(Some(item));
+            }
+        }
+        if let Some(e) = batch.error {
+            // After the frames before it; sticky in `ReadCore`.
+            return Err(protocol_io(e));
+        }
         // Make room for a full read (many frames), and always for the rest
         // of the current frame.
         let want = self.core.read_buffer_size();
@@ -152,10 +198,7 @@ impl SecretCodec {
         let (read, write, remote) = establish(est, config)?;
         Ok(SecretCodec {
             encoder: SecretEncoder { core: write },
-            decoder: SecretDecoder {
-                core: read,
-                placeholder: None,
-            },
+            decoder: SecretDecoder::new(read),
             remote,
         })
     }

@@ -397,6 +397,25 @@ impl Sealer {
     }
 }
 
+/// Where a decrypted frame's data lies: its little-endian length prefix
+/// announces `LEN_PREFIX..LEN_PREFIX + len`, and a length above
+/// `frame_size` (or a frame too short for its prefix) is the peer's error.
+/// The one place this rule is written.
+pub(crate) fn frame_data(frame: &[u8], frame_size: usize) -> Result<Range<usize>, ProtocolError> {
+    let prefix: [u8; LEN_PREFIX] = frame
+        .get(..LEN_PREFIX)
+        .and_then(|p| p.try_into().ok())
+        .unwrap_or([0xff; LEN_PREFIX]);
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > frame_size || LEN_PREFIX + len > frame.len() {
+        return Err(ProtocolError::FrameTooLarge {
+            len: len as u64,
+            max: frame_size,
+        });
+    }
+    Ok(LEN_PREFIX..LEN_PREFIX + len)
+}
+
 /// Opens incoming frames for one direction of a connection.
 #[derive(Debug)]
 pub struct Opener {
@@ -510,16 +529,13 @@ impl Opener {
 
     /// The data range a decrypted frame's length prefix announces.
     fn data_range(&self, frame: &[u8]) -> Result<Range<usize>, ProtocolError> {
-        let mut len_bytes = [0u8; LEN_PREFIX];
-        len_bytes.copy_from_slice(&frame[..LEN_PREFIX]);
-        let len = u32::from_le_bytes(len_bytes) as usize;
-        if len > self.frame_size {
-            return Err(ProtocolError::FrameTooLarge {
-                len: len as u64,
-                max: self.frame_size,
-            });
-        }
-        Ok(LEN_PREFIX..LEN_PREFIX + len)
+        frame_data(frame, self.frame_size)
+    }
+
+    /// The error that stopped this opener, if any (every later call
+    /// returns it).
+    pub(crate) fn failure(&self) -> Option<&ProtocolError> {
+        self.failed.as_ref()
     }
 
     /// Free the cipher's expanded key until the next frame (see [`Cipher`]).
