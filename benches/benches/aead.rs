@@ -20,7 +20,7 @@ fn raw_aead(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new(backend.name(), len), &len, |b, _| {
                 b.iter(|| {
                     counter += 1;
-                    cipher.seal_in_place(&p2p_conn::proto::frame::nonce_bytes(counter), &mut buf)
+                    p2p_conn::testkit::internals::seal_at(&cipher, counter, &mut buf)
                 })
             });
         }
@@ -55,8 +55,8 @@ fn framed_seal(c: &mut Criterion) {
 }
 
 fn framed_open(c: &mut Criterion) {
-    use p2p_conn::engine::{FrameReader, ReadCore};
     use p2p_conn::proto::Opener;
+    use p2p_conn::testkit::internals::{FrameReader, ReadCore};
     use std::task::Poll;
     let mut g = c.benchmark_group("reader_64KiB_message");
     let msg = vec![0x42u8; 64 * 1024];

@@ -12,11 +12,11 @@
 
 use std::task::Poll;
 
-use p2p_conn::engine::{FrameWriter, WriteCore};
 use p2p_conn::proto::aead::Cipher;
-use p2p_conn::proto::frame::{nonce_bytes, sealed_frame_len};
+use p2p_conn::proto::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{Backend, Sealer};
+use p2p_conn::testkit::internals::{seal_at, FrameWriter, WriteCore};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -41,7 +41,7 @@ fn main() {
             for _ in 0..messages {
                 for f in buf.chunks_mut(sealed_frame_len(frame)) {
                     let (plain, tag) = f.split_at_mut(4 + frame);
-                    tag.copy_from_slice(&cipher.seal_in_place(&nonce_bytes(counter), plain));
+                    tag.copy_from_slice(&seal_at(&cipher, counter, plain));
                     counter += 1;
                 }
                 checksum = checksum.wrapping_add(u64::from(buf[buf.len() - 1]));

@@ -22,15 +22,16 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use p2p_conn::engine::budget::{Admission, Budget};
-use p2p_conn::engine::{FrameReader, FrameWriter, ReadCore, WriteCore};
-use p2p_conn::io::queue::{Bytes, CloseReason, SendError, Sender};
-use p2p_conn::proto::aead::{Cipher, TAG_LEN};
-use p2p_conn::proto::auth_sig::{self, Varint};
-use p2p_conn::proto::frame::{nonce_bytes, sealed_frame_len, LEN_PREFIX};
+use p2p_conn::io::queue::{Bytes, CloseReason, Overflow, QueueConfig, SendError, Sender};
+use p2p_conn::proto::aead::Cipher;
+use p2p_conn::proto::auth_sig;
+use p2p_conn::proto::wire::{sealed_frame_len, LEN_PREFIX, TAG_LEN};
 use p2p_conn::proto::{Backend, FrameSize, HandshakeParams, Opener, ProtocolError, Sealer, Stage};
+use p2p_conn::testkit::internals::{
+    read_uvarint, seal_at, Admission, Budget, FrameReader, FrameWriter, ReadCore, Varint, WriteCore,
+};
 use p2p_conn::testkit::{self, Conn, Control, Plan, Rates, Rng, TokioConn};
-use p2p_conn::{Config, Identity, Overflow, PublicKey};
+use p2p_conn::{Config, Identity, PublicKey};
 
 /// The fixed frame key of the `frames` (hostile mode) and `roundtrip` targets.
 pub const KEY: [u8; 32] = [0x42; 32];
@@ -379,7 +380,7 @@ fn frames_hostile(inp: &mut Input<'_>, backend: Backend) {
         let pad = if kind & 0x80 != 0 { 0xa5 } else { 0 };
         plain.resize(LEN_PREFIX + fs, pad);
         let clear = plain[LEN_PREFIX..LEN_PREFIX + body_len].to_vec();
-        let tag = cipher.seal_in_place(&nonce_bytes(counter), &mut plain);
+        let tag = seal_at(&cipher, counter, &mut plain);
         plain.extend_from_slice(&tag);
         assert_eq!(plain.len(), sealed);
         wire.extend_from_slice(&plain);
@@ -498,7 +499,7 @@ pub fn auth_sig(data: &[u8]) {
             "re-encoded message decodes differently"
         );
     }
-    match auth_sig::read_uvarint(data) {
+    match read_uvarint(data) {
         Varint::Value(v, n) => {
             assert!(
                 (1..=10).contains(&n) && n <= data.len(),
@@ -506,10 +507,7 @@ pub fn auth_sig(data: &[u8]) {
             );
             let canon = uvarint(v);
             assert!(canon.len() <= n);
-            assert_eq!(
-                auth_sig::read_uvarint(&canon),
-                Varint::Value(v, canon.len())
-            );
+            assert_eq!(read_uvarint(&canon), Varint::Value(v, canon.len()));
         }
         Varint::Incomplete => assert!(data.len() < 10 && data.iter().all(|b| b & 0x80 != 0)),
         Varint::Overflow => assert!(data.len() >= 10),
@@ -955,7 +953,7 @@ pub fn send_queue_run(data: &[u8]) -> SendQueueSummary {
             peer_ctl.set_read_plan(Plan::random(rates));
         }
         let (our_read, our_write) = ours.into_split_locked();
-        let sender = Sender::new(our_write, &setup.ours).expect("a valid queue config");
+        let sender = Sender::new(our_write, &setup.queue).expect("a valid queue config");
         let mut d = SqDriver::new(&setup, sender, our_read, peer, wire);
         for _ in 0..SQ_MAX_STEPS {
             if inp.is_empty() {
@@ -1029,6 +1027,7 @@ fn sq_rates(inp: &mut Input<'_>) -> (u8, Rates) {
 
 struct SqSetup {
     ours: Config,
+    queue: QueueConfig,
     peer: Config,
     capacity: usize,
     drop_at_end: bool,
@@ -1055,7 +1054,7 @@ impl SqSetup {
             64 + usize::from(inp.u16()) % (2048 - 64 + 1)
         };
         let batch = if cfg & 128 != 0 {
-            p2p_conn::DEFAULT_MAX_BATCH_MESSAGES
+            p2p_conn::io::queue::DEFAULT_MAX_BATCH_MESSAGES
         } else {
             1 + usize::from(inp.u8() % 16)
         };
@@ -1073,7 +1072,8 @@ impl SqSetup {
             ours: Config::default()
                 .frame_size(fs)
                 .backend(backend(backends & 15))
-                .flush_size(flush)
+                .flush_size(flush),
+            queue: QueueConfig::default()
                 .max_pending_bytes(max)
                 .overflow(overflow)
                 .max_batch_messages(batch)
@@ -1211,8 +1211,8 @@ impl SqDriver {
             wire_base: wire.wire_len(),
             wire,
             book: Arc::default(),
-            max: setup.ours.max_pending_bytes,
-            overflow: setup.ours.overflow,
+            max: setup.queue.max_pending_bytes,
+            overflow: setup.queue.overflow,
             fs,
             sealed: sealed_frame_len(fs),
             drop_at_end: setup.drop_at_end,
@@ -1494,7 +1494,7 @@ impl SqDriver {
         }
     }
 
-    fn progress(&self) -> (usize, usize, usize, Option<p2p_conn::io::queue::QueueStats>) {
+    fn progress(&self) -> (usize, usize, usize, Option<p2p_conn::stats::QueueStats>) {
         (
             self.seen,
             self.wire.wire_len(),

@@ -24,35 +24,6 @@ pub const DEFAULT_READ_BUFFER: usize = 64 * 1024;
 /// buffer brings no fewer syscalls worth having, only more memory per peer.
 pub const MAX_BUFFER_SIZE: usize = 64 << 20;
 
-/// Default cap on bytes queued in a send queue ([`Config::max_pending_bytes`]):
-/// 1 MiB. Measured with 4 producers of 200 B and 1 KiB messages
-/// (`p2p-conn bench --producers 4 --max-pending-bytes N`): 256 KiB and 1 MiB
-/// give the highest rates; 4 MiB and 16 MiB are slower and cost 10-40% more
-/// CPU per byte (a larger working set), below 64 KiB the writer starves.
-pub const DEFAULT_MAX_PENDING_BYTES: usize = 1 << 20;
-/// Largest accepted [`Config::max_pending_bytes`] (1 GiB).
-pub const MAX_PENDING_BYTES_LIMIT: usize = 1 << 30;
-/// Default bound on a send queue's graceful shutdown (250 ms).
-pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_millis(250);
-/// Default most messages one batch of a send queue takes.
-pub const DEFAULT_MAX_BATCH_MESSAGES: usize = 1024;
-
-/// What a send queue does when a message would take its pending bytes past
-/// [`Config::max_pending_bytes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Overflow {
-    /// `send` waits until the writer has sealed enough to make room.
-    #[default]
-    Backpressure,
-    /// `send` fails at once with a "queue full" error; the connection stays
-    /// up and the message is not queued.
-    Error,
-    /// The connection is closed (once); this and every later `send` fail
-    /// with the overflow as the reason.
-    Disconnect,
-}
-
 /// Settings of one connection. `Config::default()` speaks the CometBFT wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -82,19 +53,6 @@ pub struct Config {
     pub read_buffer_size: usize,
     /// ChaCha20-Poly1305 implementation (a local choice; peers need not agree).
     pub backend: Backend,
-    /// Send queue (`io::queue`): most message bytes queued and not yet
-    /// sealed, per connection. A message (or bundle) at or above the cap is
-    /// counted apart, one at a time, so it never trips the cap by itself.
-    /// 1 to [`MAX_PENDING_BYTES_LIMIT`]. Default 1 MiB.
-    pub max_pending_bytes: usize,
-    /// Send queue: what happens when `max_pending_bytes` would be exceeded.
-    pub overflow: Overflow,
-    /// Send queue: how long `shutdown` lets the writer drain what is queued
-    /// before it sends the FIN anyway. Default 250 ms; must be positive.
-    pub shutdown_timeout: Duration,
-    /// Send queue: most messages sealed into one write. 1 to 65536; default
-    /// 1024.
-    pub max_batch_messages: usize,
 }
 
 impl Default for Config {
@@ -106,10 +64,6 @@ impl Default for Config {
             flush_size: DEFAULT_FLUSH_SIZE,
             read_buffer_size: DEFAULT_READ_BUFFER,
             backend: Backend::default(),
-            max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
-            overflow: Overflow::default(),
-            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
-            max_batch_messages: DEFAULT_MAX_BATCH_MESSAGES,
         }
     }
 }
@@ -146,27 +100,6 @@ impl Config {
         self
     }
 
-    /// Set the send queue's cap on pending bytes.
-    pub fn max_pending_bytes(mut self, n: usize) -> Self {
-        self.max_pending_bytes = n;
-        self
-    }
-    /// Set the send queue's overflow policy.
-    pub fn overflow(mut self, o: Overflow) -> Self {
-        self.overflow = o;
-        self
-    }
-    /// Set the send queue's shutdown bound.
-    pub fn shutdown_timeout(mut self, t: Duration) -> Self {
-        self.shutdown_timeout = t;
-        self
-    }
-    /// Set the most messages per batch of the send queue.
-    pub fn max_batch_messages(mut self, n: usize) -> Self {
-        self.max_batch_messages = n;
-        self
-    }
-
     /// Check every field; the error names the field and its allowed range.
     pub fn validate(&self) -> Result<(), Error> {
         self.handshake_params().map(|_| ())
@@ -189,23 +122,6 @@ impl Config {
                     "{name} is {v}; it must be between 1 and {MAX_BUFFER_SIZE} bytes"
                 )));
             }
-        }
-        if !(1..=MAX_PENDING_BYTES_LIMIT).contains(&self.max_pending_bytes) {
-            return Err(Error::InvalidConfig(format!(
-                "max_pending_bytes is {}; it must be between 1 and {MAX_PENDING_BYTES_LIMIT} bytes",
-                self.max_pending_bytes
-            )));
-        }
-        if self.shutdown_timeout.is_zero() {
-            return Err(Error::InvalidConfig(
-                "shutdown_timeout must be positive".into(),
-            ));
-        }
-        if !(1..=65536).contains(&self.max_batch_messages) {
-            return Err(Error::InvalidConfig(format!(
-                "max_batch_messages is {}; it must be between 1 and 65536",
-                self.max_batch_messages
-            )));
         }
         Ok(HandshakeParams {
             frame_size: FrameSize::new(self.frame_size)?,
@@ -240,11 +156,6 @@ mod tests {
             Config::default().frame_size(63),
             Config::default().frame_size((1 << 20) + 1),
             Config::default().flush_size(0),
-            Config::default().max_pending_bytes(0),
-            Config::default().max_pending_bytes(MAX_PENDING_BYTES_LIMIT + 1),
-            Config::default().shutdown_timeout(Duration::ZERO),
-            Config::default().max_batch_messages(0),
-            Config::default().max_batch_messages(65537),
             Config::default().flush_size(MAX_BUFFER_SIZE + 1),
             Config::default().read_buffer_size(0),
             Config::default().read_buffer_size(usize::MAX),

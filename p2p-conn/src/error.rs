@@ -115,3 +115,11 @@ impl From<Error> for std::io::Error {
         e.into_io()
     }
 }
+
+/// Protocol errors travel through `std::io` as [`Error::Protocol`]
+/// (`ErrorKind::InvalidData`); [`Error::from_io`] gets them back.
+impl From<ProtocolError> for std::io::Error {
+    fn from(e: ProtocolError) -> Self {
+        Error::Protocol(e).into_io()
+    }
+}

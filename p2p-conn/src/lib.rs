@@ -68,7 +68,7 @@
 #![warn(missing_docs)]
 
 mod config;
-pub mod engine;
+mod engine;
 mod error;
 mod events;
 pub mod identity;
@@ -83,9 +83,7 @@ pub mod stats;
 pub mod testkit;
 
 pub use config::{
-    Config, Overflow, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_BATCH_MESSAGES,
-    DEFAULT_MAX_PENDING_BYTES, DEFAULT_READ_BUFFER, DEFAULT_SHUTDOWN_TIMEOUT, MAX_BUFFER_SIZE,
-    MAX_PENDING_BYTES_LIMIT,
+    Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER, MAX_BUFFER_SIZE,
 };
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};

@@ -2,7 +2,7 @@
 //!
 //! One evil peer ([`evil_peer`]) speaks raw bytes over a std `TcpStream`,
 //! built from the public sans-IO pieces (`kdf`, `auth_sig`, `Cipher`,
-//! `Sealer`, `frame::nonce_bytes`). One harness ([`run`]) drives either
+//! `Sealer`, `testkit::internals::seal_at`). One harness ([`run`]) drives either
 //! adapter (`io::tokio::handshake` over a tokio `TcpStream`,
 //! `io::blocking::handshake_tcp` over a std `TcpStream`) against it on
 //! 127.0.0.1, and every test runs its scenarios against both adapters.
@@ -26,10 +26,14 @@ use common::feed;
 use ed25519_dalek::Signer;
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
-use p2p_conn::proto::frame::{nonce_bytes, LEN_PREFIX};
 use p2p_conn::proto::handshake::{Handshake, HandshakeParams, Stage, EPH_MSG_LEN};
+use p2p_conn::proto::wire::LEN_PREFIX;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use p2p_conn::testkit::internals::{
+    handshake_with_ephemeral, opener_at, seal_at, sealer_at, FrameReader, FrameWriter, ReadCore,
+    WriteCore,
+};
 use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
 use tokio::io::AsyncReadExt;
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};
@@ -184,7 +188,7 @@ impl PeerSession {
             eph_public,
             challenge,
             send_key,
-            sealer: sealer_at(&send_key, 0),
+            sealer: peer_sealer(&send_key, 0),
             sent: 0,
             last: Vec::new(),
         }
@@ -229,17 +233,20 @@ impl PeerSession {
         let mut f = vec![0u8; LEN_PREFIX + STANDARD_FRAME_SIZE];
         f[..LEN_PREFIX].copy_from_slice(&declared.to_le_bytes());
         f[LEN_PREFIX..LEN_PREFIX + body.len()].copy_from_slice(body);
-        let tag = Cipher::new(PEER_BACKEND, &self.send_key)
-            .seal_in_place(&nonce_bytes(self.sent), &mut f);
+        let tag = seal_at(
+            &Cipher::new(PEER_BACKEND, &self.send_key),
+            self.sent,
+            &mut f,
+        );
         f.extend_from_slice(&tag);
         self.sent += 1;
-        self.sealer = sealer_at(&self.send_key, self.sent);
+        self.sealer = peer_sealer(&self.send_key, self.sent);
         f
     }
 }
 
-fn sealer_at(key: &[u8; 32], counter: u64) -> Sealer {
-    Sealer::with_counter(Cipher::new(PEER_BACKEND, key), FrameSize::STANDARD, counter)
+fn peer_sealer(key: &[u8; 32], counter: u64) -> Sealer {
+    sealer_at(Cipher::new(PEER_BACKEND, key), FrameSize::STANDARD, counter)
 }
 
 /// The frames that carry the evil peer's authentication.
@@ -339,18 +346,17 @@ fn after_frames_inner(s: &mut PeerSession, after: &After) -> Vec<u8> {
         After::Replay => s.last.clone(),
         After::SkipThen(d) => {
             s.sent += 1;
-            s.sealer = sealer_at(&s.send_key, s.sent);
+            s.sealer = peer_sealer(&s.send_key, s.sent);
             s.frame(d)
         }
         After::StalePadding(d) => {
             let mut f = vec![0xA5u8; LEN_PREFIX + STANDARD_FRAME_SIZE];
             f[..LEN_PREFIX].copy_from_slice(&(d.len() as u32).to_le_bytes());
             f[LEN_PREFIX..LEN_PREFIX + d.len()].copy_from_slice(d);
-            let tag =
-                Cipher::new(PEER_BACKEND, &s.send_key).seal_in_place(&nonce_bytes(s.sent), &mut f);
+            let tag = seal_at(&Cipher::new(PEER_BACKEND, &s.send_key), s.sent, &mut f);
             f.extend_from_slice(&tag);
             s.sent += 1;
-            s.sealer = sealer_at(&s.send_key, s.sent);
+            s.sealer = peer_sealer(&s.send_key, s.sent);
             f
         }
         After::Data(d) => s.data(d),
@@ -1144,10 +1150,9 @@ fn write_fn(sock: &mut TcpStream) -> impl FnMut(&[u8]) -> std::task::Poll<io::Re
 /// counter wraps to 0, and the receiver opens exactly the two frames.
 #[test]
 fn nonce_exhaustion_on_send() {
-    use p2p_conn::engine::{FrameWriter, WriteCore};
     use std::task::Poll;
     let (mut a, mut b) = tcp_pair();
-    let sealer = Sealer::with_counter(
+    let sealer = sealer_at(
         Cipher::new(Backend::default(), &EXHAUST_KEY),
         FrameSize::STANDARD,
         u64::MAX - 1,
@@ -1175,7 +1180,7 @@ fn nonce_exhaustion_on_send() {
     let mut wire = Vec::new();
     b.read_to_end(&mut wire).unwrap();
     assert_eq!(wire.len(), 2 * STANDARD_SEALED_FRAME, "frames on the wire");
-    let mut o = p2p_conn::proto::Opener::with_counter(
+    let mut o = opener_at(
         Cipher::new(PEER_BACKEND, &EXHAUST_KEY),
         FrameSize::STANDARD,
         u64::MAX - 1,
@@ -1195,11 +1200,10 @@ fn nonce_exhaustion_on_send() {
 /// wrapped counter), and keeps failing.
 #[test]
 fn nonce_exhaustion_on_receive() {
-    use p2p_conn::engine::{FrameReader, ReadCore};
     use std::task::Poll;
     let (mut a, mut b) = tcp_pair();
     let mut wire = Vec::new();
-    Sealer::with_counter(
+    sealer_at(
         Cipher::new(PEER_BACKEND, &EXHAUST_KEY),
         FrameSize::STANDARD,
         u64::MAX,
@@ -1207,12 +1211,12 @@ fn nonce_exhaustion_on_receive() {
     .seal_frame(b"the very last frame", &mut wire)
     .unwrap();
     // What a wrapped counter would accept: a frame sealed at 0.
-    sealer_at(&EXHAUST_KEY, 0)
+    peer_sealer(&EXHAUST_KEY, 0)
         .seal_frame(b"wrapped", &mut wire)
         .unwrap();
     a.write_all(&wire).unwrap();
     a.shutdown(Shutdown::Write).unwrap();
-    let opener = p2p_conn::proto::Opener::with_counter(
+    let opener = opener_at(
         Cipher::new(Backend::default(), &EXHAUST_KEY),
         FrameSize::STANDARD,
         u64::MAX,
@@ -1322,13 +1326,13 @@ fn reflected_key_rejected_by_state_machine() {
 }
 
 /// The honest sans-IO machine can play the peer too: complete a handshake
-/// with `Handshake::with_ephemeral_secret`, then seal a frame with its sealer.
+/// with `testkit::internals::handshake_with_ephemeral`, then seal a frame with its sealer.
 #[test]
 fn state_machine_as_peer_matches_hand_derived_keys() {
     let victim_id = Identity::generate();
     let mut victim = Handshake::new(&victim_id, HandshakeParams::default());
     let victim_eph = victim.local_ephemeral_key();
-    let mut peer = Handshake::with_ephemeral_secret(
+    let mut peer = handshake_with_ephemeral(
         &Identity::from_seed(&PEER_SEED),
         HandshakeParams {
             backend: PEER_BACKEND,

@@ -43,7 +43,7 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         let (x, y) = connect().await;
         let connected = live();
         let (read, write) = y.into_split();
-        let sender = Sender::new(write, &cfg).unwrap();
+        let sender = Sender::new(write, &Default::default()).unwrap();
         let queued = live();
         let per_connection = (connected - before) / 2;
         let queue = queued - connected;

@@ -107,7 +107,7 @@ fn connection_and_queue_series_carry_the_stats() {
 
             // The queue's series, labelled by peer.
             let (_read, write) = a.into_split();
-            let q = p2p_conn::io::queue::Sender::new(write, &cfg).unwrap();
+            let q = p2p_conn::io::queue::Sender::new(write, &Default::default()).unwrap();
             for i in 0..5u8 {
                 q.send(vec![i; 100]).await.unwrap();
             }

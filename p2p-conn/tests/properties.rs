@@ -584,7 +584,7 @@ proptest! {
         ]
     ) {
         let _ = auth_sig::decode(&body);
-        let _ = auth_sig::read_uvarint(&body);
+        let _ = p2p_conn::testkit::internals::read_uvarint(&body);
     }
 
     /// Encoding then decoding any key and signature is the identity.

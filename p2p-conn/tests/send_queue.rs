@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::go_peer::{go_listen, go_peer, GoVersion};
 use common::process::Feed;
-use p2p_conn::io::queue::{CloseReason, SendError, Sender};
+use p2p_conn::io::queue::{CloseReason, Overflow, QueueConfig, SendError, Sender};
 use p2p_conn::io::tokio::{handshake, SecretConnection};
-use p2p_conn::{Config, Identity, Overflow};
+use p2p_conn::{Config, Identity};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
@@ -27,7 +27,7 @@ struct Pair {
     peer: SecretConnection<TcpStream>,
 }
 
-async fn pair(cfg: &Config, buffers: Option<u32>) -> Pair {
+async fn pair(cfg: &QueueConfig, buffers: Option<u32>) -> Pair {
     let listen = TcpSocket::new_v4().unwrap();
     if let Some(b) = buffers {
         listen.set_recv_buffer_size(b).unwrap();
@@ -48,7 +48,9 @@ async fn pair(cfg: &Config, buffers: Option<u32>) -> Pair {
     }
     let tcp = dial.connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
-    let conn = handshake(tcp, &Identity::generate(), cfg).await.unwrap();
+    let conn = handshake(tcp, &Identity::generate(), &Config::default())
+        .await
+        .unwrap();
     let (ours, write) = conn.into_split();
     let sender = Sender::with_addr(write, Some(addr), cfg).unwrap();
     Pair {
@@ -85,7 +87,7 @@ const SMALL: Option<u32> = Some(4096);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_producers_bundles_arrive_whole_once_and_in_order() {
-    let cfg = Config::default();
+    let cfg = QueueConfig::default();
     let mut p = pair(&cfg, None).await;
     const PRODUCERS: u8 = 4;
     const BUNDLES: u32 = 300;
@@ -188,7 +190,7 @@ async fn fill(sender: &Sender) -> (usize, SendError) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_disconnect_closes_once_without_a_torn_frame() {
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Disconnect);
     let mut p = pair(&cfg, SMALL).await;
@@ -228,7 +230,7 @@ async fn overflow_disconnect_closes_once_without_a_torn_frame() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_error_fails_the_send_and_the_connection_stays_usable() {
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Error);
     let mut p = pair(&cfg, SMALL).await;
@@ -249,7 +251,7 @@ async fn overflow_error_fails_the_send_and_the_connection_stays_usable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflow_backpressure_waits_until_the_peer_reads() {
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Backpressure);
     let mut p = pair(&cfg, SMALL).await;
@@ -304,7 +306,7 @@ async fn overflow_backpressure_waits_until_the_peer_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_at_the_cap_does_not_disconnect_its_sender() {
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Disconnect);
     let mut p = pair(&cfg, SMALL).await;
@@ -324,7 +326,7 @@ async fn a_message_at_the_cap_does_not_disconnect_its_sender() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_returns_at_once_and_the_fin_comes_within_the_bound() {
     let bound = Duration::from_millis(250);
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 << 20)
         .shutdown_timeout(bound);
     let mut p = pair(&cfg, SMALL).await;
@@ -373,7 +375,7 @@ async fn shutdown_returns_at_once_and_the_fin_comes_within_the_bound() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reason_queued_before_shutdown_reaches_a_throttled_reader_before_the_fin() {
-    let cfg = Config::default();
+    let cfg = QueueConfig::default();
     // 16 KiB socket buffers each way: most of the 64 KiB backlog is still in
     // the queue when shutdown is called.
     let mut p = pair(&cfg, Some(16 * 1024)).await;
@@ -404,7 +406,7 @@ async fn a_reason_queued_before_shutdown_reaches_a_throttled_reader_before_the_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_stops_at_once_and_every_waiter_learns_why() {
-    let cfg = Config::default().max_pending_bytes(64 * 1024);
+    let cfg = QueueConfig::default().max_pending_bytes(64 * 1024);
     let p = pair(&cfg, SMALL).await;
     p.sender.send(vec![1u8; 32 * 1024]).await.unwrap();
     let s2 = p.sender.clone();
@@ -500,7 +502,7 @@ async fn dial_queue(
         .await
         .unwrap();
     let (read, write) = conn.into_split();
-    (Sender::new(write, &Config::default()).unwrap(), read)
+    (Sender::new(write, &QueueConfig::default()).unwrap(), read)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -591,7 +593,7 @@ async fn an_overflow_warning_names_the_peer_its_address_and_the_setting() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let cfg = Config::default()
+    let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Error);
     let p = pair(&cfg, SMALL).await;

@@ -249,7 +249,7 @@ fn send_queue_reports_wait_and_writer_counters() {
         let (a, b) = tokio_tcp_pair(&cfg).await;
         let mut b = b;
         let (_read, write) = a.into_split();
-        let q = p2p_conn::io::queue::Sender::new(write, &cfg).unwrap();
+        let q = p2p_conn::io::queue::Sender::new(write, &Default::default()).unwrap();
         for i in 0..50u8 {
             q.send(vec![i; 300]).await.unwrap();
         }

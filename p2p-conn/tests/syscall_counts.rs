@@ -33,12 +33,12 @@ use std::io::{IoSlice, Write};
 
 use bytes::Bytes;
 use common::{
-    block_on, connect, is_would_block, pair, payload, sealed_len, Conn, Control, End, Rng, StdConn,
-    TokioConn,
+    block_on, connect, is_would_block, pair, payload, Conn, Control, End, Rng, StdConn, TokioConn,
 };
 use futures::{FutureExt, SinkExt};
-use p2p_conn::engine::WRITE_BUFFER_KEEP;
 use p2p_conn::io::codec;
+use p2p_conn::proto::sealed_len;
+use p2p_conn::testkit::internals::WRITE_BUFFER_KEEP;
 use p2p_conn::{Config, Identity, DEFAULT_FLUSH_SIZE};
 use tokio::io::AsyncWriteExt;
 

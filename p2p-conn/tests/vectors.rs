@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use common::run_handshakes;
 use p2p_conn::proto::aead::Cipher;
-use p2p_conn::proto::handshake::{Handshake, HandshakeParams};
+use p2p_conn::proto::handshake::HandshakeParams;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_SEALED_FRAME};
 use p2p_conn::Identity;
@@ -139,8 +139,16 @@ fn full_handshake_known_answers() {
         };
         let alice = Identity::from_seed(&h32(&v, "alice_ed25519_seed"));
         let bob = Identity::from_seed(&h32(&v, "bob_ed25519_seed"));
-        let a = Handshake::with_ephemeral_secret(&alice, params, h32(&v, "alice_x25519_sk"));
-        let b = Handshake::with_ephemeral_secret(&bob, params, h32(&v, "bob_x25519_sk"));
+        let a = p2p_conn::testkit::internals::handshake_with_ephemeral(
+            &alice,
+            params,
+            h32(&v, "alice_x25519_sk"),
+        );
+        let b = p2p_conn::testkit::internals::handshake_with_ephemeral(
+            &bob,
+            params,
+            h32(&v, "bob_x25519_sk"),
+        );
         assert_eq!(hex::encode(a.outgoing()), v["alice_initial_msg"]);
         assert_eq!(a.local_ephemeral_key(), h32(&v, "alice_x25519_pk"));
         assert_eq!(b.local_ephemeral_key(), h32(&v, "bob_x25519_pk"));

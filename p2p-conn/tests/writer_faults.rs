@@ -32,17 +32,19 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{
-    block_on, check_bytes, connect, is_would_block, pair, payload, proptest_config, sealed_len,
-    Conn, Control, End, Plan, Rates, Rng, StdConn, TokioConn,
+    block_on, check_bytes, connect, is_would_block, pair, payload, proptest_config, Conn, Control,
+    End, Plan, Rates, Rng, StdConn, TokioConn,
 };
 use futures::poll;
-use p2p_conn::engine::{poll_handshake, FrameReader, PollIo, ReadCore};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::proto::aead::Cipher;
-use p2p_conn::proto::frame::nonce_bytes;
-use p2p_conn::proto::handshake::{Handshake, HandshakeParams};
+use p2p_conn::proto::handshake::HandshakeParams;
+use p2p_conn::proto::sealed_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{kdf, Backend, Opener};
+use p2p_conn::testkit::internals::{
+    handshake_with_ephemeral, open_at, poll_handshake, FrameReader, PollIo, ReadCore,
+};
 use p2p_conn::{Config, Error, Identity};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -57,7 +59,7 @@ fn retry_kind(e: &io::Error) -> bool {
 
 /// Plaintext bytes one write accepts at most (`FrameWriter::max_chunk`).
 fn max_chunk(flush_size: usize, frame: usize) -> usize {
-    (flush_size / (frame + 20)).max(1) * frame
+    FrameSize::new(frame).unwrap().flush_chunk(flush_size)
 }
 
 // ---------------------------------------------------------------------------
@@ -762,7 +764,7 @@ impl Peer {
             frame_size: FrameSize::new(config.frame_size).expect("valid frame size"),
             backend: config.backend,
         };
-        let mut hs = Handshake::with_ephemeral_secret(&Identity::generate(), params, secret);
+        let mut hs = handshake_with_ephemeral(&Identity::generate(), params, secret);
         match poll_handshake(&mut hs, &mut StdPoll(&mut end)) {
             Poll::Ready(r) => r.expect("peer handshake"),
             Poll::Pending => unreachable!("the pipe blocks during the handshake"),
@@ -820,7 +822,7 @@ fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
                 let cipher = Cipher::new(Backend::Ring, &keys.recv);
                 let opens_with = (0..frames as u64 + 2).find(|&c| {
                     let mut b = f.to_vec();
-                    cipher.open_in_place(&nonce_bytes(c), &mut b).is_ok()
+                    open_at(&cipher, c, &mut b)
                 });
                 panic!(
                     "frame {i} of {frames} on the wire does not open with counter {i} ({e}); \

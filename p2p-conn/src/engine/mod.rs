@@ -23,6 +23,7 @@
 //! No locking (each engine has one owner: a connection or one of its halves),
 //! no timers, no I/O of its own.
 
+#[cfg(any(feature = "queue", feature = "testkit"))]
 pub mod budget;
 pub mod handshake;
 pub mod reader;
@@ -30,7 +31,7 @@ pub mod writer;
 
 pub use handshake::{poll_handshake, PollIo};
 pub use reader::{FrameReader, ReadCore};
-pub use writer::{Backlog, FrameWriter, WriteCore, WRITE_BUFFER_KEEP};
+pub use writer::{FrameWriter, WriteCore};
 
 use crate::proto::Established;
 use crate::stats::ConnStats;

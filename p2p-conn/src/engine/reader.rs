@@ -47,10 +47,10 @@ use std::io;
 use std::ops::Range;
 use std::task::Poll;
 
-use crate::proto::frame::{frame_data, sealed_frame_len, GROUP_FRAMES};
+use crate::proto::frame::frame_data;
+use crate::proto::wire::{sealed_frame_len, GROUP_FRAMES};
 use crate::proto::{Opener, ProtocolError};
 use crate::stats::{self, RecvRecorder, RecvStats, Transfer};
-use crate::Error;
 
 /// Plaintext that arrived with the handshake. `Debug` shows its length only.
 #[derive(Default)]
@@ -262,11 +262,6 @@ pub(crate) fn next_opened(
     None
 }
 
-/// Protocol errors travel through `std::io` as [`Error::Protocol`].
-pub(crate) fn protocol_io(e: ProtocolError) -> io::Error {
-    Error::Protocol(e).into_io()
-}
-
 /// The buffered frame reader of the tokio and std adapters: [`ReadCore`] over
 /// a receive buffer it owns. See the module docs.
 pub struct FrameReader {
@@ -308,7 +303,7 @@ enum ReadFailure {
 impl ReadFailure {
     fn to_io(&self) -> io::Error {
         match self {
-            ReadFailure::Protocol(e) => protocol_io(e.clone()),
+            ReadFailure::Protocol(e) => e.clone().into(),
             ReadFailure::Io(kind, msg) => io::Error::new(*kind, msg.clone()),
         }
     }
@@ -612,6 +607,7 @@ mod tests {
     use super::*;
     use crate::proto::aead::Cipher;
     use crate::proto::{Backend, FrameSize, Sealer};
+    use crate::Error;
 
     fn pair() -> (Sealer, ReadCore) {
         let key = [5u8; 32];

@@ -40,7 +40,6 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::task::Poll;
 
-use super::reader::protocol_io;
 use crate::proto::{SealBuf, Sealer};
 use crate::stats::{self, SendRecorder, SendStats, Stamp, Transfer};
 use crate::Error;
@@ -67,7 +66,7 @@ impl WriteCore {
         let fs = sealer.frame_size();
         let flush_bytes = fs.whole_frames(flush_size);
         WriteCore {
-            max_chunk: flush_bytes / fs.sealed_len() * fs.get(),
+            max_chunk: fs.flush_chunk(flush_size),
             flush_bytes,
             sealer,
             poisoned: false,
@@ -114,7 +113,7 @@ impl WriteCore {
         let total = len.min(parts.iter().map(|p| p.len()).sum());
         self.sealer
             .seal_append_prefix(parts, total, out)
-            .map_err(protocol_io)?;
+            .map_err(io::Error::from)?;
         Ok(total)
     }
 }

@@ -39,10 +39,58 @@ pub enum Blocking {}
 
 /// An authenticated, encrypted byte stream over a blocking transport `T`.
 pub type SecretConnection<T> = SecretStream<T, Duplex, Blocking>;
-/// The receiving half of a split TCP [`SecretConnection`].
-pub type ReadHalf = SecretStream<TcpStream, FrameReader, Blocking>;
-/// The sending half of a split TCP [`SecretConnection`].
-pub type WriteHalf = SecretStream<TcpStream, FrameWriter, Blocking>;
+/// The receiving half of a split [`SecretConnection`], over transport half
+/// `R` (a TCP connection's by default).
+pub type ReadHalf<R = TcpStream> = SecretStream<R, FrameReader, Blocking>;
+/// The sending half of a split [`SecretConnection`], over transport half
+/// `W` (a TCP connection's by default).
+pub type WriteHalf<W = TcpStream> = SecretStream<W, FrameWriter, Blocking>;
+
+/// A blocking transport that splits into halves usable from two threads,
+/// which [`SecretConnection::split`] wraps (std's `TcpStream`: the socket is
+/// cloned).
+pub trait Split: Sized {
+    /// The read half.
+    type Read: Read + Rejoin<Write = Self::Write, Whole = Self>;
+    /// The write half.
+    type Write: Write;
+    /// Split the transport.
+    fn split(self) -> io::Result<(Self::Read, Self::Write)>;
+}
+
+/// A transport read half that can be put back together with its write half
+/// ([`ReadHalf::reunite`]).
+pub trait Rejoin: Sized {
+    /// The matching write half.
+    type Write;
+    /// The whole transport.
+    type Whole;
+    /// Put the halves back together; hands them back if they are not from the
+    /// same transport.
+    fn rejoin(self, write: Self::Write) -> Result<Self::Whole, (Self, Self::Write)>;
+}
+
+impl Split for TcpStream {
+    type Read = TcpStream;
+    type Write = TcpStream;
+    fn split(self) -> io::Result<(TcpStream, TcpStream)> {
+        Ok((self.try_clone()?, self))
+    }
+}
+
+impl Rejoin for TcpStream {
+    type Write = TcpStream;
+    type Whole = TcpStream;
+    /// The halves are one connection when both sockets have the same local
+    /// and peer addresses.
+    fn rejoin(self, write: TcpStream) -> Result<TcpStream, (TcpStream, TcpStream)> {
+        let ends = |s: &TcpStream| (s.local_addr().ok(), s.peer_addr().ok());
+        match (ends(&self), ends(&write)) {
+            ((Some(a), Some(b)), (Some(c), Some(d))) if a == c && b == d => Ok(write),
+            _ => Err((self, write)),
+        }
+    }
+}
 
 fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
     match r {
@@ -278,30 +326,28 @@ impl<E: HasWriter> SecretStream<TcpStream, E, Blocking> {
     }
 }
 
-impl SecretConnection<TcpStream> {
-    /// Split into halves usable from two threads (the socket is cloned).
-    pub fn split(self) -> io::Result<(ReadHalf, WriteHalf)> {
-        let read_io = self.io.try_clone()?;
-        Ok(self.split_with(|w| (read_io, w)))
+/// The halves [`SecretConnection::split`] makes of a connection over `T`.
+pub type SplitHalves<T> = (ReadHalf<<T as Split>::Read>, WriteHalf<<T as Split>::Write>);
+
+impl<T: Split> SecretConnection<T> {
+    /// Split into halves usable from two threads (for a `TcpStream`, the
+    /// socket is cloned).
+    pub fn split(self) -> io::Result<SplitHalves<T>> {
+        self.try_split_with(Split::split)
     }
 }
 
-impl ReadHalf {
+impl<R: Rejoin> ReadHalf<R> {
     /// Put this half and `write` back together into the connection they were
-    /// split from. Halves whose sockets have different local or peer
-    /// addresses (so are not one TCP connection) are handed back.
+    /// split from. Halves that are not one transport ([`Rejoin::rejoin`]:
+    /// for TCP, sockets with different local or peer addresses) are handed
+    /// back.
     // The halves go back whole in the error; reuniting is rare.
-    #[allow(clippy::result_large_err)]
+    #[allow(clippy::result_large_err, clippy::type_complexity)]
     pub fn reunite(
         self,
-        write: WriteHalf,
-    ) -> Result<SecretConnection<TcpStream>, ReuniteError<ReadHalf, WriteHalf>> {
-        SecretConnection::reunite_with(self, write, |r, w| {
-            let ends = |s: &TcpStream| (s.local_addr().ok(), s.peer_addr().ok());
-            match (ends(&r), ends(&w)) {
-                ((Some(a), Some(b)), (Some(c), Some(d))) if a == c && b == d => Ok(w),
-                _ => Err((r, w)),
-            }
-        })
+        write: WriteHalf<R::Write>,
+    ) -> Result<SecretConnection<R::Whole>, ReuniteError<Self, WriteHalf<R::Write>>> {
+        SecretConnection::reunite_with(self, write, Rejoin::rejoin)
     }
 }

@@ -54,7 +54,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::codec::{Decoder, Encoder, Framed, FramedRead, FramedWrite};
 
-use crate::engine::reader::{next_opened, protocol_io};
+use crate::engine::reader::next_opened;
 use crate::engine::{establish, ReadCore, WriteCore};
 use crate::events::Handshaking;
 use crate::io::tokio::{run_handshake, Split};
@@ -159,7 +159,7 @@ impl Decoder for SecretDecoder {
         }
         if let Some(e) = batch.error {
             // After the frames before it; sticky in `ReadCore`.
-            return Err(protocol_io(e));
+            return Err(e.into());
         }
         // Make room for a full read (many frames), and always for the rest
         // of the current frame.

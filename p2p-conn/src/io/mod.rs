@@ -118,13 +118,26 @@ impl<T, A> SecretStream<T, Duplex, A> {
 
     /// Split into a read half over `split(transport).0` and a write half over
     /// `split(transport).1`.
+    #[cfg(feature = "tokio")]
     pub(crate) fn split_with<R, W>(self, split: impl FnOnce(T) -> (R, W)) -> Halves<R, W, A> {
-        let (r, w) = split(self.io);
+        match self.try_split_with(|io| Ok::<_, std::convert::Infallible>(split(io))) {
+            Ok(halves) => halves,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Self::split_with`] for a transport whose split can fail (a std
+    /// socket's `try_clone`).
+    pub(crate) fn try_split_with<R, W, X>(
+        self,
+        split: impl FnOnce(T) -> Result<(R, W), X>,
+    ) -> Result<Halves<R, W, A>, X> {
+        let (r, w) = split(self.io)?;
         let Duplex { reader, writer } = self.engines;
-        (
+        Ok((
             SecretStream::new(r, reader, self.remote),
             SecretStream::new(w, writer, self.remote),
-        )
+        ))
     }
 
     /// Put two halves back together: `join` gets their transports and

@@ -15,6 +15,7 @@
 //! key of exactly 32 bytes and a signature of exactly 64 bytes are accepted.
 
 use super::error::ProtocolError;
+use super::varint::{read_uvarint, Varint};
 
 /// Length of the delimited Ed25519 AuthSigMessage, prefix included.
 pub const AUTH_SIG_MSG_LEN: usize = 103;
@@ -30,35 +31,6 @@ pub fn encode(public_key: &[u8; 32], signature: &[u8; 64]) -> [u8; AUTH_SIG_MSG_
     m[37..39].copy_from_slice(&[0x12, 0x40]);
     m[39..].copy_from_slice(signature);
     m
-}
-
-/// Result of reading a varint from the front of a buffer.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Varint {
-    /// Decoded value and the number of bytes it used.
-    Value(u64, usize),
-    /// The buffer ends inside the varint.
-    Incomplete,
-    /// More than 64 bits.
-    Overflow,
-}
-
-/// Decode an unsigned LEB128 varint from the front of `buf`.
-pub fn read_uvarint(buf: &[u8]) -> Varint {
-    let mut value: u64 = 0;
-    for (i, &b) in buf.iter().enumerate() {
-        if i == 9 && b > 1 {
-            return Varint::Overflow;
-        }
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Varint::Value(value, i + 1);
-        }
-        if i == 9 {
-            return Varint::Overflow;
-        }
-    }
-    Varint::Incomplete
 }
 
 fn malformed(msg: impl Into<String>) -> ProtocolError {

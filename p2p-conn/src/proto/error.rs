@@ -44,6 +44,24 @@ pub enum ProtocolError {
         /// The configured frame data size.
         max: usize,
     },
+    /// More data was handed to [`crate::proto::Sealer::seal_frame`] than one
+    /// frame carries (a caller bug).
+    #[error("a frame carries at most {max} data bytes, not {len}")]
+    ChunkTooLarge {
+        /// Bytes handed over.
+        len: usize,
+        /// The frame data size.
+        max: usize,
+    },
+    /// A sealed frame handed to the opener is not one sealed frame long
+    /// (a caller bug: the frame size both peers use is fixed).
+    #[error("a sealed frame is {expected} bytes, not {len}")]
+    WrongFrameLength {
+        /// Bytes handed over.
+        len: usize,
+        /// [`crate::proto::sealed_frame_len`] of the frame size.
+        expected: usize,
+    },
     /// This direction used every one of its 2^64 nonces; the connection must be
     /// re-established. Nothing was sealed or opened with a reused nonce.
     #[error("nonce counter exhausted: the connection must be re-established")]

@@ -28,26 +28,14 @@
 
 use std::ops::Range;
 
-use super::aead::{Cipher, NONCE_LEN, TAG_LEN};
+use super::aead::Cipher;
 use super::error::ProtocolError;
-
-/// Bytes of the little-endian length prefix inside each frame.
-pub const LEN_PREFIX: usize = 4;
-/// Data bytes per frame on the standard CometBFT wire.
-pub const STANDARD_FRAME_SIZE: usize = 1024;
-/// Sealed bytes per frame on the standard CometBFT wire (1044).
-pub const STANDARD_SEALED_FRAME: usize = LEN_PREFIX + STANDARD_FRAME_SIZE + TAG_LEN;
-/// Frames the multi-frame engine (`Backend::Avx512`) seals or opens at once.
-pub(crate) const GROUP_FRAMES: usize = 16;
-/// Smallest frame data size accepted in a non-standard profile.
-pub const MIN_FRAME_SIZE: usize = 64;
-/// Largest frame data size accepted in a non-standard profile (1 MiB).
-pub const MAX_FRAME_SIZE: usize = 1 << 20;
-
-/// Sealed length of one frame of `frame_size` data bytes.
-pub const fn sealed_frame_len(frame_size: usize) -> usize {
-    LEN_PREFIX + frame_size + TAG_LEN
-}
+#[cfg(feature = "avx512")]
+use super::wire::GROUP_FRAMES;
+use super::wire::{
+    nonce_bytes, sealed_frame_len, sealed_len, LEN_PREFIX, MAX_FRAME_SIZE, MIN_FRAME_SIZE,
+    STANDARD_FRAME_SIZE, TAG_LEN,
+};
 
 /// A frame data size that has been checked once, at the edge (in
 /// [`crate::Config::validate`] or [`FrameSize::new`]): every [`Sealer`],
@@ -90,19 +78,19 @@ impl FrameSize {
             frames * self.sealed_len()
         }
     }
+
+    /// Plaintext bytes that one flush of `flush_size` sealed bytes carries
+    /// at most ([`Self::whole_frames`] of full frames): the most one write
+    /// call of a connection takes.
+    pub const fn flush_chunk(self, flush_size: usize) -> usize {
+        self.whole_frames(flush_size) / self.sealed_len() * self.0
+    }
 }
 
 impl Default for FrameSize {
     fn default() -> Self {
         FrameSize::STANDARD
     }
-}
-
-/// The 12-byte nonce of frame number `counter`.
-pub fn nonce_bytes(counter: u64) -> [u8; NONCE_LEN] {
-    let mut n = [0u8; NONCE_LEN];
-    n[4..].copy_from_slice(&counter.to_le_bytes());
-    n
 }
 
 /// A per-direction frame counter that refuses to wrap.
@@ -198,9 +186,10 @@ impl Sealer {
         Self::with_counter(cipher, frame_size, 0)
     }
 
-    /// A sealer whose next frame uses `counter`. Intended for tests that need a
-    /// counter near exhaustion; a real connection always starts at 0.
-    pub fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
+    /// A sealer whose next frame uses `counter`: for tests that need a
+    /// counter near exhaustion (`testkit::sealer_at`); a real connection
+    /// always starts at 0.
+    pub(crate) fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
         Sealer {
             cipher,
             counter: Counter::starting_at(counter),
@@ -225,7 +214,7 @@ impl Sealer {
 
     /// Sealed bytes produced for `len` plaintext bytes.
     pub fn sealed_len(&self, len: usize) -> usize {
-        self.frames_for(len) * self.sealed_frame_len()
+        sealed_len(len, self.frame_size)
     }
 
     /// Seal all of `data` as consecutive frames appended to `out`.
@@ -388,8 +377,8 @@ impl Sealer {
         out: &mut B,
     ) -> Result<(), ProtocolError> {
         if chunk.len() > self.frame_size {
-            return Err(ProtocolError::FrameTooLarge {
-                len: chunk.len() as u64,
+            return Err(ProtocolError::ChunkTooLarge {
+                len: chunk.len(),
                 max: self.frame_size,
             });
         }
@@ -431,8 +420,9 @@ impl Opener {
         Self::with_counter(cipher, frame_size, 0)
     }
 
-    /// An opener whose next frame uses `counter` (tests only; see [`Sealer::with_counter`]).
-    pub fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
+    /// An opener whose next frame uses `counter` (tests only:
+    /// `testkit::opener_at`).
+    pub(crate) fn with_counter(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Self {
         Opener {
             cipher,
             counter: Counter::starting_at(counter),
@@ -545,9 +535,9 @@ impl Opener {
 
     fn open_inner(&mut self, frame: &mut [u8]) -> Result<Range<usize>, ProtocolError> {
         if frame.len() != self.sealed_frame_len() {
-            return Err(ProtocolError::FrameTooLarge {
-                len: frame.len() as u64,
-                max: self.sealed_frame_len(),
+            return Err(ProtocolError::WrongFrameLength {
+                len: frame.len(),
+                expected: self.sealed_frame_len(),
             });
         }
         if self.counter.exhausted {
@@ -566,6 +556,7 @@ impl Opener {
 #[cfg(test)]
 mod tests {
     use super::super::aead::Backend;
+    use super::super::wire::STANDARD_SEALED_FRAME;
     use super::*;
 
     fn pair(backend: Backend, fs: usize, counter: u64) -> (Sealer, Opener) {

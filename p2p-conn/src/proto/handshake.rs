@@ -42,10 +42,11 @@ use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 use zeroize::Zeroizing;
 
 use super::aead::{Backend, Cipher};
-use super::auth_sig::{self, read_uvarint, Varint, MAX_AUTH_SIG_BODY};
+use super::auth_sig::{self, MAX_AUTH_SIG_BODY};
 use super::error::ProtocolError;
 use super::frame::{FrameSize, Opener, Sealer};
 use super::kdf;
+use super::varint::{read_uvarint, Varint};
 use crate::identity::{Identity, PublicKey};
 
 /// Length of the plaintext ephemeral-key message.
@@ -179,9 +180,10 @@ impl Handshake {
     }
 
     /// Start a handshake with a given ephemeral secret (raw bytes, clamped per
-    /// RFC 7748 when used). For known-answer tests; production code uses
+    /// RFC 7748 when used). For known-answer tests
+    /// (`testkit::handshake_with_ephemeral`); production code uses
     /// [`Handshake::new`].
-    pub fn with_ephemeral_secret(
+    pub(crate) fn with_ephemeral_secret(
         identity: &Identity,
         params: HandshakeParams,
         secret: [u8; 32],

@@ -15,11 +15,11 @@ pub mod handshake;
 pub mod kdf;
 #[cfg(feature = "avx512")]
 mod multiframe;
+pub(crate) mod varint;
+pub mod wire;
 
-pub use aead::Backend;
+pub use aead::{Backend, ParseBackendError};
 pub use error::ProtocolError;
-pub use frame::{
-    sealed_frame_len, FrameSize, Opener, SealBuf, Sealer, STANDARD_FRAME_SIZE,
-    STANDARD_SEALED_FRAME,
-};
+pub use frame::{FrameSize, Opener, SealBuf, Sealer};
 pub use handshake::{Established, Handshake, HandshakeParams, Stage};
+pub use wire::{sealed_frame_len, sealed_len, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};

@@ -115,8 +115,8 @@ pub struct WorkloadArgs {
     /// shared lock
     #[arg(long, value_enum, default_value_t = crate::producers::SendPath::Queue)]
     pub send_path: crate::producers::SendPath,
-    /// With --producers and the queue: Config::max_pending_bytes
-    #[arg(long, default_value_t = p2p_conn::DEFAULT_MAX_PENDING_BYTES)]
+    /// With --producers and the queue: QueueConfig::max_pending_bytes
+    #[arg(long, default_value_t = p2p_conn::io::queue::DEFAULT_MAX_PENDING_BYTES)]
     pub max_pending_bytes: usize,
     /// With --producers: pace the producers to this many messages per second
     /// in all (1 ms ticks) and report send-to-receive latency (p50, p99)
@@ -142,9 +142,15 @@ impl WorkloadArgs {
 
     /// The connection settings, validated.
     pub fn config(&self) -> Result<Config, String> {
-        let cfg = self.wire.config().max_pending_bytes(self.max_pending_bytes);
+        let cfg = self.wire.config();
         cfg.validate().map_err(s)?;
+        self.queue_config().validate().map_err(s)?;
         Ok(cfg)
+    }
+
+    /// The send queue's settings.
+    pub fn queue_config(&self) -> p2p_conn::io::queue::QueueConfig {
+        p2p_conn::io::queue::QueueConfig::default().max_pending_bytes(self.max_pending_bytes)
     }
 }
 
@@ -477,6 +483,7 @@ pub fn run_ours(args: &WorkloadArgs, w: &Workload, cfg: &Config) -> Result<Row, 
                 args.producers,
                 per,
                 cfg,
+                &args.queue_config(),
                 args.send_path,
                 args.rate,
             ))

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use p2p_conn::io::queue::QueueStats;
+use p2p_conn::stats::QueueStats;
 use p2p_conn::stats::{ConnStats, ENABLED};
 
 /// One direction of a run as our side saw it: the send side of the sending

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use p2p_conn::io::queue::Sender;
+use p2p_conn::io::queue::{QueueConfig, Sender};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::{Config, Identity};
 use tokio::io::AsyncBufReadExt;
@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use crate::bench::{s, Latency, Mark, Row};
 use crate::breakdown::Breakdown;
-use p2p_conn::io::queue::QueueStats;
-use p2p_conn::stats::{ConnStats, ENABLED};
+use p2p_conn::stats::{ConnStats, QueueStats, ENABLED};
 
 /// How producers reach the socket.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,6 +210,7 @@ pub async fn run(
     producers: usize,
     per: u64,
     cfg: &Config,
+    queue: &QueueConfig,
     path: SendPath,
     rate: Option<u64>,
 ) -> Result<Row, String> {
@@ -262,7 +262,7 @@ pub async fn run(
         .map_err(s)?;
     let (_read, write) = conn.into_split();
     let out = Arc::new(match path {
-        SendPath::Queue => Out::Queue(Sender::with_addr(write, Some(addr), cfg).map_err(s)?),
+        SendPath::Queue => Out::Queue(Sender::with_addr(write, Some(addr), queue).map_err(s)?),
         SendPath::Lock => Out::Lock(tokio::sync::Mutex::new(write)),
     });
     let start = Mark::now();

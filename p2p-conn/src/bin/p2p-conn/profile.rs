@@ -222,7 +222,7 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
         });
         let start = Mark::now();
         let (sent, queue) = if work.producers > 0 {
-            let q = Sender::with_addr(tx, peer_addr, &cfg).map_err(s)?;
+            let q = Sender::with_addr(tx, peer_addr, &work.queue_config()).map_err(s)?;
             let n = work.producers as u64;
             let tasks: Vec<_> = (0..n)
                 .map(|p| {

@@ -1040,7 +1040,7 @@ async fn holder(
                     }
                     Held::Node(v) => {
                         inline_bytes = task_bytes + std::mem::size_of::<Sender>();
-                        v.push(Sender::new(tx, &cfg).map_err(s)?);
+                        v.push(Sender::new(tx, &Default::default()).map_err(s)?);
                     }
                     Held::Bare(_) => unreachable!(),
                 }

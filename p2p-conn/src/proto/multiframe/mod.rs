@@ -50,7 +50,7 @@
 #[allow(unsafe_code)]
 mod avx512;
 
-use super::frame::{GROUP_FRAMES, LEN_PREFIX, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use super::wire::{GROUP_FRAMES, LEN_PREFIX, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
 use zeroize::{Zeroize, Zeroizing};
 
 /// Frames per group.

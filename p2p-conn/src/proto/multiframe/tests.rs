@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::proto::aead::{Backend, Cipher};
-use crate::proto::frame::nonce_bytes;
+use crate::proto::wire::nonce_bytes;
 
 /// A deterministic byte stream (SplitMix64).
 fn bytes(len: usize, seed: u64) -> Vec<u8> {

@@ -18,17 +18,16 @@
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place. Nonce construction lives in
-//! [`super::frame`], not here.
+//! [`super::frame`], not here. Each one-frame backend has its own file
+//! (`ring.rs`, `rustcrypto.rs`); the multi-frame engine is `proto::multiframe`.
 
-use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use zeroize::Zeroizing;
 
-/// Poly1305 tag length.
-pub const TAG_LEN: usize = 16;
-/// ChaCha20-Poly1305 key length.
-pub const KEY_LEN: usize = 32;
-/// Nonce length.
-pub const NONCE_LEN: usize = 12;
+#[cfg(feature = "ring")]
+mod ring;
+mod rustcrypto;
+
+use super::wire::{KEY_LEN, NONCE_LEN, TAG_LEN};
 
 /// Which ChaCha20-Poly1305 implementation seals and opens frames. Only the
 /// backends whose features are enabled exist.
@@ -103,26 +102,32 @@ impl Backend {
     }
 }
 
+/// Why a name is not a [`Backend`] of this build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseBackendError {
+    /// No backend has this name.
+    #[error("unknown AEAD backend {0:?} (expected \"avx512\", \"ring\" or \"rustcrypto\")")]
+    Unknown(String),
+    /// The backend exists, but its feature is not compiled in.
+    #[error("AEAD backend {0:?} is not compiled in (enable the {0:?} feature)")]
+    NotCompiledIn(&'static str),
+}
+
 impl std::str::FromStr for Backend {
-    type Err = String;
+    type Err = ParseBackendError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let name = match s {
             "ring" => "ring",
             "rustcrypto" | "rust-crypto" | "chacha20poly1305" => "rustcrypto",
             "avx512" => "avx512",
-            other => {
-                return Err(format!(
-                "unknown AEAD backend {other:?} (expected \"avx512\", \"ring\" or \"rustcrypto\")"
-            ))
-            }
+            other => return Err(ParseBackendError::Unknown(other.to_string())),
         };
         Backend::ALL
             .iter()
             .copied()
             .find(|b| b.name() == name)
-            .ok_or_else(|| {
-                format!("AEAD backend {name:?} is not compiled in (enable the {name:?} feature)")
-            })
+            .ok_or(ParseBackendError::NotCompiledIn(name))
     }
 }
 
@@ -134,7 +139,7 @@ impl std::fmt::Display for Backend {
 
 /// Tag verification failed: the bytes were not sealed with this key and nonce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OpenFailed;
+pub(crate) struct OpenFailed;
 
 /// A keyed ChaCha20-Poly1305 instance of one backend.
 ///
@@ -151,37 +156,8 @@ pub struct Cipher {
 
 enum Inner {
     #[cfg(feature = "ring")]
-    Ring(RingKey),
-    RustCrypto(chacha20poly1305::ChaCha20Poly1305),
-}
-
-/// A ring key, expanded on first use. ring's key type is 544 bytes (it is
-/// sized for AES key schedules; ChaCha20-Poly1305 needs the 32-byte key), so
-/// an idle connection that kept two of them inline would hold over 1 KiB for
-/// nothing. The expanded key lives on the heap from the first frame on
-/// ([`Cipher::warm`], called by the sealer and the opener); until then only
-/// the 32-byte key is held, and a call without it expands a temporary one.
-#[cfg(feature = "ring")]
-struct RingKey {
-    key: Zeroizing<[u8; KEY_LEN]>,
-    expanded: Option<Box<ring::aead::LessSafeKey>>,
-}
-
-#[cfg(feature = "ring")]
-impl RingKey {
-    fn expand(key: &[u8; KEY_LEN]) -> ring::aead::LessSafeKey {
-        // Cannot fail: the key length is exactly what the algorithm takes.
-        let unbound = ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, key)
-            .unwrap_or_else(|_| unreachable!("32-byte key is valid for CHACHA20_POLY1305"));
-        ring::aead::LessSafeKey::new(unbound)
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&ring::aead::LessSafeKey) -> R) -> R {
-        match &self.expanded {
-            Some(k) => f(k),
-            None => f(&Self::expand(&self.key)),
-        }
-    }
+    Ring(ring::RingKey),
+    RustCrypto(rustcrypto::RustCryptoKey),
 }
 
 impl Cipher {
@@ -200,13 +176,8 @@ impl Cipher {
         let single = backend;
         let inner = match single {
             #[cfg(feature = "ring")]
-            Backend::Ring => Inner::Ring(RingKey {
-                key: key.clone(),
-                expanded: None,
-            }),
-            Backend::RustCrypto => {
-                Inner::RustCrypto(chacha20poly1305::ChaCha20Poly1305::new((&*key).into()))
-            }
+            Backend::Ring => Inner::Ring(ring::RingKey::new(key)),
+            Backend::RustCrypto => Inner::RustCrypto(rustcrypto::RustCryptoKey::new(&key)),
             #[cfg(feature = "avx512")]
             Backend::Avx512 => unreachable!("mapped to its one-frame backend above"),
         };
@@ -229,20 +200,19 @@ impl Cipher {
     pub(crate) fn release(&mut self) {
         #[cfg(feature = "ring")]
         if let Inner::Ring(r) = &mut self.inner {
-            r.expanded = None;
+            r.release();
         }
     }
 
     /// Expand the key for the one-frame backend if that is not done yet
-    /// (ring: see `RingKey`); the sealer and the opener call this before
-    /// each frame, so only a connection that moves data pays the memory.
+    /// (ring: see `ring::RingKey`); the sealer and the opener call this
+    /// before each frame, so only a connection that moves data pays the
+    /// memory.
     #[inline]
     pub(crate) fn warm(&mut self) {
         #[cfg(feature = "ring")]
         if let Inner::Ring(r) = &mut self.inner {
-            if r.expanded.is_none() {
-                r.expanded = Some(Box::new(RingKey::expand(&r.key)));
-            }
+            r.warm();
         }
     }
 
@@ -252,38 +222,22 @@ impl Cipher {
     pub(crate) fn group_engine(&self, frame_size: usize) -> Option<&super::multiframe::Engine> {
         self.multi
             .as_ref()
-            .filter(|_| frame_size == super::frame::STANDARD_FRAME_SIZE)
+            .filter(|_| frame_size == super::wire::STANDARD_FRAME_SIZE)
     }
 
     /// Encrypt `buf` in place and return the tag.
-    pub fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
+    pub(crate) fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(r) => {
-                let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
-                let tag = r
-                    .with(|key| {
-                        key.seal_in_place_separate_tag(nonce, ring::aead::Aad::empty(), buf)
-                    })
-                    // ring only fails for inputs over 256 GiB; frames are tiny.
-                    .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
-                let mut out = [0u8; TAG_LEN];
-                out.copy_from_slice(tag.as_ref());
-                out
-            }
-            Inner::RustCrypto(c) => {
-                let tag = c
-                    .encrypt_in_place_detached(nonce.into(), &[], buf)
-                    .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
-                tag.into()
-            }
+            Inner::Ring(r) => r.seal(nonce, buf),
+            Inner::RustCrypto(c) => c.seal(nonce, buf),
         }
     }
 
     /// Decrypt `sealed = ciphertext || tag` in place. On success the plaintext is
     /// `sealed[..sealed.len() - TAG_LEN]`. On failure the buffer content is
     /// unspecified and must be discarded.
-    pub fn open_in_place(
+    pub(crate) fn open_in_place(
         &self,
         nonce: &[u8; NONCE_LEN],
         sealed: &mut [u8],
@@ -293,18 +247,8 @@ impl Cipher {
         }
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(r) => {
-                let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
-                r.with(|key| key.open_in_place(nonce, ring::aead::Aad::empty(), sealed))
-                    .map(|_| ())
-                    .map_err(|_| OpenFailed)
-            }
-            Inner::RustCrypto(c) => {
-                let (ct, tag) = sealed.split_at_mut(sealed.len() - TAG_LEN);
-                let tag = chacha20poly1305::Tag::clone_from_slice(tag);
-                c.decrypt_in_place_detached(nonce.into(), &[], ct, &tag)
-                    .map_err(|_| OpenFailed)
-            }
+            Inner::Ring(r) => r.open(nonce, sealed),
+            Inner::RustCrypto(c) => c.open(nonce, sealed),
         }
     }
 }

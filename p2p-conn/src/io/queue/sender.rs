@@ -1,0 +1,414 @@
+//! The producers' side of a send queue: the cloneable [`Sender`], the byte
+//! cap and the waiting for room.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use super::writer::{run, Settings};
+use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
+use crate::engine::budget::{Admission, Budget};
+use crate::io::tokio::WriteHalf;
+use crate::stats::{self, QueueStats, SendStats, Stamp};
+use crate::{Error, NodeId};
+
+/// Room a queued entry holds under the cap; given back when it is dropped
+/// (the writer gives back a whole batch's at once, see `account`).
+pub(super) struct Permit {
+    pub(super) admission: Option<Admission>,
+    pub(super) shared: std::sync::Weak<Shared>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let (Some(a), Some(s)) = (self.admission.take(), self.shared.upgrade()) {
+            s.release([a]);
+        }
+    }
+}
+
+/// One queued message; the permit it holds is returned when it is sealed.
+pub(super) struct Item {
+    pub(super) data: Bytes,
+    /// When it was queued.
+    pub(super) queued: Stamp,
+    /// Cap accounting of the whole entry, on its last message.
+    pub(super) permit: Option<Permit>,
+    /// A flush marker: fire once everything before it is written.
+    pub(super) flushed: Option<oneshot::Sender<()>>,
+}
+
+impl AsRef<[u8]> for Item {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+pub(super) enum Command {
+    Messages(Vec<Item>),
+    Shutdown,
+    /// Drop what is queued, finish the batch on the wire (within the
+    /// shutdown bound), then half-close: the overflow disconnect.
+    Abandon,
+    Close,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) pending_bytes: AtomicUsize,
+    pub(super) pending_messages: AtomicUsize,
+    pub(super) batches: AtomicU64,
+    pub(super) messages_sent: AtomicU64,
+    pub(super) overflows: AtomicU64,
+    pub(super) largest_batch: AtomicU64,
+    pub(super) queue_wait_nanos: AtomicU64,
+    /// The writer's counters, published after each batch.
+    pub(super) send: Mutex<SendStats>,
+}
+
+pub(super) type Starter = Box<dyn FnOnce(mpsc::UnboundedReceiver<Command>) + Send>;
+
+pub(super) struct Shared {
+    pub(super) peer: NodeId,
+    pub(super) addr: Option<SocketAddr>,
+    pub(super) max: usize,
+    pub(super) overflow: Overflow,
+    pub(super) tx: mpsc::UnboundedSender<Command>,
+    /// Message bytes queued and not sealed, against the cap (sans-IO), and
+    /// how many producers wait for room, under one lock so that a release
+    /// never misses a waiter.
+    pub(super) budget: Mutex<Room>,
+    /// Woken when room is given back while producers wait, or the queue
+    /// stops.
+    pub(super) room: Notify,
+    pub(super) counters: Counters,
+    pub(super) state: Mutex<State>,
+}
+
+pub(super) struct State {
+    /// Spawns the writer task; taken by the first command.
+    pub(super) starter: Option<(Starter, mpsc::UnboundedReceiver<Command>)>,
+    /// Set once, when the queue stops.
+    pub(super) closed: Option<CloseReason>,
+}
+
+/// The cap's state behind `Shared::budget`.
+pub(super) struct Room {
+    pub(super) budget: Budget,
+    /// Producers waiting for room (releases skip the wake-up otherwise).
+    pub(super) waiters: usize,
+}
+
+impl Shared {
+    /// Give back room under the cap and wake producers waiting for it.
+    pub(super) fn release(&self, admissions: impl IntoIterator<Item = Admission>) {
+        let wake = {
+            let mut r = lock(&self.budget);
+            admissions.into_iter().for_each(|a| r.budget.release(a));
+            r.waiters > 0
+        };
+        if wake {
+            self.room.notify_waiters();
+        }
+    }
+}
+
+/// A cloneable handle to one connection's send queue. See the module docs.
+#[derive(Clone)]
+pub struct Sender {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender")
+            .field("peer", &self.shared.peer)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sender {
+    /// A queue over `half` with the settings `config` (validated here). Spawns nothing yet: the writer task starts, on the current
+    /// tokio runtime, with the first message or [`Self::shutdown`].
+    pub fn new<W>(half: WriteHalf<W>, config: &QueueConfig) -> Result<Sender, Error>
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::with_addr(half, None, config)
+    }
+
+    /// As [`Self::new`], naming the peer's address in overflow warnings.
+    pub fn with_addr<W>(
+        half: WriteHalf<W>,
+        addr: Option<SocketAddr>,
+        config: &QueueConfig,
+    ) -> Result<Sender, Error>
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        config.validate()?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let peer = half.remote_node_id();
+        let settings = Settings {
+            max_batch_messages: config.max_batch_messages,
+            shutdown_timeout: config.shutdown_timeout,
+        };
+        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
+            let weak = weak.clone();
+            let starter: Starter = Box::new(move |rx| {
+                tokio::spawn(run(half, rx, settings, weak));
+            });
+            Shared {
+                peer,
+                addr,
+                max: config.max_pending_bytes,
+                overflow: config.overflow,
+                tx,
+                budget: Mutex::new(Room {
+                    budget: Budget::new(config.max_pending_bytes),
+                    waiters: 0,
+                }),
+                room: Notify::new(),
+                counters: Counters::default(),
+                state: Mutex::new(State {
+                    starter: Some((starter, rx)),
+                    closed: None,
+                }),
+            }
+        });
+        Ok(Sender { shared })
+    }
+
+    /// Queue one message. Returns once it is queued (under
+    /// [`Overflow::Backpressure`], after waiting for room); it is written
+    /// later, in order. An empty message queues nothing.
+    pub async fn send(&self, msg: impl Into<Bytes>) -> Result<(), SendError> {
+        self.send_bundle([msg.into()]).await
+    }
+
+    /// Queue several messages that reach the wire contiguously, never
+    /// interleaved with other producers' messages. Counted against the cap
+    /// as one entry of their total size.
+    pub async fn send_bundle(
+        &self,
+        msgs: impl IntoIterator<Item = Bytes>,
+    ) -> Result<(), SendError> {
+        let msgs: Vec<Bytes> = msgs.into_iter().filter(|m| !m.is_empty()).collect();
+        let len: usize = msgs.iter().map(Bytes::len).sum();
+        if len == 0 {
+            return self.check_open();
+        }
+        let permit = self.admit(len).await?;
+        let queued = stats::now();
+        let n = msgs.len();
+        let last = n - 1;
+        let mut permit = Some(permit);
+        let items = msgs
+            .into_iter()
+            .enumerate()
+            .map(|(i, data)| Item {
+                data,
+                queued,
+                permit: if i == last { permit.take() } else { None },
+                flushed: None,
+            })
+            .collect();
+        // Counted before the hand-off, so the writer's decrement can never
+        // come first; taken back if the queue closed in between.
+        let c = &self.shared.counters;
+        c.pending_bytes.fetch_add(len, Ordering::Relaxed);
+        c.pending_messages.fetch_add(n, Ordering::Relaxed);
+        let r = self.command(Command::Messages(items));
+        if r.is_err() {
+            // Saturating: a stopping writer may have zeroed them already.
+            let take_back = |counter: &AtomicUsize, k: usize| {
+                let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_sub(k))
+                });
+            };
+            take_back(&c.pending_bytes, len);
+            take_back(&c.pending_messages, n);
+        }
+        r
+    }
+
+    /// Wait until everything queued before this call has been written to the
+    /// transport.
+    pub async fn flush(&self) -> Result<(), SendError> {
+        let (tx, rx) = oneshot::channel();
+        self.command(Command::Messages(vec![Item {
+            data: Bytes::new(),
+            queued: stats::now(),
+            permit: None,
+            flushed: Some(tx),
+        }]))?;
+        rx.await.map_err(|_| self.closed_error())
+    }
+
+    /// Finish what is queued, then half-close the transport; after
+    /// [`QueueConfig::shutdown_timeout`], half-close anyway. Returns at once;
+    /// later sends fail with [`CloseReason::Shutdown`].
+    pub fn shutdown(&self) {
+        let _ = self.command(Command::Shutdown);
+        self.mark_closed(CloseReason::Shutdown);
+    }
+
+    /// Stop now: nothing more is written, queued messages are dropped, the
+    /// transport half is dropped (for a TCP half that sends the FIN, possibly
+    /// inside a frame). Returns at once.
+    pub fn close(&self) {
+        let _ = self.command(Command::Close);
+        self.mark_closed(CloseReason::Closed);
+    }
+
+    /// The queue's counters.
+    pub fn stats(&self) -> QueueStats {
+        let c = &self.shared.counters;
+        QueueStats {
+            pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
+            pending_messages: c.pending_messages.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            messages_sent: c.messages_sent.load(Ordering::Relaxed),
+            overflows: c.overflows.load(Ordering::Relaxed),
+            largest_batch: c.largest_batch.load(Ordering::Relaxed),
+            queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
+            send: *lock(&c.send),
+        }
+    }
+
+    /// The peer this queue sends to.
+    pub fn peer(&self) -> NodeId {
+        self.shared.peer
+    }
+
+    /// Why the queue stopped, if it has.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.lock().closed.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.shared.state)
+    }
+
+    fn closed_error(&self) -> SendError {
+        SendError::Closed {
+            peer: self.shared.peer,
+            reason: self.close_reason().unwrap_or(CloseReason::Shutdown),
+        }
+    }
+
+    fn check_open(&self) -> Result<(), SendError> {
+        match self.close_reason() {
+            Some(_) => Err(self.closed_error()),
+            None => Ok(()),
+        }
+    }
+
+    /// Record why the queue stopped (the first reason wins).
+    fn mark_closed(&self, reason: CloseReason) {
+        let mut st = self.lock();
+        if st.closed.is_none() {
+            st.closed = Some(reason);
+        }
+        // Never started: nothing to drain, and the half is dropped (closing
+        // the transport) unless shutdown starts the task below.
+        st.starter = None;
+        drop(st);
+        // Producers waiting for room learn that the queue stopped.
+        self.shared.room.notify_waiters();
+    }
+
+    /// Start the writer if needed and hand it `cmd`.
+    fn command(&self, cmd: Command) -> Result<(), SendError> {
+        {
+            let mut st = self.lock();
+            let shutting_down = matches!(cmd, Command::Shutdown);
+            if st.closed.is_some() && !shutting_down {
+                drop(st);
+                return Err(self.closed_error());
+            }
+            if let Some((start, rx)) = st.starter.take() {
+                start(rx);
+            }
+        }
+        self.shared.tx.send(cmd).map_err(|_| self.closed_error())
+    }
+
+    /// Reserve room for `len` bytes under the cap, by the overflow policy.
+    async fn admit(&self, len: usize) -> Result<Permit, SendError> {
+        self.check_open()?;
+        let s = &self.shared;
+        let permit = |admission| Permit {
+            admission: Some(admission),
+            shared: Arc::downgrade(&self.shared),
+        };
+        let pending = {
+            let mut r = lock(&s.budget);
+            if let Some(a) = r.budget.try_admit(len) {
+                return Ok(permit(a));
+            }
+            r.budget.pending()
+        };
+        s.counters.overflows.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            peer = %s.peer,
+            addr = ?s.addr,
+            pending_bytes = pending,
+            message_bytes = len,
+            max_pending_bytes = s.max,
+            policy = ?s.overflow,
+            "send queue full; raise QueueConfig::max_pending_bytes if this peer is expected to lag"
+        );
+        match s.overflow {
+            Overflow::Backpressure => {
+                // Count ourselves as waiting (under the budget's lock, so a
+                // release sees it), and register for a wake-up before each
+                // look, so a release between the look and the wait is not
+                // missed.
+                lock(&s.budget).waiters += 1;
+                let _waiting = Waiting(&s.budget);
+                loop {
+                    let room = s.room.notified();
+                    tokio::pin!(room);
+                    room.as_mut().enable();
+                    self.check_open()?;
+                    if let Some(a) = lock(&s.budget).budget.try_admit(len) {
+                        return Ok(permit(a));
+                    }
+                    room.await;
+                }
+            }
+            Overflow::Error => Err(SendError::Full {
+                peer: s.peer,
+                pending,
+                len,
+                max: s.max,
+            }),
+            Overflow::Disconnect => {
+                self.mark_closed(CloseReason::Overflow {
+                    pending,
+                    len,
+                    max: s.max,
+                });
+                let _ = s.tx.send(Command::Abandon);
+                Err(self.closed_error())
+            }
+        }
+    }
+}
+
+/// Counts a producer waiting for room until it stops waiting (also when its
+/// future is dropped).
+pub(super) struct Waiting<'a>(&'a Mutex<Room>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(self.0).waiters -= 1;
+    }
+}

@@ -1,0 +1,283 @@
+//! The writer task of a send queue: owns the write half, drains the queue
+//! in batches, bounds the shutdown.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::sender::{Command, Item, Shared};
+use super::{lock, CloseReason};
+use crate::engine::writer::Backlog;
+use crate::io::tokio::{writer_io, WriteHalf};
+use crate::{stats, Error};
+
+/// The writer task's settings.
+#[derive(Clone, Copy)]
+pub(super) struct Settings {
+    pub(super) max_batch_messages: usize,
+    pub(super) shutdown_timeout: Duration,
+}
+
+/// The writer task: owns the write half, drains the queue in batches.
+pub(super) async fn run<W>(
+    mut half: WriteHalf<W>,
+    mut rx: mpsc::UnboundedReceiver<Command>,
+    settings: Settings,
+    shared: std::sync::Weak<Shared>,
+) where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut backlog: Backlog<Item> = Backlog::new();
+    let mut done: Vec<Item> = Vec::new();
+    // Flush markers whose preceding bytes are sealed; fired once written.
+    let mut waiting: VecDeque<oneshot::Sender<()>> = VecDeque::new();
+    let mut ctl = Control {
+        settings,
+        deadline: None,
+        abandoned: false,
+    };
+    let mut senders_gone = false;
+    let outcome: Result<(), CloseReason> = loop {
+        // Take every command already queued.
+        let mut close_now = false;
+        while let Ok(cmd) = rx.try_recv() {
+            close_now |= apply(cmd, &mut backlog, &mut ctl);
+        }
+        if close_now {
+            break Err(CloseReason::Closed);
+        }
+        let idle = backlog.is_empty() && half.engines.pending().is_empty();
+        if idle {
+            // Everything sealed is written.
+            if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
+                break Err(e);
+            }
+            if ctl.deadline.is_some() || senders_gone {
+                break Ok(());
+            }
+            match rx.recv().await {
+                Some(cmd) => {
+                    if apply(cmd, &mut backlog, &mut ctl) {
+                        break Err(CloseReason::Closed);
+                    }
+                    continue;
+                }
+                None => {
+                    senders_gone = true;
+                    ctl.start_deadline();
+                    continue;
+                }
+            }
+        }
+        // Seal the next batch once the last one is on the wire, and give its
+        // room back before writing it: a peer that has read a message never
+        // finds its room still taken.
+        if half.engines.pending().is_empty() && !backlog.is_empty() {
+            if let Err(e) =
+                half.engines
+                    .seal_backlog(&mut backlog, settings.max_batch_messages, &mut done)
+            {
+                break Err(CloseReason::Failed(Arc::new(Error::from_io(e))));
+            }
+            match shared.upgrade() {
+                Some(s) => account(&s, &mut done, &mut waiting),
+                None => done.drain(..).for_each(|i| waiting.extend(i.flushed)),
+            }
+        }
+        // Write it (or finish the last one), while watching for `close` and
+        // the shutdown bound.
+        let write = poll_fn(|cx| {
+            let me = &mut half;
+            me.engines.poll_flush_with(writer_io(&mut me.io, cx))
+        });
+        let result = tokio::select! {
+            r = write => Some(r),
+            cmd = rx.recv(), if !senders_gone => {
+                match cmd {
+                    Some(cmd) => {
+                        if apply(cmd, &mut backlog, &mut ctl) {
+                            break Err(CloseReason::Closed);
+                        }
+                    }
+                    None => {
+                        senders_gone = true;
+                        ctl.start_deadline();
+                    }
+                }
+                None
+            }
+            _ = sleep_until(ctl.deadline) => break Ok(()),
+        };
+        match result {
+            None => {}
+            Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
+            Some(Ok(())) => {
+                if let Some(s) = shared.upgrade() {
+                    *lock(&s.counters.send) = half.engines.stats();
+                }
+                // Everything sealed is written: release the flush waiters
+                // now, not only when the queue runs empty.
+                if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
+                    break Err(e);
+                }
+            }
+        }
+    };
+    // Stop: record why (the first reason wins), then half-close the
+    // transport unless the writer failed.
+    let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
+    if let Some(s) = shared.upgrade() {
+        let c = &s.counters;
+        tracing::debug!(
+            peer = %s.peer,
+            addr = s.addr.map(tracing::field::display),
+            %reason,
+            messages = c.messages_sent.load(Ordering::Relaxed),
+            batches = c.batches.load(Ordering::Relaxed),
+            dropped_messages = c.pending_messages.load(Ordering::Relaxed),
+            "send queue stopped"
+        );
+        lock(&s.state).closed.get_or_insert(reason);
+        s.room.notify_waiters();
+        // What is still queued is dropped with the task.
+        s.counters.pending_bytes.store(0, Ordering::Relaxed);
+        s.counters.pending_messages.store(0, Ordering::Relaxed);
+    }
+    if outcome.is_ok() {
+        // Graceful: FIN after what was written (the bound has been applied
+        // to the drain; the FIN itself gets a short grace).
+        let grace = ctl
+            .deadline
+            .map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
+            .unwrap_or(settings.shutdown_timeout)
+            .max(Duration::from_millis(10));
+        let _ = tokio::time::timeout(grace, half.io.shutdown()).await;
+    }
+    // Dropping the half closes the transport's write side.
+}
+
+/// The writer task's control state.
+pub(super) struct Control {
+    pub(super) settings: Settings,
+    /// Set by shutdown (or an overflow disconnect, or every handle gone):
+    /// when the drain must stop.
+    pub(super) deadline: Option<tokio::time::Instant>,
+    /// An overflow disconnect dropped the queue: queue nothing new.
+    pub(super) abandoned: bool,
+}
+
+impl Control {
+    /// Start the shutdown bound (once).
+    fn start_deadline(&mut self) {
+        let t = self.settings.shutdown_timeout;
+        self.deadline
+            .get_or_insert_with(|| tokio::time::Instant::now() + t);
+    }
+}
+
+/// Apply one command to the writer's state; `true` means stop now.
+fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
+    match cmd {
+        // After an overflow disconnect nothing new is queued (a producer
+        // that raced it is dropped here; its permit goes with it). Flush
+        // markers stay, so their waiters learn the outcome.
+        Command::Messages(items) if ctl.abandoned => items
+            .into_iter()
+            .filter(|i| i.flushed.is_some())
+            .for_each(|i| backlog.push(i)),
+        Command::Messages(items) => items.into_iter().for_each(|i| backlog.push(i)),
+        Command::Shutdown => ctl.start_deadline(),
+        Command::Abandon => {
+            // Queued messages go (their permits with them); the batch already
+            // sealed still goes out, within the bound, so the peer sees
+            // whole frames when it reads in time.
+            *backlog = Backlog::new();
+            ctl.abandoned = true;
+            ctl.start_deadline();
+        }
+        Command::Close => return true,
+    }
+    false
+}
+
+/// Update the counters for the items the last batch sealed, give their room
+/// back, and move its flush markers to `waiting` (released once the batch is
+/// written).
+fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sender<()>>) {
+    let mut bytes = 0;
+    let mut messages = 0;
+    let mut room = Vec::new();
+    // One clock reading per batch; each message's wait is measured to it.
+    let sealed = (!done.is_empty()).then(stats::now);
+    let mut waited = Duration::ZERO;
+    for mut item in done.drain(..) {
+        if let Some(w) = item.flushed.take() {
+            waiting.push_back(w);
+        } else {
+            bytes += item.data.len();
+            messages += 1;
+            if let Some(t) = sealed {
+                waited += stats::recorder::between(item.queued, t);
+            }
+        }
+        room.extend(item.permit.as_mut().and_then(|p| p.admission.take()));
+    }
+    // The batch's room goes back under one lock, with at most one wake-up.
+    if !room.is_empty() {
+        s.release(room);
+    }
+    let c = &s.counters;
+    c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
+    c.pending_messages.fetch_sub(messages, Ordering::Relaxed);
+    c.messages_sent
+        .fetch_add(messages as u64, Ordering::Relaxed);
+    c.batches.fetch_add(1, Ordering::Relaxed);
+    c.largest_batch
+        .fetch_max(messages as u64, Ordering::Relaxed);
+    c.queue_wait_nanos
+        .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+}
+
+/// Everything sealed so far is written: flush the transport, then tell the
+/// flush waiters (if any).
+async fn release_flushed<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    waiting: &mut VecDeque<oneshot::Sender<()>>,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<(), CloseReason> {
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    bounded(deadline, io.flush()).await?;
+    waiting.drain(..).for_each(|w| {
+        let _ = w.send(());
+    });
+    Ok(())
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Run `f` within the shutdown bound, when there is one.
+async fn bounded<F>(deadline: Option<tokio::time::Instant>, f: F) -> Result<(), CloseReason>
+where
+    F: std::future::Future<Output = std::io::Result<()>>,
+{
+    let r = match deadline {
+        Some(d) => match tokio::time::timeout_at(d, f).await {
+            Ok(r) => r,
+            Err(_) => return Ok(()),
+        },
+        None => f.await,
+    };
+    r.map_err(|e| CloseReason::Failed(Arc::new(Error::Io(e))))
+}

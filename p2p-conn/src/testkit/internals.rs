@@ -1,0 +1,54 @@
+//! The engine's parts and the protocol's test hooks, for this crate's tests,
+//! its fuzz targets and benchmarks. Nothing here is part of the stable API:
+//! a production build never enables `testkit`, and these items may change
+//! in any release.
+//!
+//! * The engine the adapters share ([`FrameReader`], [`FrameWriter`],
+//!   [`ReadCore`], [`WriteCore`], the handshake driver, the queue's
+//!   [`Budget`]), so tests can drive it over scripted transports.
+//! * Constructors that pick what a real connection never lets anyone
+//!   pick: a sealer or opener starting at a chosen frame counter (to test
+//!   nonce exhaustion), a handshake with a chosen ephemeral secret (for
+//!   known-answer vectors), and raw AEAD calls with a chosen counter (to
+//!   forge or check frames by hand).
+
+pub use crate::engine::budget::{Admission, Budget};
+pub use crate::engine::writer::{Backlog, WRITE_BUFFER_KEEP};
+pub use crate::engine::{poll_handshake, FrameReader, FrameWriter, PollIo, ReadCore, WriteCore};
+pub use crate::proto::varint::{read_uvarint, Varint};
+
+use crate::proto::aead::Cipher;
+use crate::proto::wire::{nonce_bytes, TAG_LEN};
+use crate::proto::{FrameSize, Handshake, HandshakeParams, Opener, Sealer};
+use crate::Identity;
+
+/// A sealer whose next frame uses `counter` (a real connection starts at 0).
+pub fn sealer_at(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Sealer {
+    Sealer::with_counter(cipher, frame_size, counter)
+}
+
+/// An opener whose next frame uses `counter`.
+pub fn opener_at(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Opener {
+    Opener::with_counter(cipher, frame_size, counter)
+}
+
+/// A handshake whose ephemeral X25519 secret is `secret` (raw bytes,
+/// clamped per RFC 7748 when used): for known-answer tests.
+pub fn handshake_with_ephemeral(
+    identity: &Identity,
+    params: HandshakeParams,
+    secret: [u8; 32],
+) -> Handshake {
+    Handshake::with_ephemeral_secret(identity, params, secret)
+}
+
+/// Encrypt `buf` in place as frame `counter` and return the tag.
+pub fn seal_at(cipher: &Cipher, counter: u64, buf: &mut [u8]) -> [u8; TAG_LEN] {
+    cipher.seal_in_place(&nonce_bytes(counter), buf)
+}
+
+/// Decrypt `sealed = ciphertext || tag` in place as frame `counter`;
+/// `false` if the tag does not verify.
+pub fn open_at(cipher: &Cipher, counter: u64, sealed: &mut [u8]) -> bool {
+    cipher.open_in_place(&nonce_bytes(counter), sealed).is_ok()
+}
