@@ -65,6 +65,7 @@
 // `unsafe` is allowed in one place only: the AVX-512 kernels of
 // `proto::multiframe` (feature `avx512`), each block with its invariant.
 #![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 mod config;
