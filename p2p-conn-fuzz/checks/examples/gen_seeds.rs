@@ -1,18 +1,19 @@
-//! Writes the committed seed corpus: `cargo run --example gen_seeds` (from
-//! `p2p-conn-fuzz/`). Every seed is run through its check before it is
-//! written. The layouts follow the input decoding in `src/lib.rs`.
+//! Writes the committed seed corpus in `p2p-conn-fuzz/seeds/`:
+//! `cargo run -p p2p-conn-fuzz-checks --example gen_seeds`. Every seed is run
+//! through its check before it is written. The layouts follow the input
+//! decoding in each target's module (`src/TARGET.rs`).
 
 use std::fs;
 use std::path::Path;
 
 use p2p_conn::proto::auth_sig;
-use p2p_conn::proto::{Backend, FrameSize, HandshakeParams};
+use p2p_conn::proto::{Backend, HandshakeParams};
 use p2p_conn::testkit;
 
 fn write(target: &str, name: &str, bytes: &[u8], check: fn(&[u8])) {
     check(bytes);
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("seeds")
+        .join("../seeds")
         .join(target);
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join(name), bytes).unwrap();
@@ -22,64 +23,47 @@ fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
-fn transcript(small: bool) -> testkit::HandshakeRun {
-    let params = HandshakeParams {
-        frame_size: if small {
-            FrameSize::new(64).unwrap()
-        } else {
-            FrameSize::STANDARD
-        },
-        backend: Backend::ALL[0],
-    };
-    testkit::run_handshakes(
-        testkit::deterministic_handshake(1, params).1,
-        testkit::deterministic_handshake(2, params).1,
-        usize::MAX,
-    )
-    .unwrap()
-}
-
 fn main() {
-    use p2p_conn_fuzz as f;
+    use p2p_conn_fuzz_checks as f;
 
     // handshake: cfg (bit 0 role, bit 1 small frames), chunk, peer bytes.
-    let std_run = transcript(false);
-    let small_run = transcript(true);
+    let std_run = f::drive::handshake_pair(false, Backend::ALL[0]);
+    let small_run = f::drive::handshake_pair(true, Backend::ALL[0]);
     write(
         "handshake",
         "seed1-full",
         &cat(&[&[0, 0], &std_run.b_wire]),
-        f::handshake,
+        f::handshake::check,
     );
     write(
         "handshake",
         "seed1-chunk1",
         &cat(&[&[0, 1], &std_run.b_wire]),
-        f::handshake,
+        f::handshake::check,
     );
     write(
         "handshake",
         "seed2-chunk37",
         &cat(&[&[1, 37], &std_run.a_wire]),
-        f::handshake,
+        f::handshake::check,
     );
     write(
         "handshake",
         "seed2-small-frames",
         &cat(&[&[3, 0], &small_run.a_wire]),
-        f::handshake,
+        f::handshake::check,
     );
     write(
         "handshake",
         "seed1-truncated",
         &cat(&[&[0, 5], &std_run.b_wire[..100]]),
-        f::handshake,
+        f::handshake::check,
     );
     write(
         "handshake",
         "seed1-own-key",
         &cat(&[&[0, 0], &std_run.a_wire]),
-        f::handshake,
+        f::handshake::check,
     );
 
     // frames mode 0 (raw): cfg 0, opts, rbuf u16, chunks (seed, max u16),
@@ -88,7 +72,7 @@ fn main() {
         ("raw-valid-std", false, 3000usize, 0u16),
         ("raw-valid-small-chunked", true, 500, 13),
     ] {
-        let mut run = f::handshake_pair(small, Backend::ALL[0]);
+        let mut run = f::drive::handshake_pair(small, Backend::ALL[0]);
         let mut wire = Vec::new();
         run.a
             .sealer
@@ -100,13 +84,13 @@ fn main() {
             &[0, 4],
         ]
         .concat();
-        write("frames", name, &cat(&[&head, &wire]), f::frames);
+        write("frames", name, &cat(&[&head, &wire]), f::frames::check);
     }
     write(
         "frames",
         "raw-junk",
         &cat(&[&[0, 0, 0, 0, 0, 0, 0, 0, 0], &[0xab; 1100]]),
-        f::frames,
+        f::frames::check,
     );
     // frames mode 1 (hostile): cfg 1, sel (frame size), read backend, rbuf,
     // chunks, out_max, cut, then frames: kind [+ len bytes] + body.
@@ -125,13 +109,13 @@ fn main() {
         "frames",
         "hostile-64",
         &cat(&[&[1, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0], &hostile_frames]),
-        f::frames,
+        f::frames::check,
     );
     write(
         "frames",
         "hostile-64-cut",
         &cat(&[&[1, 2, 0, 0, 0, 3, 5, 0, 0, 1, 9, 0], &hostile_frames[..90]]),
-        f::frames,
+        f::frames::check,
     );
     let mut many = Vec::new();
     for i in 0..40u8 {
@@ -147,7 +131,7 @@ fn main() {
             "frames",
             &format!("hostile-std-40-frames-backend{i}"),
             &cat(&[&[cfg, 0, i as u8, 0, 0x40, 0, 0, 0, 0, 0x40, 0, 0], &many]),
-            f::frames,
+            f::frames::check,
         );
     }
     // frames mode 2 (tampered): cfg 2, opts, rbuf, chunks, out_max, then
@@ -158,7 +142,7 @@ fn main() {
         &[
             2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 0,
         ],
-        f::frames,
+        f::frames::check,
     );
     write(
         "frames",
@@ -166,7 +150,7 @@ fn main() {
         &[
             2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 1, 0x30, 0x08, 0, 0, 4,
         ],
-        f::frames,
+        f::frames::check,
     );
 
     // auth_sig: a real message body, a reordered one, an ephemeral message.
@@ -174,7 +158,7 @@ fn main() {
     let pk = *id.public_key().as_bytes();
     let sig = [0x5a; 64];
     let enc = auth_sig::encode(&pk, &sig);
-    write("auth_sig", "ed25519", &enc[1..], f::auth_sig);
+    write("auth_sig", "ed25519", &enc[1..], f::auth_sig::check);
     let reordered = cat(&[
         &[0x12, 0x40],
         &sig,
@@ -186,21 +170,26 @@ fn main() {
         "auth_sig",
         "reordered-unknown-field",
         &reordered,
-        f::auth_sig,
+        f::auth_sig::check,
     );
     let (_, hs) = testkit::deterministic_handshake(2, HandshakeParams::default());
     write(
         "auth_sig",
         "ephemeral-message",
         &hs.outgoing()[..35],
-        f::auth_sig,
+        f::auth_sig::check,
     );
-    write("auth_sig", "varint-overflow", &[0xff; 11], f::auth_sig);
+    write(
+        "auth_sig",
+        "varint-overflow",
+        &[0xff; 11],
+        f::auth_sig::check,
+    );
     write(
         "auth_sig",
         "secp256k1-key",
         &[0x0a, 0x23, 0x12, 0x21, 2, 1, 2, 3],
-        f::auth_sig,
+        f::auth_sig::check,
     );
 
     // roundtrip: cfg (bit 0: 1024-byte frames, bit 1: leftover plaintext),
@@ -214,7 +203,7 @@ fn main() {
             1, 0, 0, 0, 0x10, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0x10, 3, 2, 0x10, 0x27, 0, 0, 0, 200,
             1, 0, 1, 5, 2, 0,
         ],
-        f::roundtrip,
+        f::roundtrip::check,
     );
     write(
         "roundtrip",
@@ -223,7 +212,7 @@ fn main() {
             2, 0x3e, 0x01, 1, 2, 0x40, 0, 0x80, 0, 3, 7, 0, 5, 3, 0, 9, 0, 50, 4, 2, 0x70, 0x17,
             0xff, 0x01, 1, 3, 0x22, 0x00, 3, 0, 0x10, 2, 0x40, 0x9c, 2, 0,
         ],
-        f::roundtrip,
+        f::roundtrip::check,
     );
     write(
         "roundtrip",
@@ -231,7 +220,7 @@ fn main() {
         &[
             1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0x88, 0x13, 1, 0,
         ],
-        f::roundtrip,
+        f::roundtrip::check,
     );
 
     // queue_budget: cap u16, then ops.
@@ -241,7 +230,7 @@ fn main() {
         &[
             0xe8, 0x03, 1, 0x58, 0x02, 1, 0x91, 0x01, 1, 0x90, 0x01, 0x80, 1, 0x58, 0x02,
         ],
-        f::queue_budget,
+        f::queue_budget::check,
     );
     write(
         "queue_budget",
@@ -249,19 +238,19 @@ fn main() {
         &[
             0x10, 0, 1, 0x0e, 0, 2, 3, 5, 0, 3, 0, 0, 0x81, 3, 7, 0, 0x80, 0x80, 0x80,
         ],
-        f::queue_budget,
+        f::queue_budget::check,
     );
     write(
         "queue_budget",
         "cap-one-empties",
         &[1, 0, 0, 0, 1, 0, 0, 2, 2, 0x83, 0x84, 0x85],
-        f::queue_budget,
+        f::queue_budget::check,
     );
     send_queue_seeds();
     println!("seeds written");
 }
 
-/// `send_queue` input header (see `p2p_conn_fuzz::send_queue`): policy
+/// `send_queue` input header (see `p2p_conn_fuzz_checks::send_queue`): policy
 /// (0 Backpressure, 1 Error, 2 Disconnect), drop every handle at the end
 /// instead of `shutdown`, cap, 64-byte frames, batch (None: 1024),
 /// flush-size word, pipe capacity, peer read buffer, write and read faults
@@ -355,16 +344,21 @@ fn sq_write(
     name: &str,
     head: Vec<u8>,
     steps: &[Vec<u8>],
-    want: fn(&p2p_conn_fuzz::SendQueueSummary) -> bool,
+    want: fn(&p2p_conn_fuzz_checks::send_queue::Summary) -> bool,
 ) {
     let data = cat(&[&head, &steps.concat()]);
-    let summary = p2p_conn_fuzz::send_queue_run(&data);
+    let summary = p2p_conn_fuzz_checks::send_queue::run(&data);
     println!("send_queue/{name}: {summary:?}");
     assert!(
         want(&summary),
         "seed {name} does not do what it is for: {summary:?}"
     );
-    write("send_queue", name, &data, p2p_conn_fuzz::send_queue);
+    write(
+        "send_queue",
+        name,
+        &data,
+        p2p_conn_fuzz_checks::send_queue::check,
+    );
 }
 
 fn send_queue_seeds() {
