@@ -18,6 +18,7 @@ pub mod drive;
 pub mod input;
 
 pub mod auth_sig;
+pub mod codec_decoder;
 pub mod frames;
 pub mod handshake;
 pub mod nodeinfo;
@@ -48,4 +49,13 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("queue_budget", queue_budget::check),
     ("send_queue", send_queue::check),
     ("nodeinfo", nodeinfo::check),
+    ("codec_decoder", codec_decoder::check),
 ];
+
+/// The check of the target called `name`.
+pub fn check_of(name: &str) -> Option<Check> {
+    TARGETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, check)| check)
+}

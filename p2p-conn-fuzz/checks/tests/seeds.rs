@@ -4,9 +4,10 @@
 //! `cargo test --workspace`. See `docs/fuzzing.md`.
 
 use std::fs;
+use std::panic;
 use std::path::PathBuf;
 
-use p2p_conn_fuzz_checks::{auth_sig, Check, TARGETS};
+use p2p_conn_fuzz_checks::{auth_sig, check_of, codec_decoder, TARGETS};
 
 fn seed_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -14,18 +15,10 @@ fn seed_dir(target: &str) -> PathBuf {
         .join(target)
 }
 
-/// The check of `target`, by name.
-fn check_of(target: &str) -> Check {
-    TARGETS
-        .iter()
-        .find(|(name, _)| *name == target)
-        .unwrap_or_else(|| panic!("no target {target}"))
-        .1
-}
-
-/// Run `target`'s check over every file of its seed directory.
+/// Run `target`'s check over every file of its seed directory; fail naming
+/// every seed whose check failed.
 fn replay(target: &str) {
-    let check = check_of(target);
+    let check = check_of(target).unwrap_or_else(|| panic!("no target {target}"));
     let dir = seed_dir(target);
     let mut files: Vec<PathBuf> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -34,11 +27,18 @@ fn replay(target: &str) {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no seeds in {}", dir.display());
+    let mut failed = Vec::new();
     for path in files {
         let data = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         eprintln!("replaying {}", path.display());
-        check(&data);
+        if panic::catch_unwind(|| check(&data)).is_err() {
+            failed.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
     }
+    assert!(
+        failed.is_empty(),
+        "{target}: the check fails on seeds {failed:?} (messages above)"
+    );
 }
 
 #[test]
@@ -74,6 +74,11 @@ fn nodeinfo_seeds() {
 #[test]
 fn send_queue_seeds() {
     replay("send_queue");
+}
+
+#[test]
+fn codec_decoder_seeds() {
+    replay("codec_decoder");
 }
 
 /// Every target has a test above and a seed directory.
@@ -112,4 +117,26 @@ fn auth_sig_reflected_key_with_bit_255_set() {
     let seed =
         fs::read(seed_dir("auth_sig").join("reflected-key-bit255")).expect("regression seed");
     auth_sig::check(&seed);
+}
+
+/// The hole an audit found (issue 17), kept as seed
+/// `codec_decoder/forged-frame-after-decode-one` and here: with
+/// `Backend::Avx512`, seal 17 KiB, feed it all, decode one item, then hand
+/// the decoder a fresh buffer holding a forged frame (`len = 5`, "EVIL!",
+/// zero padding, zero tag). It used to yield "EVIL!".
+#[test]
+fn codec_decoder_forged_frame_after_decode_one() {
+    use p2p_conn::proto::Backend;
+    let avx512 = Backend::ALL
+        .iter()
+        .position(|b| b.name() == "avx512")
+        .expect("the checks crate builds p2p-conn with `avx512`");
+    let len = 17u16 * 1024;
+    // backend, one message of 17 KiB, feed everything, decode one, forge.
+    let [lo, hi] = len.to_le_bytes();
+    let input = [avx512 as u8, 1, lo, hi, 0, 0, 0, 3, 6];
+    let seed = fs::read(seed_dir("codec_decoder").join("forged-frame-after-decode-one"))
+        .expect("regression seed");
+    assert_eq!(seed, input, "the seed is this input");
+    codec_decoder::check(&input);
 }
