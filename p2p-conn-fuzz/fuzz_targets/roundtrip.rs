@@ -2,4 +2,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| p2p_conn_fuzz::roundtrip(data));
+fuzz_target!(|data: &[u8]| p2p_conn_fuzz_checks::roundtrip::check(data));

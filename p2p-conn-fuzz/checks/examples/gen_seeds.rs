@@ -1,85 +1,69 @@
-//! Writes the committed seed corpus: `cargo run --example gen_seeds` (from
-//! `p2p-conn-fuzz/`). Every seed is run through its check before it is
-//! written. The layouts follow the input decoding in `src/lib.rs`.
+//! Writes the committed seed corpus in `p2p-conn-fuzz/seeds/`:
+//! `cargo run -p p2p-conn-fuzz-checks --example gen_seeds`. Every seed is run
+//! through its check once it is written; the generator then fails, naming
+//! each seed whose check failed (one that reproduces a bug the code at hand
+//! still has). The layouts follow the input decoding in each target's
+//! module (`src/TARGET.rs`).
 
 use std::fs;
+use std::panic;
 use std::path::Path;
+use std::sync::Mutex;
 
 use p2p_conn::proto::auth_sig;
-use p2p_conn::proto::{Backend, FrameSize, HandshakeParams};
+use p2p_conn::proto::{Backend, HandshakeParams};
 use p2p_conn::testkit;
 
-fn write(target: &str, name: &str, bytes: &[u8], check: fn(&[u8])) {
-    check(bytes);
+/// `TARGET/NAME` of every seed whose check failed.
+static FAILED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let check = p2p_conn_fuzz_checks::check_of(target).expect("a target");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("seeds")
+        .join("../seeds")
         .join(target);
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join(name), bytes).unwrap();
+    if panic::catch_unwind(|| check(bytes)).is_err() {
+        FAILED.lock().unwrap().push(format!("{target}/{name}"));
+    }
 }
 
 fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
-fn transcript(small: bool) -> testkit::HandshakeRun {
-    let params = HandshakeParams {
-        frame_size: if small {
-            FrameSize::new(64).unwrap()
-        } else {
-            FrameSize::STANDARD
-        },
-        backend: Backend::ALL[0],
-    };
-    testkit::run_handshakes(
-        testkit::deterministic_handshake(1, params).1,
-        testkit::deterministic_handshake(2, params).1,
-        usize::MAX,
-    )
-    .unwrap()
-}
-
 fn main() {
-    use p2p_conn_fuzz as f;
+    use p2p_conn_fuzz_checks as f;
 
     // handshake: cfg (bit 0 role, bit 1 small frames), chunk, peer bytes.
-    let std_run = transcript(false);
-    let small_run = transcript(true);
-    write(
-        "handshake",
-        "seed1-full",
-        &cat(&[&[0, 0], &std_run.b_wire]),
-        f::handshake,
-    );
+    let std_run = f::drive::handshake_pair(false, Backend::ALL[0]);
+    let small_run = f::drive::handshake_pair(true, Backend::ALL[0]);
+    write("handshake", "seed1-full", &cat(&[&[0, 0], &std_run.b_wire]));
     write(
         "handshake",
         "seed1-chunk1",
         &cat(&[&[0, 1], &std_run.b_wire]),
-        f::handshake,
     );
     write(
         "handshake",
         "seed2-chunk37",
         &cat(&[&[1, 37], &std_run.a_wire]),
-        f::handshake,
     );
     write(
         "handshake",
         "seed2-small-frames",
         &cat(&[&[3, 0], &small_run.a_wire]),
-        f::handshake,
     );
     write(
         "handshake",
         "seed1-truncated",
         &cat(&[&[0, 5], &std_run.b_wire[..100]]),
-        f::handshake,
     );
     write(
         "handshake",
         "seed1-own-key",
         &cat(&[&[0, 0], &std_run.a_wire]),
-        f::handshake,
     );
 
     // frames mode 0 (raw): cfg 0, opts, rbuf u16, chunks (seed, max u16),
@@ -88,7 +72,7 @@ fn main() {
         ("raw-valid-std", false, 3000usize, 0u16),
         ("raw-valid-small-chunked", true, 500, 13),
     ] {
-        let mut run = f::handshake_pair(small, Backend::ALL[0]);
+        let mut run = f::drive::handshake_pair(small, Backend::ALL[0]);
         let mut wire = Vec::new();
         run.a
             .sealer
@@ -100,13 +84,12 @@ fn main() {
             &[0, 4],
         ]
         .concat();
-        write("frames", name, &cat(&[&head, &wire]), f::frames);
+        write("frames", name, &cat(&[&head, &wire]));
     }
     write(
         "frames",
         "raw-junk",
         &cat(&[&[0, 0, 0, 0, 0, 0, 0, 0, 0], &[0xab; 1100]]),
-        f::frames,
     );
     // frames mode 1 (hostile): cfg 1, sel (frame size), read backend, rbuf,
     // chunks, out_max, cut, then frames: kind [+ len bytes] + body.
@@ -125,13 +108,11 @@ fn main() {
         "frames",
         "hostile-64",
         &cat(&[&[1, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0], &hostile_frames]),
-        f::frames,
     );
     write(
         "frames",
         "hostile-64-cut",
         &cat(&[&[1, 2, 0, 0, 0, 3, 5, 0, 0, 1, 9, 0], &hostile_frames[..90]]),
-        f::frames,
     );
     let mut many = Vec::new();
     for i in 0..40u8 {
@@ -147,7 +128,6 @@ fn main() {
             "frames",
             &format!("hostile-std-40-frames-backend{i}"),
             &cat(&[&[cfg, 0, i as u8, 0, 0x40, 0, 0, 0, 0, 0x40, 0, 0], &many]),
-            f::frames,
         );
     }
     // frames mode 2 (tampered): cfg 2, opts, rbuf, chunks, out_max, then
@@ -158,7 +138,6 @@ fn main() {
         &[
             2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 0,
         ],
-        f::frames,
     );
     write(
         "frames",
@@ -166,7 +145,6 @@ fn main() {
         &[
             2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 1, 0x30, 0x08, 0, 0, 4,
         ],
-        f::frames,
     );
 
     // auth_sig: a real message body, a reordered one, an ephemeral message.
@@ -174,7 +152,7 @@ fn main() {
     let pk = *id.public_key().as_bytes();
     let sig = [0x5a; 64];
     let enc = auth_sig::encode(&pk, &sig);
-    write("auth_sig", "ed25519", &enc[1..], f::auth_sig);
+    write("auth_sig", "ed25519", &enc[1..]);
     let reordered = cat(&[
         &[0x12, 0x40],
         &sig,
@@ -182,25 +160,14 @@ fn main() {
         &pk,
         &[0x18, 0x96, 0x01],
     ]);
-    write(
-        "auth_sig",
-        "reordered-unknown-field",
-        &reordered,
-        f::auth_sig,
-    );
+    write("auth_sig", "reordered-unknown-field", &reordered);
     let (_, hs) = testkit::deterministic_handshake(2, HandshakeParams::default());
-    write(
-        "auth_sig",
-        "ephemeral-message",
-        &hs.outgoing()[..35],
-        f::auth_sig,
-    );
-    write("auth_sig", "varint-overflow", &[0xff; 11], f::auth_sig);
+    write("auth_sig", "ephemeral-message", &hs.outgoing()[..35]);
+    write("auth_sig", "varint-overflow", &[0xff; 11]);
     write(
         "auth_sig",
         "secp256k1-key",
         &[0x0a, 0x23, 0x12, 0x21, 2, 1, 2, 3],
-        f::auth_sig,
     );
 
     // roundtrip: cfg (bit 0: 1024-byte frames, bit 1: leftover plaintext),
@@ -214,7 +181,6 @@ fn main() {
             1, 0, 0, 0, 0x10, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0x10, 3, 2, 0x10, 0x27, 0, 0, 0, 200,
             1, 0, 1, 5, 2, 0,
         ],
-        f::roundtrip,
     );
     write(
         "roundtrip",
@@ -223,7 +189,6 @@ fn main() {
             2, 0x3e, 0x01, 1, 2, 0x40, 0, 0x80, 0, 3, 7, 0, 5, 3, 0, 9, 0, 50, 4, 2, 0x70, 0x17,
             0xff, 0x01, 1, 3, 0x22, 0x00, 3, 0, 0x10, 2, 0x40, 0x9c, 2, 0,
         ],
-        f::roundtrip,
     );
     write(
         "roundtrip",
@@ -231,7 +196,6 @@ fn main() {
         &[
             1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0x88, 0x13, 1, 0,
         ],
-        f::roundtrip,
     );
 
     // queue_budget: cap u16, then ops.
@@ -241,7 +205,6 @@ fn main() {
         &[
             0xe8, 0x03, 1, 0x58, 0x02, 1, 0x91, 0x01, 1, 0x90, 0x01, 0x80, 1, 0x58, 0x02,
         ],
-        f::queue_budget,
     );
     write(
         "queue_budget",
@@ -249,19 +212,26 @@ fn main() {
         &[
             0x10, 0, 1, 0x0e, 0, 2, 3, 5, 0, 3, 0, 0, 0x81, 3, 7, 0, 0x80, 0x80, 0x80,
         ],
-        f::queue_budget,
     );
     write(
         "queue_budget",
         "cap-one-empties",
         &[1, 0, 0, 0, 1, 0, 0, 2, 2, 0x83, 0x84, 0x85],
-        f::queue_budget,
     );
     send_queue_seeds();
+    codec_decoder_seeds();
+    let failed = FAILED.lock().unwrap();
+    if !failed.is_empty() {
+        eprintln!(
+            "seeds written; these fail their check: {}",
+            failed.join(", ")
+        );
+        std::process::exit(1);
+    }
     println!("seeds written");
 }
 
-/// `send_queue` input header (see `p2p_conn_fuzz::send_queue`): policy
+/// `send_queue` input header (see `p2p_conn_fuzz_checks::send_queue`): policy
 /// (0 Backpressure, 1 Error, 2 Disconnect), drop every handle at the end
 /// instead of `shutdown`, cap, 64-byte frames, batch (None: 1024),
 /// flush-size word, pipe capacity, peer read buffer, write and read faults
@@ -355,16 +325,16 @@ fn sq_write(
     name: &str,
     head: Vec<u8>,
     steps: &[Vec<u8>],
-    want: fn(&p2p_conn_fuzz::SendQueueSummary) -> bool,
+    want: fn(&p2p_conn_fuzz_checks::send_queue::Summary) -> bool,
 ) {
     let data = cat(&[&head, &steps.concat()]);
-    let summary = p2p_conn_fuzz::send_queue_run(&data);
+    let summary = p2p_conn_fuzz_checks::send_queue::run(&data);
     println!("send_queue/{name}: {summary:?}");
     assert!(
         want(&summary),
         "seed {name} does not do what it is for: {summary:?}"
     );
-    write("send_queue", name, &data, p2p_conn_fuzz::send_queue);
+    write("send_queue", name, &data);
 }
 
 fn send_queue_seeds() {
@@ -566,4 +536,137 @@ fn send_queue_seeds() {
         ],
         |s| s.waited >= 1 && s.accepted == 3 && s.clean_end && s.delivered == s.expected,
     );
+}
+
+/// `codec_decoder` input (see `p2p_conn_fuzz_checks::codec_decoder`): the
+/// backend, the messages the peer seals, then steps.
+mod cd {
+    use p2p_conn::proto::{Backend, STANDARD_SEALED_FRAME};
+
+    pub fn head(backend: Backend, lens: &[u16]) -> Vec<u8> {
+        let i = Backend::ALL.iter().position(|&b| b == backend).unwrap();
+        let mut v = vec![i as u8, lens.len() as u8];
+        for n in lens {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v
+    }
+    /// The next `n` sealed bytes (0: all that is left).
+    pub fn feed(n: u16) -> Vec<u8> {
+        let mut v = vec![0];
+        v.extend_from_slice(&n.to_le_bytes());
+        v
+    }
+    pub const DECODE: &[u8] = &[2];
+    pub const DECODE_ONE: &[u8] = &[3];
+    pub const SWAP: &[u8] = &[4];
+    /// Hand only the part behind `at` (frames: `at` whole sealed frames).
+    pub fn split_back(frames: u16) -> Vec<u8> {
+        let mut v = vec![5];
+        v.extend_from_slice(&(frames * STANDARD_SEALED_FRAME as u16).to_le_bytes());
+        v
+    }
+    /// A fresh buffer holding the forged frame (length 5, "EVIL!").
+    pub const FORGE_FRAME: &[u8] = &[6];
+    /// A fresh buffer holding `bytes`.
+    pub fn forge(bytes: &[u8]) -> Vec<u8> {
+        let mut v = vec![6 | 8];
+        v.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        v.extend_from_slice(bytes);
+        v
+    }
+    pub fn flip(bit: u32) -> Vec<u8> {
+        let mut v = vec![7];
+        v.extend_from_slice(&bit.to_le_bytes());
+        v
+    }
+}
+
+fn codec_decoder_seeds() {
+    use cd::*;
+    use p2p_conn::proto::STANDARD_SEALED_FRAME as FRAME;
+    let avx512 = Backend::ALL.iter().copied().find(|b| b.name() == "avx512");
+    let wide = avx512.unwrap_or(Backend::ALL[0]);
+    let narrow = Backend::ALL[0];
+    let rustcrypto = Backend::RustCrypto;
+    // 17 KiB: one group of 16 frames for the multi-frame engine, and one more.
+    let group: u16 = 17 * 1024;
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        // Untampered: the whole plaintext must arrive.
+        (
+            "feed-in-halves",
+            cat(&[
+                &head(narrow, &[3000]),
+                &feed(1500),
+                DECODE,
+                &feed(0),
+                DECODE,
+            ]),
+        ),
+        (
+            "decode-one-then-swap",
+            cat(&[
+                &head(wide, &[group, 300]),
+                &feed(0),
+                DECODE_ONE,
+                SWAP,
+                DECODE_ONE,
+                DECODE,
+            ]),
+        ),
+        (
+            "chunked-with-swaps",
+            cat(&[
+                &head(rustcrypto, &[100, 5000, 0]),
+                &feed(700),
+                DECODE,
+                SWAP,
+                &feed(2000),
+                DECODE_ONE,
+                SWAP,
+                DECODE,
+            ]),
+        ),
+        (
+            "split-back-at-front",
+            cat(&[&head(wide, &[group]), &feed(0), &split_back(0), DECODE]),
+        ),
+        // Forged bytes shorter than a frame: nothing to open, nothing to yield.
+        (
+            "forge-short-garbage",
+            cat(&[&head(rustcrypto, &[2000]), &feed(500), &forge(b"EVIL!")]),
+        ),
+        // Tampered: refused, and refused for good.
+        (
+            "split-back-skips-a-frame",
+            cat(&[&head(narrow, &[5000]), &feed(0), &split_back(1)]),
+        ),
+        (
+            "forged-frame-after-decode",
+            cat(&[&head(narrow, &[3000]), &feed(0), DECODE, FORGE_FRAME]),
+        ),
+        (
+            "forge-garbage-frame-after-decode-one",
+            cat(&[
+                &head(wide, &[group]),
+                &feed(0),
+                DECODE_ONE,
+                &forge(&[0xa5; FRAME]),
+            ]),
+        ),
+        (
+            "flip-then-decode",
+            cat(&[&head(narrow, &[3000]), &feed(0), &flip(8 * 100 + 3), DECODE]),
+        ),
+        // The audit's case (issue 17): seal 17 KiB, decode one item, then a
+        // fresh buffer holding the forged frame. With `Backend::Avx512` the
+        // decoder used to yield "EVIL!".
+        (
+            "forged-frame-after-decode-one",
+            cat(&[&head(wide, &[group]), &feed(0), DECODE_ONE, FORGE_FRAME]),
+        ),
+    ];
+    for (name, bytes) in seeds {
+        write("codec_decoder", name, &bytes);
+    }
 }

@@ -1,0 +1,86 @@
+//! `auth_sig`: the AuthSigMessage decoder, the varint reader and the
+//! ephemeral-key message parser.
+
+use crate::internals::{read_uvarint, Varint};
+use p2p_conn::proto::auth_sig;
+use p2p_conn::proto::handshake::EPH_MSG_LEN;
+use p2p_conn::proto::{HandshakeParams, ProtocolError, Stage};
+use p2p_conn::testkit;
+
+/// `auth_sig::decode` and `read_uvarint` on arbitrary bytes, and the
+/// handshake's ephemeral-key message parser (not public on its own: driven
+/// through a [`Handshake`]).
+///
+/// Checks: no panic; a decoded (key, signature) re-encodes with
+/// `auth_sig::encode` into the canonical 103-byte message, which decodes to
+/// the same pair; a decoded varint used at most 10 bytes of the input and
+/// its canonical encoding is no longer and decodes to the same value; the
+/// ephemeral message is accepted only with the `22 0a 20` prefix.
+pub fn check(data: &[u8]) {
+    if let Ok((key, sig)) = auth_sig::decode(data) {
+        let enc = auth_sig::encode(&key, &sig);
+        assert_eq!(enc.len(), auth_sig::AUTH_SIG_MSG_LEN);
+        assert_eq!(usize::from(enc[0]), enc.len() - 1, "delimiting prefix");
+        assert_eq!(
+            auth_sig::decode(&enc[1..]),
+            Ok((key, sig)),
+            "re-encoded message decodes differently"
+        );
+    }
+    match read_uvarint(data) {
+        Varint::Value(v, n) => {
+            assert!(
+                (1..=10).contains(&n) && n <= data.len(),
+                "varint used {n} bytes"
+            );
+            let canon = uvarint(v);
+            assert!(canon.len() <= n);
+            assert_eq!(read_uvarint(&canon), Varint::Value(v, canon.len()));
+        }
+        Varint::Incomplete => assert!(data.len() < 10 && data.iter().all(|b| b & 0x80 != 0)),
+        Varint::Overflow => assert!(data.len() >= 10),
+    }
+
+    // The ephemeral-key message: the first 35 bytes into a fresh handshake.
+    let msg = &data[..data.len().min(EPH_MSG_LEN)];
+    let (_, mut hs) = testkit::deterministic_handshake(3, HandshakeParams::default());
+    let local = hs.local_ephemeral_key();
+    let r = testkit::feed(&mut hs, msg);
+    let well_formed = msg.len() >= 3 && msg[..3] == [0x22, 0x0a, 0x20];
+    // Our own key comes back (bit 255 is ignored, as X25519 ignores it).
+    let reflected = msg.len() == 35 && {
+        let (mut r, mut l) = ([0u8; 32], local);
+        r.copy_from_slice(&msg[3..]);
+        r[31] &= 0x7f;
+        l[31] &= 0x7f;
+        r == l
+    };
+    if msg.len() == EPH_MSG_LEN {
+        match &r {
+            Ok(()) => {
+                assert!(well_formed, "accepted a malformed ephemeral message");
+                assert!(!reflected, "accepted our own ephemeral key");
+                assert_eq!(hs.stage(), Stage::AuthSignature);
+            }
+            Err(ProtocolError::MalformedEphemeralMessage(_)) => assert!(!well_formed),
+            Err(ProtocolError::LowOrderEphemeralKey) => assert!(well_formed),
+            Err(ProtocolError::ReflectedEphemeralKey) => {
+                assert!(well_formed && reflected)
+            }
+            Err(e) => panic!("unexpected error for an ephemeral message: {e}"),
+        }
+    } else if r.is_ok() {
+        assert_eq!(hs.stage(), Stage::EphemeralKey);
+    }
+}
+
+/// The canonical unsigned LEB128 encoding of `v`.
+fn uvarint(mut v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+    out
+}
