@@ -2,27 +2,23 @@
 //!
 //! A CometBFT-compatible secret connection: the X25519 + Merlin + HKDF-SHA256
 //! handshake, Ed25519 authentication and ChaCha20-Poly1305 sealed frames that
-//! CometBFT nodes speak to each other, wire-compatible with every CometBFT
-//! release (0.34 through 1.x/2.x; the secret connection never changed).
+//! CometBFT nodes speak to each other, and the NodeInfo exchange above it.
+//! The README names the CometBFT release lines the test suite proves it
+//! against.
 //!
 //! ## Design
-//! * [`proto`]: the sans-IO core. The handshake state machine and the frame
-//!   [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only: no
-//!   sockets, files or clocks, and randomness can be injected
-//!   ([`proto::Handshake::new_with_rng`]).
-//! * [`engine`]: the single read path ([`engine::ReadCore`]), sealing step
-//!   ([`engine::WriteCore`]) and handshake driver, written once over
-//!   poll-shaped closures and caller-owned buffers.
-//! * [`io`]: thin adapters over the engine: `io::tokio` (feature `tokio`),
-//!   [`io::blocking`] (std::io, always) and `io::codec` (feature `codec`,
-//!   tokio-util). Connections and halves are one generic
-//!   [`io::SecretStream`].
-//! * `keyfile` (feature `keyfile`): CometBFT `node_key.json`, outside the
-//!   core. `testkit` (feature `testkit`): the shared test double and
-//!   handshake pumps.
+//! | module | what |
+//! |---|---|
+//! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] holds the wire's sizes |
+//! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
+//! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
+//! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
+//! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core |
+//! | `testkit` (feature `testkit`) | test doubles, handshake pumps and, in `testkit::internals`, the engine and test hooks for tests and fuzz targets; no stability promise, never for production |
 //!
-//! With `default-features = false` the crate is pure Rust (RustCrypto AEAD)
-//! with the std adapter only; see the README for the features.
+//! The default features are what a tokio node wants: `tokio`, `queue`,
+//! `ring`, `avx512` and `stats`. With `default-features = false` the crate
+//! is pure Rust (RustCrypto AEAD) with the std adapter only.
 //!
 //! ## Guarantees
 //! * A write of up to 1024 bytes is exactly one frame; a larger write is split
@@ -41,8 +37,8 @@
 //!   (`ring` does not wipe its own copy).
 //!
 //! ## Not provided
-//! * CometBFT's NodeInfo exchange and MConnection multiplexing above the byte
-//!   stream; keepalive; rekeying (the protocol has none).
+//! * MConnection (CometBFT's multiplexed packets, pings and channels above
+//!   NodeInfo); rekeying (the protocol has none).
 //! * Key types other than Ed25519 (CometBFT's p2p layer uses only Ed25519).
 //! * An authenticated close: the protocol has none, so a clean end of stream
 //!   may be an attacker cutting the connection after a whole frame
@@ -64,6 +60,7 @@
 //! ```
 // `unsafe` is allowed in one place only: the AVX-512 kernels of
 // `proto::multiframe` (feature `avx512`), each block with its invariant.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]

@@ -1,7 +1,7 @@
 //! tokio-util codec adapter: a [`SecretEncoder`] / [`SecretDecoder`] pair for
 //! `FramedWrite` / `FramedRead` (or [`SecretCodec`] for `Framed`), with no
 //! `BufWriter` in between. Both are views of the engine, not copies of it:
-//! the encoder is the engine's [`WriteCore`], the decoder its [`ReadCore`],
+//! the encoder is the engine's `WriteCore`, the decoder its `ReadCore`,
 //! each working on tokio-util's buffer instead of one of its own.
 //!
 //! * The encoder seals each item straight into `FramedWrite`'s buffer: one item

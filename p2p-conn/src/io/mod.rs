@@ -1,10 +1,10 @@
-//! Adapters: thin layers that connect the sans-IO core (through
-//! [`crate::engine`]) to real transports.
+//! Adapters: thin layers that connect the sans-IO core (through the
+//! crate-private engine) to real transports.
 //!
 //! Every connection type of the tokio and std adapters is one small generic
 //! wrapper, [`SecretStream`]: a transport `T`, the engines `E` it drives
-//! ([`Duplex`] for a whole connection, [`FrameReader`] for a read half,
-//! [`FrameWriter`] for a write half) and a marker `A` naming the adapter
+//! (`Duplex` for a whole connection, `FrameReader` for a read half,
+//! `FrameWriter` for a write half) and a marker `A` naming the adapter
 //! whose traits it implements. The adapters' names
 //! (`tokio::SecretConnection<T>`, `tokio::ReadHalf<R>`,
 //! `blocking::WriteHalf`, …) are aliases of it, so accessors are written once

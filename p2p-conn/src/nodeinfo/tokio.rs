@@ -63,7 +63,7 @@ where
 }
 
 /// Reads the peer's NodeInfo without sending ours (send it next with
-/// [`write`]). A CometBFT node sends its NodeInfo without waiting for ours,
+/// [`write()`]). A CometBFT node sends its NodeInfo without waiting for ours,
 /// so a client may read first, for example to announce the network the node
 /// is on. Two peers that both read first wait for each other until a timeout.
 pub async fn read<S>(stream: &mut S) -> Result<NodeInfo, NodeInfoError>

@@ -24,7 +24,7 @@
 //!   frame: the stream cannot be resynchronised.
 //!
 //! # Not provided
-//! No I/O, no buffering policy (see [`crate::engine`]), no rekeying.
+//! No I/O, no buffering policy (the adapters' engine), no rekeying.
 
 use std::ops::Range;
 

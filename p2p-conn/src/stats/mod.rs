@@ -10,8 +10,8 @@
 //! write"), and `Display` prints it in those words.
 //!
 //! # Design
-//! * Counters live in the connection's own engines ([`crate::engine::FrameWriter`]
-//!   and [`crate::engine::FrameReader`]): plain integers, no atomics, no
+//! * Counters live in the connection's own engines (its frame writer
+//!   and frame reader): plain integers, no atomics, no
 //!   locks, since each engine has one owner.
 //! * Time is taken per message or per batch, never per frame: one clock read
 //!   around each seal step (a message, or a batch of queued messages), each
@@ -133,7 +133,7 @@ impl ConnStats {
     }
 
     /// A snapshot made of one side's counters each (for example a send
-    /// queue's [`crate::io::queue::QueueStats`]`::send` and its read half's
+    /// queue's [`QueueStats`]`::send` and its read half's
     /// receive side).
     pub fn new(send: SendStats, recv: RecvStats) -> ConnStats {
         ConnStats { send, recv }

@@ -3,13 +3,13 @@
 //! enable it in production builds).
 //!
 //! # Handshake pumps
-//! [`feed`], [`pump`] and [`run_handshakes`] drive [`Handshake`] state
+//! [`feed`], [`pump`] and [`run_handshakes`] drive [`Handshake`](crate::proto::Handshake) state
 //! machines against each other in memory, with no transport; [`seeded_rng`]
 //! and [`deterministic_handshake`] make every byte of a run repeatable (a
 //! fuzzer replaying an input needs that).
 //!
 //! # The I/O double
-//! [`pipe`] makes two connected [`End`]s over in-memory byte queues, one per
+//! [`pipe()`] makes two connected [`End`]s over in-memory byte queues, one per
 //! direction. An `End` is both tokio `AsyncRead + AsyncWrite` and std
 //! `Read + Write`, so the tokio, blocking and codec adapters all run over the
 //! same transport. A [`Control`] handle (kept by the test while the connection
@@ -28,7 +28,7 @@
 //! * counters of calls, bytes, sizes, `Pending`/`WouldBlock` and errors, and a
 //!   log of every byte each end wrote (the wire).
 //!
-//! A fresh [`pipe`] is clean, blocking and unbounded; [`connect`] / [`pair`]
+//! A fresh [`pipe()`] is clean, blocking and unbounded; [`connect`] / [`pair`]
 //! run the real handshake on both ends (one in a helper thread), then switch
 //! both ends to non-blocking, reset the counters and set the capacity, so
 //! faults only start once the test installs a plan.
@@ -42,7 +42,7 @@
 //! | [`pumps`] | handshake state machines driven against each other in memory; repeatable RNGs |
 //! | [`rng`] | the splitmix64 [`Rng`] of plans and payloads, [`payload`] |
 //! | [`plans`] | [`Fault`]s, [`Plan`]s and [`Counters`] of the I/O double |
-//! | [`pipe`] | the I/O double itself: [`pipe`], [`End`], [`Control`] |
+//! | [`mod@pipe`] | the I/O double itself: [`pipe()`], [`End`], [`Control`] |
 //! | [`conn`] | connections over the double: [`connect`], [`pair`], the [`Conn`] adapters, polling helpers |
 //! | [`internals`] | the engine's parts and the test hooks (chosen counters and ephemeral keys) the tests and fuzz targets reach into; no stability promise |
 #![allow(missing_docs)]

@@ -35,7 +35,7 @@ pub struct Rates {
 pub struct Plan {
     /// Faults for the next calls, in order; then random faults by `rates`.
     pub script: Vec<Fault>,
-    /// Random faults once the script is used up (seeded by [`Control::seed`]).
+    /// Random faults once the script is used up (seeded by [`Control::seed`](super::Control::seed)).
     pub rates: Rates,
     /// Every call from this 1-based call number on fails with this error.
     pub fail_at_call: Option<(u64, io::ErrorKind)>,
@@ -83,7 +83,7 @@ impl Plan {
     }
 }
 
-/// What one end's transport saw. Reset by [`Control::reset_counters`].
+/// What one end's transport saw. Reset by [`Control::reset_counters`](super::Control::reset_counters).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Every write call (including those returning errors or `Pending`).

@@ -2,7 +2,8 @@
 //!
 //! A node sends to a peer from many places at once (consensus, mempool,
 //! block sync). [`Sender`] is a cheap, cloneable handle; the first message
-//! spawns a writer task that owns the connection's [`WriteHalf`]. Producers
+//! spawns a writer task that owns the connection's
+//! [`WriteHalf`](crate::io::tokio::WriteHalf). Producers
 //! never touch the socket.
 //!
 //! # Design
