@@ -29,11 +29,12 @@ use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::{Handshake, HandshakeParams, Stage, EPH_MSG_LEN};
 use p2p_conn::proto::wire::LEN_PREFIX;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+use p2p_conn::proto::{auth_sig, Backend, Sealer, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
 use p2p_conn::testkit::internals::{
     handshake_with_ephemeral, opener_at, seal_at, sealer_at, FrameReader, FrameWriter, ReadCore,
     WriteCore,
 };
+use p2p_conn::testkit::{eph_message, PeerKeys};
 use p2p_conn::{Config, Error, Identity, NodeId, ProtocolError};
 use tokio::io::AsyncReadExt;
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};
@@ -63,9 +64,7 @@ fn peer_node_id() -> NodeId {
 
 /// `0x22 0x0a 0x20 || key`: the plaintext ephemeral-key message.
 fn eph_msg(key: &[u8; 32]) -> Vec<u8> {
-    let mut m = vec![0x22, 0x0a, 0x20];
-    m.extend_from_slice(key);
-    m
+    eph_message(key).to_vec()
 }
 
 /// What the evil peer does after reading the victim's ephemeral-key message.
@@ -175,18 +174,11 @@ struct PeerSession {
 
 impl PeerSession {
     fn new(victim_eph: &[u8; 32]) -> Self {
-        let secret = StaticSecret::from(PEER_EPH_SECRET);
-        let eph_public = XPublic::from(&secret).to_bytes();
-        let dh = secret
-            .diffie_hellman(&XPublic::from(*victim_eph))
-            .to_bytes();
-        let (lower, upper, local_is_least) = kdf::sort_keys(&eph_public, victim_eph);
-        let challenge = kdf::challenge(lower, upper, &dh);
-        let keys = kdf::derive_keys(&dh, local_is_least);
+        let keys = PeerKeys::derive(PEER_EPH_SECRET, victim_eph);
         let send_key = keys.send;
         PeerSession {
-            eph_public,
-            challenge,
+            eph_public: keys.eph_public,
+            challenge: keys.challenge,
             send_key,
             sealer: peer_sealer(&send_key, 0),
             sent: 0,

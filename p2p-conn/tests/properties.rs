@@ -611,8 +611,7 @@ proptest! {
             prop::collection::vec(any::<u8>(), 0..3000),
             // A well-formed first message with an arbitrary key, then noise.
             (any::<[u8; 32]>(), prop::collection::vec(any::<u8>(), 0..3000)).prop_map(|(k, rest)| {
-                let mut m = vec![0x22, 0x0a, 0x20];
-                m.extend_from_slice(&k);
+                let mut m = p2p_conn::testkit::eph_message(&k).to_vec();
                 m.extend_from_slice(&rest);
                 m
             }),

@@ -11,10 +11,10 @@ use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::EPH_MSG_LEN;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{auth_sig, kdf, Backend, Sealer, STANDARD_SEALED_FRAME};
+use p2p_conn::proto::{auth_sig, Backend, Sealer, STANDARD_SEALED_FRAME};
+use p2p_conn::testkit::PeerKeys;
 use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 
 /// A hand-built peer (keys derived from the public sans-IO pieces, as
 /// `tests/evil_peer.rs` does) that puts `early` application bytes after its
@@ -27,20 +27,13 @@ async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>, then: &[u8]) -> D
     io.read_exact(&mut first).await.unwrap();
     let victim_eph: [u8; 32] = first[3..].try_into().unwrap();
 
-    let secret = StaticSecret::from([0x17u8; 32]);
-    let eph = XPublic::from(&secret).to_bytes();
-    let mut m = vec![0x22, 0x0a, 0x20];
-    m.extend_from_slice(&eph);
-    io.write_all(&m).await.unwrap();
+    let keys = PeerKeys::derive([0x17u8; 32], &victim_eph);
+    io.write_all(&keys.eph_message()).await.unwrap();
 
-    let dh = secret.diffie_hellman(&XPublic::from(victim_eph)).to_bytes();
-    let (lo, hi, least) = kdf::sort_keys(&eph, &victim_eph);
-    let challenge = kdf::challenge(lo, hi, &dh);
-    let keys = kdf::derive_keys(&dh, least);
     let sk = ed25519_dalek::SigningKey::from_bytes(&seed);
     let auth = auth_sig::encode(
         &sk.verifying_key().to_bytes(),
-        &sk.sign(&challenge).to_bytes(),
+        &sk.sign(&keys.challenge).to_bytes(),
     );
     let mut frame0_plain = auth.to_vec();
     frame0_plain.extend_from_slice(&early);

@@ -41,14 +41,13 @@ use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::handshake::HandshakeParams;
 use p2p_conn::proto::sealed_len;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{kdf, Backend, Opener};
+use p2p_conn::proto::{Backend, Opener};
 use p2p_conn::testkit::internals::{
     handshake_with_ephemeral, open_at, poll_handshake, FrameReader, PollIo, ReadCore,
 };
 use p2p_conn::{Config, Error, Identity};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use x25519_dalek::{PublicKey as XPublic, StaticSecret};
 
 /// Consecutive rounds without any progress before a driver declares a hang.
 const IDLE_LIMIT: u32 = 100_000;
@@ -801,11 +800,7 @@ impl Peer {
 fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
     assert_eq!(&wire[..3], &[0x22, 0x0a, 0x20], "ephemeral key message");
     let eph: [u8; 32] = wire[3..35].try_into().unwrap();
-    let secret = StaticSecret::from(peer_secret);
-    let own = XPublic::from(&secret).to_bytes();
-    let dh = secret.diffie_hellman(&XPublic::from(eph)).to_bytes();
-    let (_, _, least) = kdf::sort_keys(&own, &eph);
-    let keys = kdf::derive_keys(&dh, least);
+    let keys = p2p_conn::testkit::PeerKeys::derive(peer_secret, &eph);
     let mut opener = Opener::new(
         Cipher::new(Backend::Ring, &keys.recv),
         FrameSize::new(frame).unwrap(),

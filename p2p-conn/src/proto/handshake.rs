@@ -52,6 +52,15 @@ use crate::identity::{Identity, PublicKey};
 /// Length of the plaintext ephemeral-key message.
 pub const EPH_MSG_LEN: usize = 35;
 
+/// The plaintext ephemeral-key message: a protobuf `BytesValue` holding
+/// `key`, length-prefixed (`0x22 0x0a 0x20 || key`).
+pub(crate) fn eph_message(key: &[u8; 32]) -> [u8; EPH_MSG_LEN] {
+    let mut m = [0u8; EPH_MSG_LEN];
+    m[..3].copy_from_slice(&[0x22, 0x0a, 0x20]);
+    m[3..].copy_from_slice(key);
+    m
+}
+
 /// Parameters of the handshake that both peers must agree on (frame size) or
 /// that are local choices (AEAD backend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,9 +199,7 @@ impl Handshake {
     ) -> Self {
         let secret = StaticSecret::from(secret);
         let local_eph = XPublic::from(&secret).to_bytes();
-        let mut out = Vec::with_capacity(EPH_MSG_LEN);
-        out.extend_from_slice(&[0x22, 0x0a, 0x20]);
-        out.extend_from_slice(&local_eph);
+        let out = eph_message(&local_eph).to_vec();
         Handshake {
             state: State::EphLen,
             signing: identity.signing_key().clone(),
@@ -390,9 +397,7 @@ impl Handshake {
             return Err(ProtocolError::LowOrderEphemeralKey);
         }
         let dh = Zeroizing::new(shared.to_bytes());
-        let (lower, upper, local_is_least) = kdf::sort_keys(&self.local_eph, &remote);
-        let challenge = kdf::challenge(lower, upper, &dh);
-        let keys = kdf::derive_keys(&dh, local_is_least);
+        let (challenge, keys) = kdf::session(&self.local_eph, &remote, &dh);
         let mut sealer = Sealer::new(
             Cipher::new(self.params.backend, &keys.send),
             self.params.frame_size,
@@ -455,8 +460,7 @@ mod tests {
         let mut hs = Handshake::with_ephemeral_secret(&id, HandshakeParams::default(), [9; 32]);
         let mut eph = hs.local_ephemeral_key();
         eph[31] ^= 0x80;
-        let mut msg = vec![0x22, 0x0a, 0x20];
-        msg.extend_from_slice(&eph);
+        let msg = eph_message(&eph);
         hs.read_buffer().copy_from_slice(&msg[..1]);
         hs.advance_read(1).unwrap();
         hs.read_buffer().copy_from_slice(&msg[1..]);

@@ -72,6 +72,21 @@ pub fn sort_keys<'a>(
     }
 }
 
+/// The challenge to sign and this side's keys, from the DH output between
+/// our ephemeral key `local` and the peer's `remote`: the one place the keys
+/// are ordered, the challenge made and the keys split between directions.
+pub fn session(
+    local: &[u8; 32],
+    remote: &[u8; 32],
+    dh_secret: &[u8; 32],
+) -> ([u8; 32], SessionKeys) {
+    let (lower, upper, local_is_least) = sort_keys(local, remote);
+    (
+        challenge(lower, upper, dh_secret),
+        derive_keys(dh_secret, local_is_least),
+    )
+}
+
 /// The 32-byte challenge each side signs.
 pub fn challenge(lower: &[u8; 32], upper: &[u8; 32], dh_secret: &[u8; 32]) -> [u8; 32] {
     let mut t = Transcript::new(TRANSCRIPT_LABEL);

@@ -44,17 +44,20 @@
 //! | [`plans`] | [`Fault`]s, [`Plan`]s and [`Counters`] of the I/O double |
 //! | [`mod@pipe`] | the I/O double itself: [`pipe()`], [`End`], [`Control`] |
 //! | [`conn`] | connections over the double: [`connect`], [`pair`], the [`Conn`] adapters, polling helpers |
+//! | [`peer`] | [`PeerKeys`]: a peer played by hand derives the session the other side will use |
 //! | [`internals`] | the engine's parts and the test hooks (chosen counters and ephemeral keys) the tests and fuzz targets reach into; no stability promise |
 #![allow(missing_docs)]
 
 pub mod conn;
 pub mod internals;
+pub mod peer;
 pub mod pipe;
 pub mod plans;
 pub mod pumps;
 pub mod rng;
 
 pub use conn::*;
+pub use peer::{eph_message, PeerKeys};
 pub use pipe::{pipe, Control, End, DEADLOCK_LIMIT};
 pub use plans::*;
 pub use pumps::*;
