@@ -44,11 +44,13 @@
 //! | [`plans`] | [`Fault`]s, [`Plan`]s and [`Counters`] of the I/O double |
 //! | [`mod@pipe`] | the I/O double itself: [`pipe()`], [`End`], [`Control`] |
 //! | [`conn`] | connections over the double: [`connect`], [`pair`], the [`Conn`] adapters, polling helpers |
+//! | [`evil_peer`] | scripted malicious peers over loopback sockets, and the harness that plays them against a victim of either adapter |
 //! | [`peer`] | [`PeerKeys`]: a peer played by hand derives the session the other side will use |
 //! | [`internals`] | the engine's parts and the test hooks (chosen counters and ephemeral keys) the tests and fuzz targets reach into; no stability promise |
 #![allow(missing_docs)]
 
 pub mod conn;
+pub mod evil_peer;
 pub mod internals;
 pub mod peer;
 pub mod pipe;
