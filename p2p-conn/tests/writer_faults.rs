@@ -26,7 +26,7 @@
 mod common;
 
 use std::future::Future;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read};
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
@@ -43,7 +43,7 @@ use p2p_conn::proto::sealed_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{Backend, Opener};
 use p2p_conn::testkit::internals::{
-    handshake_with_ephemeral, open_at, poll_handshake, FrameReader, PollIo, ReadCore,
+    handshake_with_ephemeral, open_at, poll_handshake, ready, FrameReader, ReadCore, StdIo,
 };
 use p2p_conn::{Config, Error, Identity};
 use proptest::prelude::*;
@@ -731,24 +731,6 @@ fn std_send_vectored_three_slices_resume_exactly() {
 // ---------------------------------------------------------------------------
 // Poisoning
 
-fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
-    match r {
-        Err(e) if is_would_block(&e) => Poll::Pending,
-        other => Poll::Ready(other),
-    }
-}
-
-struct StdPoll<'a>(&'a mut End);
-
-impl PollIo for StdPoll<'_> {
-    fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        ready(Read::read(self.0, buf))
-    }
-    fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
-        ready(Write::write(self.0, buf))
-    }
-}
-
 /// The receiving peer: the library's own handshake state machine with a
 /// known ephemeral secret (so the test can derive the frame keys itself) and
 /// the engine's `FrameReader`, the read path both adapters use.
@@ -764,7 +746,7 @@ impl Peer {
             backend: config.backend,
         };
         let mut hs = handshake_with_ephemeral(&Identity::generate(), params, secret);
-        match poll_handshake(&mut hs, &mut StdPoll(&mut end)) {
+        match poll_handshake(&mut hs, &mut StdIo(&mut end)) {
             Poll::Ready(r) => r.expect("peer handshake"),
             Poll::Pending => unreachable!("the pipe blocks during the handshake"),
         }

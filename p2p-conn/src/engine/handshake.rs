@@ -30,6 +30,40 @@ pub trait PollIo {
     }
 }
 
+/// A std `Read + Write` transport seen through [`PollIo`]: `WouldBlock` is
+/// `Pending`, so a non-blocking std socket works as well as a blocking one.
+/// The std adapter's handshake driver, and the tests' (through
+/// `testkit::internals`).
+pub struct StdIo<'a, T>(pub &'a mut T);
+
+impl<T: std::io::Read + std::io::Write> PollIo for StdIo<'_, T> {
+    fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        ready(self.0.read(buf))
+    }
+    fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
+        ready(self.0.write(buf))
+    }
+    fn poll_flush_some(&mut self) -> Poll<io::Result<()>> {
+        ready(self.0.flush())
+    }
+}
+
+/// A std call's result as a poll: `WouldBlock` is `Pending`.
+pub fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        other => Poll::Ready(other),
+    }
+}
+
+/// A poll as a std call's result: `Pending` is `WouldBlock`.
+pub fn unpoll<T>(p: Poll<io::Result<T>>) -> io::Result<T> {
+    match p {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+    }
+}
+
 /// The peer hanging up during the handshake (cleanly or with a reset) is
 /// reported as such, with how far the current message got.
 fn hung_up(hs: &Handshake, e: Option<io::Error>) -> Error {

@@ -29,7 +29,9 @@ pub mod handshake;
 pub mod reader;
 pub mod writer;
 
-pub use handshake::{poll_handshake, PollIo};
+#[cfg(any(feature = "tokio", feature = "testkit"))]
+pub use handshake::PollIo;
+pub use handshake::{poll_handshake, ready, unpoll, StdIo};
 pub use reader::{FrameReader, ReadCore};
 pub use writer::{FrameWriter, WriteCore};
 

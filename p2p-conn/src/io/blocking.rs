@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::{ReuniteError, SecretStream};
 use crate::engine::{
-    poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
+    poll_handshake, ready, unpoll, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, StdIo,
 };
 use crate::events::Handshaking;
 use crate::proto::Handshake;
@@ -89,34 +89,6 @@ impl Rejoin for TcpStream {
             ((Some(a), Some(b)), (Some(c), Some(d))) if a == c && b == d => Ok(write),
             _ => Err((self, write)),
         }
-    }
-}
-
-fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
-        other => Poll::Ready(other),
-    }
-}
-
-fn unpoll<T>(p: Poll<io::Result<T>>) -> io::Result<T> {
-    match p {
-        Poll::Ready(r) => r,
-        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
-    }
-}
-
-struct StdIo<'a, T>(&'a mut T);
-
-impl<T: Read + Write> PollIo for StdIo<'_, T> {
-    fn poll_read_some(&mut self, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        ready(self.0.read(buf))
-    }
-    fn poll_write_some(&mut self, buf: &[u8]) -> Poll<io::Result<usize>> {
-        ready(self.0.write(buf))
-    }
-    fn poll_flush_some(&mut self) -> Poll<io::Result<()>> {
-        ready(self.0.flush())
     }
 }
 

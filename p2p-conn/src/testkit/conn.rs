@@ -9,7 +9,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::pipe::{pipe, unpoll, Control, End};
+use super::pipe::{pipe, Control, End};
+use crate::engine::unpoll;
 use crate::io::{blocking, tokio as ptokio};
 use crate::{Config, Error, Identity};
 

@@ -14,7 +14,9 @@
 
 pub use crate::engine::budget::{Admission, Budget};
 pub use crate::engine::writer::{Backlog, WRITE_BUFFER_KEEP};
-pub use crate::engine::{poll_handshake, FrameReader, FrameWriter, PollIo, ReadCore, WriteCore};
+pub use crate::engine::{
+    poll_handshake, ready, unpoll, FrameReader, FrameWriter, PollIo, ReadCore, StdIo, WriteCore,
+};
 pub use crate::proto::varint::{read_uvarint, Varint};
 
 use crate::proto::aead::Cipher;

@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::plans::{Counters, Fault, Plan};
 use super::rng::Rng;
+use crate::engine::unpoll;
 
 /// A blocking std call of the double that waits this long is a deadlock: it
 /// fails with `ErrorKind::TimedOut` (every wait in these tests is otherwise
@@ -381,14 +382,6 @@ impl Drop for End {
         st.lanes[1 - self.side].reader_gone = true;
         st.lanes[1 - self.side].wake_all();
         self.net.changed.notify_all();
-    }
-}
-
-/// `Pending` as std's `WouldBlock`.
-pub(crate) fn unpoll<T>(p: Poll<io::Result<T>>) -> io::Result<T> {
-    match p {
-        Poll::Ready(r) => r,
-        Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
     }
 }
 
