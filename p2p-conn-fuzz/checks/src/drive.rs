@@ -1,5 +1,5 @@
 //! Drivers and fixtures more than one check uses: the fixed frame key, the
-//! fuzz-chosen transport chunking ([`Chunks`]), reading a whole sealed stream
+//! fuzz-chosen transport chunking ([`Chunks`], a testkit fault-plan preset), reading a whole sealed stream
 //! through a `FrameReader` ([`read_all`]) and the deterministic handshake
 //! pair ([`handshake_pair`]).
 
@@ -9,56 +9,53 @@ use std::task::Poll;
 use crate::input::Input;
 use crate::internals::{FrameReader, ReadCore};
 use p2p_conn::proto::{Backend, FrameSize, HandshakeParams};
-use p2p_conn::testkit::{self, HandshakeRun, Rng};
+use p2p_conn::testkit::{self, Fault, Faults, HandshakeRun, Plan, Rng};
 
 /// The fixed frame key of the `frames` (hostile mode) and `roundtrip` targets.
 pub const KEY: [u8; 32] = [0x42; 32];
 
 /// Most loop turns any driver takes before it calls the run a hang.
 pub(crate) const MAX_STEPS: usize = 2_000_000;
-/// What one transport call of a driver does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Move at most this many bytes (at least 1).
-    Take(usize),
-    /// `Poll::Pending` (the caller retries).
-    Pending,
-    /// `ErrorKind::Interrupted` (the engine must retry).
-    Interrupted,
-}
 
-/// Fuzz-chosen chunking of a transport: every call moves a seeded-random
-/// 1..=`max` bytes (`max == 0`: everything offered), with optional
-/// `Pending`/`Interrupted` calls in between.
+/// Fuzz-chosen chunking of a transport: the testkit's [`Plan::chunks`]
+/// preset (random pieces of 1..=`max` bytes, optional `Pending` and
+/// `Interrupted` calls), seeded from the input, for drivers that hand the
+/// engine closures instead of a transport.
 pub(crate) struct Chunks {
+    faults: Faults,
     rng: Rng,
-    max: usize,
-    faults: bool,
 }
 
 impl Chunks {
-    /// Three bytes: fault flag + seed, and the largest piece.
+    /// Three bytes: fault flag + seed, and the largest piece (0: no limit).
     pub(crate) fn decode(inp: &mut Input<'_>) -> Self {
         let seed = inp.u8();
         let max = usize::from(inp.u16());
         Chunks {
+            faults: Faults::new(Plan::chunks(max, seed & 1 == 1)),
             rng: Rng::new(u64::from(seed >> 1)),
-            max,
-            faults: seed & 1 == 1,
         }
     }
-    pub(crate) fn next(&mut self, offered: usize) -> Step {
-        if self.faults {
-            match self.rng.below(16) {
-                0 => return Step::Pending,
-                1 => return Step::Interrupted,
-                _ => {}
-            }
-        }
-        if self.max == 0 {
-            return Step::Take(offered.max(1));
-        }
-        Step::Take(self.rng.range(1, self.max))
+
+    /// What one transport call does, given the caller's buffer of `offered`
+    /// bytes and the `possible` bytes the transport could move: `Ok(n)`
+    /// moves `n` bytes (0 only when none can), `Err(result)` is the call's
+    /// result instead.
+    pub(crate) fn call(
+        &mut self,
+        offered: usize,
+        possible: usize,
+    ) -> Result<usize, Poll<io::Result<usize>>> {
+        let possible = possible.min(offered);
+        let n = match self.faults.draw(&mut self.rng, offered.max(1), possible) {
+            Fault::Pass => possible,
+            Fault::Short(n) => n.min(possible),
+            Fault::Pending => return Err(Poll::Pending),
+            Fault::Interrupted => return Err(Poll::Ready(Err(io::ErrorKind::Interrupted.into()))),
+            Fault::Fail(kind) => return Err(Poll::Ready(Err(kind.into()))),
+        };
+        self.faults.moved(n);
+        Ok(n)
     }
 }
 
@@ -75,11 +72,9 @@ pub(crate) fn read_all(
     let mut pos = 0;
     let mut out = Vec::new();
     let mut buf = vec![0u8; out_max.max(1)];
-    let mut read = |dst: &mut [u8]| match reads.next(dst.len()) {
-        Step::Pending => Poll::Pending,
-        Step::Interrupted => Poll::Ready(Err(io::ErrorKind::Interrupted.into())),
-        Step::Take(n) => {
-            let n = n.min(dst.len()).min(wire.len() - pos);
+    let mut read = |dst: &mut [u8]| match reads.call(dst.len(), wire.len() - pos) {
+        Err(result) => result,
+        Ok(n) => {
             dst[..n].copy_from_slice(&wire[pos..pos + n]);
             pos += n;
             Poll::Ready(Ok(n))

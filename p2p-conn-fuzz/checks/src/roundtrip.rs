@@ -1,10 +1,10 @@
 //! `roundtrip`: messages through a `FrameWriter` and back through a
 //! `FrameReader`.
 
-use std::io::{self, IoSlice};
+use std::io::IoSlice;
 use std::task::Poll;
 
-use crate::drive::{read_all, Chunks, Step, KEY, MAX_STEPS};
+use crate::drive::{read_all, Chunks, KEY, MAX_STEPS};
 use crate::input::Input;
 use crate::internals::{Cipher, FrameWriter, ReadCore, WriteCore};
 use p2p_conn::proto::sealed_frame_len;
@@ -66,11 +66,9 @@ pub fn check(data: &[u8]) {
     let max_chunk = writer.core().max_chunk();
     let sealed = sealed_frame_len(fs);
     let mut wire = Vec::new();
-    let mut write = |buf: &[u8]| match writes.next(buf.len()) {
-        Step::Pending => Poll::Pending,
-        Step::Interrupted => Poll::Ready(Err(io::ErrorKind::Interrupted.into())),
-        Step::Take(n) => {
-            let n = n.min(buf.len());
+    let mut write = |buf: &[u8]| match writes.call(buf.len(), buf.len()) {
+        Err(result) => result,
+        Ok(n) => {
             wire.extend_from_slice(&buf[..n]);
             Poll::Ready(Ok(n))
         }

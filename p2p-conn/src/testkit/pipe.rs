@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::plans::{Counters, Fault, Plan};
+use super::plans::{Counters, Fault, Faults, Plan};
 use super::rng::Rng;
 use crate::engine::unpoll;
 
@@ -71,17 +71,9 @@ impl Lane {
     }
 }
 
-/// Plan and position of one direction of one end.
-#[derive(Default)]
-struct Dir {
-    plan: Plan,
-    calls: u64,
-    bytes: u64,
-}
-
 struct EndState {
-    reads: Dir,
-    writes: Dir,
+    reads: Faults,
+    writes: Faults,
     rng: Rng,
     counters: Counters,
     blocking: bool,
@@ -91,48 +83,12 @@ impl EndState {
     /// Decide what this call does; `offered` is the caller's buffer length
     /// (at least 1), `possible` how many bytes could move.
     fn draw(&mut self, write: bool, offered: usize, possible: usize) -> Fault {
-        let rng = &mut self.rng;
         let d = if write {
             &mut self.writes
         } else {
             &mut self.reads
         };
-        d.calls += 1;
-        if let Some((at, kind)) = d.plan.fail_at_call {
-            if d.calls >= at {
-                return Fault::Fail(kind);
-            }
-        }
-        let mut cap = possible;
-        if let Some(max) = d.plan.max_piece {
-            cap = cap.min(rng.range(1, max.min(offered).max(1)));
-        }
-        if let Some((limit, kind)) = d.plan.fail_after_bytes {
-            let left = limit.saturating_sub(d.bytes);
-            if left == 0 {
-                return Fault::Fail(kind);
-            }
-            cap = cap.min(usize::try_from(left).unwrap_or(usize::MAX));
-        }
-        let fault = if !d.plan.script.is_empty() {
-            d.plan.script.remove(0)
-        } else {
-            let r = d.plan.rates;
-            if rng.percent(r.pending) {
-                Fault::Pending
-            } else if rng.percent(r.interrupted) {
-                Fault::Interrupted
-            } else if cap > 1 && rng.percent(r.short) {
-                Fault::Short(rng.range(1, cap - 1))
-            } else {
-                Fault::Pass
-            }
-        };
-        match fault {
-            Fault::Pass if cap < possible => Fault::Short(cap),
-            Fault::Short(k) => Fault::Short(k.clamp(1, cap.max(1))),
-            other => other,
-        }
+        d.draw(&mut self.rng, offered, possible)
     }
 
     /// Draw this call's fault and carry out the ones that move no bytes:
@@ -201,7 +157,7 @@ impl EndState {
         } else {
             &mut self.reads
         };
-        d.bytes += n as u64;
+        d.moved(n);
         let c = &mut self.counters;
         let (calls, bytes, sizes) = if write {
             (&mut c.writes, &mut c.written, &mut c.write_sizes)
@@ -262,8 +218,8 @@ impl Net {
 /// capacity.
 pub fn pipe() -> (End, End) {
     let end = |seed| EndState {
-        reads: Dir::default(),
-        writes: Dir::default(),
+        reads: Faults::default(),
+        writes: Faults::default(),
         rng: Rng::new(seed),
         counters: Counters::default(),
         blocking: true,
@@ -458,17 +414,11 @@ impl Control {
     /// Install the fault plan of this end's writes (its call and byte
     /// positions restart at zero).
     pub fn set_write_plan(&self, plan: Plan) {
-        self.net.lock().ends[self.side].writes = Dir {
-            plan,
-            ..Dir::default()
-        };
+        self.net.lock().ends[self.side].writes = Faults::new(plan);
     }
     /// Install the fault plan of this end's reads.
     pub fn set_read_plan(&self, plan: Plan) {
-        self.net.lock().ends[self.side].reads = Dir {
-            plan,
-            ..Dir::default()
-        };
+        self.net.lock().ends[self.side].reads = Faults::new(plan);
     }
     /// Seed this end's random faults.
     pub fn seed(&self, seed: u64) {

@@ -3,6 +3,8 @@
 
 use std::io;
 
+use super::rng::Rng;
+
 /// What one read or write call of the double does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -80,6 +82,92 @@ impl Plan {
     pub fn max_piece(mut self, max: usize) -> Self {
         self.max_piece = Some(max);
         self
+    }
+
+    /// The fuzz targets' chunking: every call moves a random 1..=`max`
+    /// bytes (`max == 0`: as many as it can) and, with `faults`, about one
+    /// call in sixteen is `Pending` and one in sixteen `Interrupted`.
+    pub fn chunks(max: usize, faults: bool) -> Self {
+        let rate = if faults { 6 } else { 0 };
+        Plan {
+            rates: Rates {
+                pending: rate,
+                interrupted: rate,
+                short: 0,
+            },
+            max_piece: (max > 0).then_some(max),
+            ..Plan::default()
+        }
+    }
+}
+
+/// A [`Plan`] being carried out: the next call's number and the bytes moved
+/// so far. The I/O double keeps one per direction of each end; a driver
+/// that hands the engine a closure instead of a transport keeps its own.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    plan: Plan,
+    calls: u64,
+    bytes: u64,
+}
+
+impl Faults {
+    /// Start carrying out `plan`.
+    pub fn new(plan: Plan) -> Self {
+        Faults {
+            plan,
+            calls: 0,
+            bytes: 0,
+        }
+    }
+
+    /// What the next call does; `offered` is the caller's buffer length (at
+    /// least 1), `possible` how many bytes could move. Random choices come
+    /// from `rng`. A `Pass` or `Short(n)` moves at most `possible` bytes;
+    /// report what moved with [`Self::moved`].
+    pub fn draw(&mut self, rng: &mut Rng, offered: usize, possible: usize) -> Fault {
+        self.calls += 1;
+        let plan = &mut self.plan;
+        if let Some((at, kind)) = plan.fail_at_call {
+            if self.calls >= at {
+                return Fault::Fail(kind);
+            }
+        }
+        let mut cap = possible;
+        if let Some(max) = plan.max_piece {
+            cap = cap.min(rng.range(1, max.min(offered).max(1)));
+        }
+        if let Some((limit, kind)) = plan.fail_after_bytes {
+            let left = limit.saturating_sub(self.bytes);
+            if left == 0 {
+                return Fault::Fail(kind);
+            }
+            cap = cap.min(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+        let fault = if !plan.script.is_empty() {
+            plan.script.remove(0)
+        } else {
+            let r = plan.rates;
+            if rng.percent(r.pending) {
+                Fault::Pending
+            } else if rng.percent(r.interrupted) {
+                Fault::Interrupted
+            } else if cap > 1 && rng.percent(r.short) {
+                Fault::Short(rng.range(1, cap - 1))
+            } else {
+                Fault::Pass
+            }
+        };
+        match fault {
+            Fault::Pass if cap < possible => Fault::Short(cap),
+            Fault::Short(k) => Fault::Short(k.clamp(1, cap.max(1))),
+            other => other,
+        }
+    }
+
+    /// Count `n` bytes moved by the last call.
+    pub fn moved(&mut self, n: usize) {
+        self.bytes += n as u64;
     }
 }
 
