@@ -784,7 +784,7 @@ fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
     let eph: [u8; 32] = wire[3..35].try_into().unwrap();
     let keys = p2p_conn::testkit::PeerKeys::derive(peer_secret, &eph);
     let mut opener = Opener::new(
-        Cipher::new(Backend::Ring, &keys.recv),
+        Cipher::new(Backend::default(), &keys.recv),
         FrameSize::new(frame).unwrap(),
     );
     let sealed = frame + 20;
@@ -796,7 +796,7 @@ fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
             Ok(r) if i > 0 => data.extend_from_slice(&b[r]),
             Ok(_) => {}
             Err(e) => {
-                let cipher = Cipher::new(Backend::Ring, &keys.recv);
+                let cipher = Cipher::new(Backend::default(), &keys.recv);
                 let opens_with = (0..frames as u64 + 2).find(|&c| {
                     let mut b = f.to_vec();
                     open_at(&cipher, c, &mut b)

@@ -610,44 +610,48 @@ mod tests {
 
     #[test]
     fn padding_is_zero_on_send() {
-        let (mut s, _) = pair(Backend::Ring, 1024, 0);
-        let mut out = Vec::new();
-        s.seal_append(b"abc", &mut out).unwrap();
-        let c = Cipher::new(Backend::RustCrypto, &[3u8; 32]);
-        c.open_in_place(&nonce_bytes(0), &mut out).unwrap();
-        assert_eq!(&out[..7], &[3, 0, 0, 0, b'a', b'b', b'c']);
-        assert!(out[7..1028].iter().all(|&b| b == 0));
+        for &backend in Backend::ALL {
+            let (mut s, _) = pair(backend, 1024, 0);
+            let mut out = Vec::new();
+            s.seal_append(b"abc", &mut out).unwrap();
+            let c = Cipher::new(Backend::RustCrypto, &[3u8; 32]);
+            c.open_in_place(&nonce_bytes(0), &mut out).unwrap();
+            assert_eq!(&out[..7], &[3, 0, 0, 0, b'a', b'b', b'c']);
+            assert!(out[7..1028].iter().all(|&b| b == 0));
+        }
     }
 
     #[test]
     fn nonce_exhaustion_is_an_error_not_a_wrap() {
-        let (mut s, mut o) = pair(Backend::Ring, 1024, u64::MAX - 1);
-        let mut out = Vec::new();
-        // Three frames need counters MAX-1, MAX, and one more: refused whole.
-        assert_eq!(
-            s.seal_append(&[1u8; 3000], &mut out),
-            Err(ProtocolError::NonceExhausted)
-        );
-        assert!(out.is_empty());
-        // Two frames fit exactly.
-        assert_eq!(s.seal_append(&[1u8; 2000], &mut out).unwrap(), 2);
-        assert_eq!(
-            s.seal_append(b"x", &mut out),
-            Err(ProtocolError::NonceExhausted)
-        );
-        assert_eq!(
-            s.seal_frame(b"", &mut out),
-            Err(ProtocolError::NonceExhausted)
-        );
-        assert_eq!(out.len(), 2 * STANDARD_SEALED_FRAME);
-        for f in out.chunks_mut(STANDARD_SEALED_FRAME) {
-            o.open_in_place(f).unwrap();
+        for &backend in Backend::ALL {
+            let (mut s, mut o) = pair(backend, 1024, u64::MAX - 1);
+            let mut out = Vec::new();
+            // Three frames need counters MAX-1, MAX, and one more: refused whole.
+            assert_eq!(
+                s.seal_append(&[1u8; 3000], &mut out),
+                Err(ProtocolError::NonceExhausted)
+            );
+            assert!(out.is_empty());
+            // Two frames fit exactly.
+            assert_eq!(s.seal_append(&[1u8; 2000], &mut out).unwrap(), 2);
+            assert_eq!(
+                s.seal_append(b"x", &mut out),
+                Err(ProtocolError::NonceExhausted)
+            );
+            assert_eq!(
+                s.seal_frame(b"", &mut out),
+                Err(ProtocolError::NonceExhausted)
+            );
+            assert_eq!(out.len(), 2 * STANDARD_SEALED_FRAME);
+            for f in out.chunks_mut(STANDARD_SEALED_FRAME) {
+                o.open_in_place(f).unwrap();
+            }
+            let mut extra = vec![0u8; STANDARD_SEALED_FRAME];
+            assert_eq!(
+                o.open_in_place(&mut extra),
+                Err(ProtocolError::NonceExhausted)
+            );
         }
-        let mut extra = vec![0u8; STANDARD_SEALED_FRAME];
-        assert_eq!(
-            o.open_in_place(&mut extra),
-            Err(ProtocolError::NonceExhausted)
-        );
     }
 
     #[test]
@@ -667,77 +671,83 @@ mod tests {
 
     #[test]
     fn length_above_frame_size_is_rejected() {
-        let c = Cipher::new(Backend::Ring, &[3u8; 32]);
-        let mut plain = vec![0u8; 1028];
-        plain[..4].copy_from_slice(&1025u32.to_le_bytes());
-        let tag = c.seal_in_place(&nonce_bytes(0), &mut plain);
-        plain.extend_from_slice(&tag);
-        let (_, mut o) = pair(Backend::Ring, 1024, 0);
-        assert_eq!(
-            o.open_in_place(&mut plain),
-            Err(ProtocolError::FrameTooLarge {
-                len: 1025,
-                max: 1024
-            })
-        );
+        for &backend in Backend::ALL {
+            let c = Cipher::new(backend, &[3u8; 32]);
+            let mut plain = vec![0u8; 1028];
+            plain[..4].copy_from_slice(&1025u32.to_le_bytes());
+            let tag = c.seal_in_place(&nonce_bytes(0), &mut plain);
+            plain.extend_from_slice(&tag);
+            let (_, mut o) = pair(backend, 1024, 0);
+            assert_eq!(
+                o.open_in_place(&mut plain),
+                Err(ProtocolError::FrameTooLarge {
+                    len: 1025,
+                    max: 1024
+                })
+            );
+        }
     }
 
     #[test]
     fn vectored_equals_contiguous() {
-        let data: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
-        for cuts in [
-            vec![0usize, 5000],
-            vec![0, 0, 1, 1024, 1025, 4999, 5000],
-            vec![0, 3000, 3000, 5000],
-        ] {
-            let parts: Vec<&[u8]> = cuts.windows(2).map(|w| &data[w[0]..w[1]]).collect();
-            let (mut a, _) = pair(Backend::Ring, 1024, 0);
-            let (mut b, _) = pair(Backend::Ring, 1024, 0);
+        for &backend in Backend::ALL {
+            let data: Vec<u8> = (0..5000u32).map(|i| (i * 13) as u8).collect();
+            for cuts in [
+                vec![0usize, 5000],
+                vec![0, 0, 1, 1024, 1025, 4999, 5000],
+                vec![0, 3000, 3000, 5000],
+            ] {
+                let parts: Vec<&[u8]> = cuts.windows(2).map(|w| &data[w[0]..w[1]]).collect();
+                let (mut a, _) = pair(backend, 1024, 0);
+                let (mut b, _) = pair(backend, 1024, 0);
+                let mut x = Vec::new();
+                let mut y = Vec::new();
+                a.seal_append(&data, &mut x).unwrap();
+                b.seal_append_vectored(&parts, &mut y).unwrap();
+                assert_eq!(x, y, "{cuts:?}");
+            }
+            // A prefix seals exactly what sealing that prefix alone would.
+            let parts: [&[u8]; 3] = [&data[..100], &data[100..3000], &data[3000..]];
+            for len in [0usize, 1, 100, 1024, 2500, 5000, 9999] {
+                let (mut a, _) = pair(backend, 1024, 0);
+                let (mut b, _) = pair(backend, 1024, 0);
+                let mut x = Vec::new();
+                let mut y = Vec::new();
+                a.seal_append(&data[..len.min(data.len())], &mut x).unwrap();
+                b.seal_append_prefix(&parts, len, &mut y).unwrap();
+                assert_eq!(x, y, "prefix {len}");
+            }
+            let (mut a, _) = pair(backend, 1024, 0);
             let mut x = Vec::new();
-            let mut y = Vec::new();
-            a.seal_append(&data, &mut x).unwrap();
-            b.seal_append_vectored(&parts, &mut y).unwrap();
-            assert_eq!(x, y, "{cuts:?}");
+            let empty: [&[u8]; 2] = [&[], &[]];
+            assert_eq!(a.seal_append_vectored(&empty, &mut x).unwrap(), 0);
+            assert!(x.is_empty());
         }
-        // A prefix seals exactly what sealing that prefix alone would.
-        let parts: [&[u8]; 3] = [&data[..100], &data[100..3000], &data[3000..]];
-        for len in [0usize, 1, 100, 1024, 2500, 5000, 9999] {
-            let (mut a, _) = pair(Backend::Ring, 1024, 0);
-            let (mut b, _) = pair(Backend::Ring, 1024, 0);
-            let mut x = Vec::new();
-            let mut y = Vec::new();
-            a.seal_append(&data[..len.min(data.len())], &mut x).unwrap();
-            b.seal_append_prefix(&parts, len, &mut y).unwrap();
-            assert_eq!(x, y, "prefix {len}");
-        }
-        let (mut a, _) = pair(Backend::Ring, 1024, 0);
-        let mut x = Vec::new();
-        let empty: [&[u8]; 2] = [&[], &[]];
-        assert_eq!(a.seal_append_vectored(&empty, &mut x).unwrap(), 0);
-        assert!(x.is_empty());
     }
 
     #[test]
     fn non_standard_frame_size() {
-        let (mut s, mut o) = pair(Backend::Ring, 16384, 0);
-        let data = vec![5u8; 40000];
-        let mut out = Vec::new();
-        assert_eq!(s.seal_append(&data, &mut out).unwrap(), 3);
-        let mut got = Vec::new();
-        for f in out.chunks_mut(sealed_frame_len(16384)) {
-            let r = o.open_in_place(f).unwrap();
-            got.extend_from_slice(&f[r]);
+        for &backend in Backend::ALL {
+            let (mut s, mut o) = pair(backend, 16384, 0);
+            let data = vec![5u8; 40000];
+            let mut out = Vec::new();
+            assert_eq!(s.seal_append(&data, &mut out).unwrap(), 3);
+            let mut got = Vec::new();
+            for f in out.chunks_mut(sealed_frame_len(16384)) {
+                let r = o.open_in_place(f).unwrap();
+                got.extend_from_slice(&f[r]);
+            }
+            assert_eq!(got, data);
+            assert!(FrameSize::new(MIN_FRAME_SIZE - 1).is_err());
+            assert!(FrameSize::new(MAX_FRAME_SIZE + 1).is_err());
+            assert!(FrameSize::new(MIN_FRAME_SIZE).is_ok());
+            assert!(FrameSize::new(MAX_FRAME_SIZE).is_ok());
+            let fs = FrameSize::STANDARD;
+            assert_eq!(fs.whole_frames(0), 1044);
+            assert_eq!(fs.whole_frames(1043), 1044);
+            assert_eq!(fs.whole_frames(2 * 1044 + 1043), 2 * 1044);
+            assert_eq!(fs.whole_frames(128 * 1024), 125 * 1044);
         }
-        assert_eq!(got, data);
-        assert!(FrameSize::new(MIN_FRAME_SIZE - 1).is_err());
-        assert!(FrameSize::new(MAX_FRAME_SIZE + 1).is_err());
-        assert!(FrameSize::new(MIN_FRAME_SIZE).is_ok());
-        assert!(FrameSize::new(MAX_FRAME_SIZE).is_ok());
-        let fs = FrameSize::STANDARD;
-        assert_eq!(fs.whole_frames(0), 1044);
-        assert_eq!(fs.whole_frames(1043), 1044);
-        assert_eq!(fs.whole_frames(2 * 1044 + 1043), 2 * 1044);
-        assert_eq!(fs.whole_frames(128 * 1024), 125 * 1044);
     }
 
     /// Messages of every size around group boundaries, through every
