@@ -27,7 +27,7 @@ use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::breakdown::{Breakdown, StatsJson};
-use crate::cometbft_go::{self, GoVersion};
+use p2p_conn_interop::cometbft_go::{self, GoVersion};
 
 /// Bytes the current run's receiver has checked so far, counted only while
 /// `COUNT_PROGRESS` is set (`profile`'s progress bar sets it and reads this).

@@ -13,7 +13,6 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 mod bench;
 mod breakdown;
-mod cometbft_go;
 mod probe;
 mod producers;
 mod profile;

@@ -43,8 +43,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::bench::s;
-use crate::cometbft_go::{self, GoVersion};
 use crate::WireArgs;
+use p2p_conn_interop::cometbft_go::{self, GoVersion};
 
 type Conn = ptokio::SecretConnection<TcpStream>;
 type ReadHalf = ptokio::ReadHalf<tokio::net::tcp::OwnedReadHalf>;

@@ -1,11 +1,8 @@
 //! CometBFT's Go peer (`interop/cometbft-go`) for the interop tests, built by
-//! the CLI's own builder so the CLI and the tests run the very same binaries:
-//! once per test binary and version, checked to report its CometBFT version.
-//! Without the Go toolchain [`go_peer`] prints a notice and the test passes,
-//! unless `CI=true`, where it fails.
-
-#[path = "../../src/bin/p2p-conn/cometbft_go.rs"]
-mod cometbft_go;
+//! [`crate::cometbft_go`], the CLI's own builder, so the CLI and the tests
+//! run the very same binaries: once per test binary and version, checked to
+//! report its CometBFT version. Without the Go toolchain [`go_peer`] prints a
+//! notice and the test passes, unless `CI=true`, where it fails.
 
 use std::ffi::OsStr;
 use std::fmt::Display;
@@ -13,10 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use cometbft_go::{BuildError, GoVersion};
-use p2p_conn::NodeId;
-
-use super::process::{run_ok, Feed, Proc};
+use crate::cometbft_go;
+pub use crate::cometbft_go::{BuildError, GoVersion};
+use crate::process::{run_ok, Feed, Proc};
 
 /// Bound on the Go peer's short subcommands (`keygen`, `id`, `version`).
 pub const SHORT_RUN: Duration = Duration::from_secs(30);
@@ -57,13 +53,18 @@ pub fn go_peer(version: GoVersion, test: &str) -> Option<PathBuf> {
 }
 
 /// A node key written by CometBFT's own code (`cometbft-peer keygen`) at
-/// `path`, and the node ID CometBFT computes for it: `keygen` and `id` must
-/// print the same ID, in its canonical (lowercase hex) form.
-pub fn go_keygen(bin: &Path, path: &Path) -> NodeId {
+/// `path`, and the node ID CometBFT computes for it, parsed as an `Id`
+/// (p2p-conn's `NodeId`; this crate does not depend on p2p-conn): `keygen`
+/// and `id` must print the same ID, in its canonical (lowercase hex) form.
+pub fn go_keygen<Id>(bin: &Path, path: &Path) -> Id
+where
+    Id: std::str::FromStr + Display,
+    Id::Err: Display,
+{
     let made = run_ok(bin, &[OsStr::new("keygen"), path.as_os_str()], SHORT_RUN).stdout_text();
     let id = run_ok(bin, &[OsStr::new("id"), path.as_os_str()], SHORT_RUN).stdout_text();
     assert_eq!(made, id, "cometbft-peer keygen and id disagree");
-    let parsed: NodeId = id
+    let parsed: Id = id
         .parse()
         .unwrap_or_else(|e| panic!("cometbft-peer id printed {id:?}: {e}"));
     assert_eq!(parsed.to_string(), id, "cometbft-peer id is not canonical");
