@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use p2p_conn::NodeId;
+
 use crate::cometbft_go;
 pub use crate::cometbft_go::{BuildError, GoVersion};
 use crate::process::{run_ok, Feed, Proc};
@@ -53,18 +55,13 @@ pub fn go_peer(version: GoVersion, test: &str) -> Option<PathBuf> {
 }
 
 /// A node key written by CometBFT's own code (`cometbft-peer keygen`) at
-/// `path`, and the node ID CometBFT computes for it, parsed as an `Id`
-/// (p2p-conn's `NodeId`; this crate does not depend on p2p-conn): `keygen`
-/// and `id` must print the same ID, in its canonical (lowercase hex) form.
-pub fn go_keygen<Id>(bin: &Path, path: &Path) -> Id
-where
-    Id: std::str::FromStr + Display,
-    Id::Err: Display,
-{
+/// `path`, and the node ID CometBFT computes for it: `keygen` and `id` must
+/// print the same ID, in its canonical (lowercase hex) form.
+pub fn go_keygen(bin: &Path, path: &Path) -> NodeId {
     let made = run_ok(bin, &[OsStr::new("keygen"), path.as_os_str()], SHORT_RUN).stdout_text();
     let id = run_ok(bin, &[OsStr::new("id"), path.as_os_str()], SHORT_RUN).stdout_text();
     assert_eq!(made, id, "cometbft-peer keygen and id disagree");
-    let parsed: Id = id
+    let parsed: NodeId = id
         .parse()
         .unwrap_or_else(|e| panic!("cometbft-peer id printed {id:?}: {e}"));
     assert_eq!(parsed.to_string(), id, "cometbft-peer id is not canonical");

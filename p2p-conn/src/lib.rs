@@ -103,5 +103,5 @@ pub struct EmbeddingDoctests;
 
 /// docs/guide.md's examples, compiled as doctests.
 #[doc = include_str!("../../docs/guide.md")]
-#[cfg(all(doctest, feature = "cli"))]
+#[cfg(all(doctest, feature = "tokio", feature = "nodeinfo"))]
 pub struct GuideDoctests;

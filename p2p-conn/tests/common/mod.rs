@@ -1,14 +1,14 @@
 //! Test-only helpers on top of the crate's `testkit` (the shared I/O double
 //! and handshake pumps live there, for the fuzz targets too); child
-//! processes ([`process`]), CometBFT's Go peer ([`go_peer`]) and byte-stream
-//! checks come from the `p2p-conn-interop` workspace crate, which the CLI's
-//! tests share.
+//! processes ([`process`]), CometBFT's Go peer ([`go_peer`]), scripted peers
+//! ([`scripted`]) and byte-stream checks come from the `p2p-conn-interop`
+//! workspace crate, which the CLI's tests share.
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
 
 pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
-pub use p2p_conn_interop::{cometbft_node, go_peer, process};
+pub use p2p_conn_interop::{go_peer, process, scripted};
 
 pub use p2p_conn::testkit::*;
 use proptest::test_runner::Config as ProptestConfig;

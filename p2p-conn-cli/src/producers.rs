@@ -8,8 +8,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use p2p_conn::io::queue::Sender;
+use p2p_conn::io::queue::{Bytes, Sender};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::{Config, Identity};
 use tokio::io::AsyncBufReadExt;

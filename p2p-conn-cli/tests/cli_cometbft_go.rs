@@ -84,7 +84,7 @@ fn keys(go: &Path, dir: &Path) -> Keys {
     );
 
     // `keygen` and `id` agree (checked there).
-    let our_id = go_keygen::<p2p_conn::NodeId>(go, &for_us).to_string();
+    let our_id = go_keygen(go, &for_us).to_string();
     assert_eq!(
         run_ok(bin, &["id", "--key", u], LIMIT).stdout_text(),
         our_id,
