@@ -73,6 +73,8 @@ impl std::fmt::Display for BuildError {
     }
 }
 
+impl std::error::Error for BuildError {}
+
 /// `interop/cometbft-go` in this checkout.
 pub fn source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cometbft-go")
