@@ -45,24 +45,32 @@ fn tendermint(tcp: std::net::TcpStream) -> Result<SecretConnection<std::net::Tcp
     Ok(SecretConnection::new(tcp, key, Version::V0_34)?)
 }
 
+/// The receiving end of a tendermint-p2p run: a connection over `tcp`, read
+/// in 64 KiB buffers into `check` (with its `feed`) until `done`.
+fn receive<C>(
+    tcp: std::net::TcpStream,
+    mut check: C,
+    feed: fn(&mut C, &[u8]) -> Result<(), CliError>,
+    done: fn(&C) -> bool,
+) -> Result<(), CliError> {
+    let mut conn = tendermint(tcp)?;
+    let mut buf = vec![0u8; READ_CHUNK];
+    while !done(&check) {
+        let n = conn.read(&mut buf)?;
+        if n == 0 {
+            return Err(CliError::failed("tendermint-p2p stream ended early"));
+        }
+        feed(&mut check, &buf[..n])?;
+    }
+    Ok(())
+}
+
 /// The same workload through tendermint-p2p 0.41 (std threads, as its API is
 /// blocking). Its reads must use buffers of at least one frame's payload.
 pub fn run_tendermint(w: &Workload) -> Result<Row, CliError> {
     let rw = w.clone();
     let Threads { elapsed, cpu, .. } = run_threads(
-        move |tcp| {
-            let mut conn = tendermint(tcp)?;
-            let mut v = Verifier::new(rw);
-            let mut buf = vec![0u8; READ_CHUNK];
-            while !v.done() {
-                let n = conn.read(&mut buf)?;
-                if n == 0 {
-                    return Err(CliError::failed("tendermint-p2p stream ended early"));
-                }
-                v.feed(&buf[..n])?;
-            }
-            Ok(())
-        },
+        move |tcp| receive(tcp, Verifier::new(rw), Verifier::feed, Verifier::done),
         |tcp, start| {
             let mut conn = tendermint(tcp)?;
             *start = Some(Mark::now());
@@ -89,17 +97,8 @@ pub fn run_tendermint(w: &Workload) -> Result<Row, CliError> {
 pub fn run_tendermint_producers(size: usize, producers: usize, per: u64) -> Result<Row, CliError> {
     let Threads { elapsed, cpu, .. } = run_threads(
         move |tcp| {
-            let mut conn = tendermint(tcp)?;
-            let mut check = Checker::new(size, producers, per as u32);
-            let mut buf = vec![0u8; READ_CHUNK];
-            while !check.complete() {
-                let n = conn.read(&mut buf)?;
-                if n == 0 {
-                    return Err(CliError::failed("tendermint-p2p stream ended early"));
-                }
-                check.feed(&buf[..n])?;
-            }
-            Ok(())
+            let check = Checker::new(size, producers, per as u32);
+            receive(tcp, check, Checker::feed, Checker::complete)
         },
         |tcp, start| {
             let shared = Arc::new(std::sync::Mutex::new(tendermint(tcp)?));
