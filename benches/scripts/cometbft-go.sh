@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
-cargo build --release -q -p p2p-conn
+cargo build --release -q -p p2p-conn-cli
 bin=target/release/p2p-conn
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 size="${1:-200}"
 mib="${2:-16}"
-cargo build --release -q -p p2p-conn
+cargo build --release -q -p p2p-conn-cli
 bin=target/release/p2p-conn
 # Build (or reuse) both Go peers.
 "$bin" bench --mib 1 --baseline cometbft-go >/dev/null

@@ -23,7 +23,7 @@ mkdir -p docs/img
 
 if [ "${1:-}" != draw ]; then
   rounds="${1:-5}"
-  cargo build --release -q -p p2p-conn
+  cargo build --release -q -p p2p-conn-cli
   bin=target/release/p2p-conn
   out=$(mktemp)
   trap 'rm -f "$out"' EXIT

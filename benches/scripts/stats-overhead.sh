@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Throughput and CPU with the per-connection stats compiled in (default
-# features) against compiled out (`--no-default-features --features cli`),
-# in one run: the two binaries alternate, ROUNDS times per message size,
-# and the medians are compared. Then instruction counts of one fixed
+# Throughput and CPU with the per-connection stats compiled in (the CLI's
+# default features) against compiled out (`-p p2p-conn-cli
+# --no-default-features`), in one run: the two binaries alternate, ROUNDS
+# times per message size, and the medians are compared. Then instruction counts of one fixed
 # workload per size under callgrind (ring backend: valgrind has no AVX-512),
 # which do not depend on the machine's noise.
 #
@@ -14,8 +14,8 @@ rounds="${1:-7}"
 # OUT: where the two builds go; SKIP_BUILD=1 reuses binaries already there.
 out="${OUT:-target/stats-overhead}"
 if [ -z "${SKIP_BUILD:-}" ]; then
-  cargo build --release -q -p p2p-conn --target-dir "$out/stats"
-  cargo build --release -q -p p2p-conn --no-default-features --features cli --target-dir "$out/nostats"
+  cargo build --release -q -p p2p-conn-cli --target-dir "$out/stats"
+  cargo build --release -q -p p2p-conn-cli --no-default-features --target-dir "$out/nostats"
 fi
 bin() { echo "$out/$1/release/p2p-conn"; }
 

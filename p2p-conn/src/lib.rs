@@ -89,15 +89,15 @@ pub use proto::{Backend, ProtocolError};
 
 /// The README's Rust examples, compiled as doctests so they stay correct.
 #[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "tokio", feature = "keyfile"))]
 pub struct ReadmeDoctests;
 
 /// docs/embedding.md's example, compiled as a doctest.
 #[doc = include_str!("../../docs/embedding.md")]
-#[cfg(all(doctest, feature = "queue", feature = "keyfile"))]
+#[cfg(all(doctest, feature = "queue", feature = "metrics"))]
 pub struct EmbeddingDoctests;
 
 /// docs/guide.md's examples, compiled as doctests.
 #[doc = include_str!("../../docs/guide.md")]
-#[cfg(all(doctest, feature = "cli"))]
+#[cfg(all(doctest, feature = "tokio", feature = "nodeinfo"))]
 pub struct GuideDoctests;

@@ -1,10 +1,11 @@
 //! The NodeInfo exchange (`p2p_conn::nodeinfo`) over real loopback sockets:
-//! both adapters, hostile peers, and `p2p-conn probe` against a scripted
-//! peer (its stage exit codes and its JSON).
+//! both adapters and hostile peers (`p2p-conn probe` against the same
+//! scripted peers is tested with the CLI, in p2p-conn-cli/tests/probe.rs).
 //!
-//! A scripted peer is a real p2p-conn connection that, after the handshake,
-//! writes exactly the bytes a test gives it through the secret connection,
-//! then holds the connection open (or closes it) as the test says.
+//! A scripted peer ([`common::scripted`]) is a real p2p-conn connection
+//! that, after the handshake, writes exactly the bytes a test gives it
+//! through the secret connection, then holds the connection open (or closes
+//! it) as the test says.
 
 mod common;
 
@@ -12,15 +13,12 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::process::run;
+use common::scripted::{scripted_peer, Then};
 use common::tokio_tcp_pair;
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError, Rule, MAX_NODE_INFO_SIZE};
 use p2p_conn::{Config, Identity, NodeId};
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
 /// Bound on any one exchange in these tests: far above what loopback needs,
 /// far below the 20 s handshake timeout a stalled read would otherwise take.
@@ -123,45 +121,6 @@ fn blocking_adapter_exchanges_over_std_sockets() {
     std::io::Read::read_exact(&mut conn, &mut tail).unwrap();
     assert_eq!(&tail, b"tail");
     assert_eq!(server.join().unwrap(), info_for(id.node_id()));
-}
-
-/// How the scripted peer ends after its bytes.
-#[derive(Clone, Copy)]
-enum Then {
-    /// Keep the connection open (until the test drops it).
-    Hold,
-    /// Half-close right away.
-    Close,
-}
-
-/// A scripted peer on a loopback listener: handshakes with its own key,
-/// then writes `bytes(its node ID)` through the secret connection and does
-/// `then`. Returns its address and ID; it serves one connection.
-async fn scripted_peer(
-    bytes: impl FnOnce(NodeId) -> Vec<u8> + Send + 'static,
-    then: Then,
-) -> (SocketAddr, NodeId) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let id = Identity::generate();
-    let node_id = id.node_id();
-    tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.unwrap();
-        let Ok(mut conn) = ptokio::handshake(tcp, &id, &Config::default()).await else {
-            return;
-        };
-        let _ = conn.write_all(&bytes(node_id)).await;
-        let _ = conn.flush().await;
-        match then {
-            Then::Close => {
-                let _ = conn.shutdown().await;
-                let mut sink = Vec::new();
-                let _ = conn.read_to_end(&mut sink).await;
-            }
-            Then::Hold => tokio::time::sleep(Duration::from_secs(60)).await,
-        }
-    });
-    (addr, node_id)
 }
 
 /// Dials `addr` and reads the peer's NodeInfo with the library, bounded.
@@ -272,108 +231,4 @@ async fn broken_rules_are_named() {
     let rules: Vec<Rule> = got.validate().iter().map(|v| v.rule).collect();
     assert_eq!(rules, [Rule::DuplicateChannel, Rule::Moniker]);
     assert_eq!(got.check_id(real).unwrap_err().rule, Rule::IdMatchesKey);
-}
-
-// ---------------------------------------------------------------------------
-// `p2p-conn probe` against scripted peers: exit code per stage, JSON
-
-/// Runs `p2p-conn probe --json <args>` on a blocking thread; returns the
-/// exit code and the JSON object.
-async fn probe(args: Vec<String>) -> (i32, Value) {
-    tokio::task::spawn_blocking(move || {
-        let mut all = vec!["probe".to_string(), "--json".to_string()];
-        all.extend(args);
-        let out = run(BIN.as_ref(), &all, Duration::from_secs(30));
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("probe printed no JSON ({e}): {out:?}");
-        });
-        (out.status.code().expect("exit code"), v)
-    })
-    .await
-    .unwrap()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probe_reports_a_valid_peer_and_checks_its_id() {
-    let (addr, id) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
-    let (code, v) = probe(vec![format!("{id}@{addr}")]).await;
-    assert_eq!(code, 0, "{v}");
-    assert_eq!(v["node_id"], id.to_string());
-    assert_eq!(v["id_matches"], true);
-    assert_eq!(v["moniker"], "scripted");
-    assert_eq!(v["network"], "test-chain");
-    assert_eq!(v["channels"], serde_json::json!(["40", "20", "38"]));
-    assert_eq!(v["protocol_version"]["p2p"], nodeinfo::P2P_PROTOCOL);
-    assert_eq!(v["violations"], serde_json::json!([]));
-
-    // Another expected ID: exit 5, and the ID that answered.
-    let (addr, id) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
-    let wrong = Identity::generate().node_id();
-    let (code, v) = probe(vec![format!("{wrong}@{addr}")]).await;
-    assert_eq!(code, 5, "{v}");
-    assert_eq!(v["stage"], "id_mismatch");
-    assert_eq!(v["node_id"], id.to_string());
-
-    // The right chain, then a wrong one: exit 0, then 8.
-    for (network, want) in [("test-chain", 0), ("other-chain", 8)] {
-        let (addr, _) =
-            scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
-        let (code, v) = probe(vec![addr.to_string(), "--network".into(), network.into()]).await;
-        assert_eq!(code, want, "{v}");
-        assert_eq!(v["network"], "test-chain");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probe_names_each_failing_stage() {
-    // NodeInfo claiming another ID: exit 6 with the rule's name.
-    let other = Identity::generate().node_id();
-    let (addr, _) = scripted_peer(
-        move |_| info_for(other).encode_delimited().unwrap(),
-        Then::Hold,
-    )
-    .await;
-    let (code, v) = probe(vec![addr.to_string()]).await;
-    assert_eq!(code, 6, "{v}");
-    assert_eq!(v["stage"], "nodeinfo");
-    assert_eq!(v["violations"][0]["rule"], "id_matches_key");
-
-    // An oversized prefix: exit 6, with the limit in the message.
-    let (addr, _) = scripted_peer(|_| vec![0x81, 0x50], Then::Hold).await;
-    let (code, v) = probe(vec![addr.to_string()]).await;
-    assert_eq!(code, 6, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("10240"), "{v}");
-    assert!(v["node_id"].is_string(), "{v}");
-
-    // No NodeInfo at all within the timeout: exit 7.
-    let (addr, _) = scripted_peer(|_| Vec::new(), Then::Hold).await;
-    let (code, v) = probe(vec![
-        addr.to_string(),
-        "--handshake-timeout".into(),
-        "0.5".into(),
-    ])
-    .await;
-    assert_eq!(code, 7, "{v}");
-    assert_eq!(v["stage"], "timeout");
-
-    // Not a secret connection: exit 4.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (mut tcp, _) = listener.accept().await.unwrap();
-        let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
-        tokio::time::sleep(Duration::from_secs(30)).await;
-    });
-    let (code, v) = probe(vec![addr.to_string()]).await;
-    assert_eq!(code, 4, "{v}");
-    assert_eq!(v["stage"], "handshake");
-
-    // Nothing listening: exit 3.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let (code, v) = probe(vec![closed.to_string()]).await;
-    assert_eq!(code, 3, "{v}");
-    assert_eq!(v["stage"], "connect");
 }

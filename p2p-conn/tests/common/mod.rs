@@ -1,13 +1,14 @@
 //! Test-only helpers on top of the crate's `testkit` (the shared I/O double
-//! and handshake pumps live there, for the fuzz targets too): byte-stream
-//! checks here, child processes in [`process`], CometBFT's Go peer in
-//! [`go_peer`].
+//! and handshake pumps live there, for the fuzz targets too); child
+//! processes ([`process`]), CometBFT's Go peer ([`go_peer`]), scripted peers
+//! ([`scripted`]) and byte-stream checks come from the `p2p-conn-interop`
+//! workspace crate, which the CLI's tests share.
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
-pub mod cometbft_node;
-pub mod go_peer;
-pub mod process;
+
+pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
+pub use p2p_conn_interop::{go_peer, process, scripted};
 
 pub use p2p_conn::testkit::*;
 use proptest::test_runner::Config as ProptestConfig;
@@ -24,39 +25,6 @@ pub fn proptest_config(cases: u32) -> ProptestConfig {
         failure_persistence: None,
         ..ProptestConfig::default()
     }
-}
-
-/// Check `got` byte for byte, naming the first bad offset and the 16 bytes
-/// from there on each side (without dumping megabytes).
-pub fn check_bytes(what: &str, got: &[u8], expected: &[u8]) {
-    check_bytes_at(what, got, expected, |_| String::new());
-}
-
-/// [`check_bytes`], with `place(offset)` added after the first bad offset
-/// (e.g. ` (message 3, offset 17)`).
-pub fn check_bytes_at(
-    what: &str,
-    got: &[u8],
-    expected: &[u8],
-    place: impl FnOnce(usize) -> String,
-) {
-    if got == expected {
-        return;
-    }
-    let at = got
-        .iter()
-        .zip(expected)
-        .position(|(a, b)| a != b)
-        .unwrap_or(got.len().min(expected.len()));
-    let show = |b: &[u8]| format!("{:02x?}", &b[at.min(b.len())..(at + 16).min(b.len())]);
-    panic!(
-        "{what}: got {} bytes, expected {}; first difference at byte {at}{}: got {} expected {}",
-        got.len(),
-        expected.len(),
-        place(at),
-        show(got),
-        show(expected),
-    );
 }
 
 /// Resume a tokio task's panic in the caller (or fail with the task's

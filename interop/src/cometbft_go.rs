@@ -7,8 +7,8 @@
 //! source or module file is newer. The Go build cache makes a rebuild cheap;
 //! the first build downloads the modules through the Go module proxy.
 //!
-//! This file is also compiled into the interop tests (`#[path]`), so the CLI
-//! and the tests run the very same binaries.
+//! The CLI (`--baseline cometbft-go*`) and the interop tests both build
+//! through this module, so they run the very same binaries.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,9 +73,11 @@ impl std::fmt::Display for BuildError {
     }
 }
 
+impl std::error::Error for BuildError {}
+
 /// `interop/cometbft-go` in this checkout.
 pub fn source_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../interop/cometbft-go")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cometbft-go")
 }
 
 /// Where built peers go: `$CARGO_TARGET_DIR` if set, else the workspace's

@@ -1,11 +1,8 @@
 //! CometBFT's Go peer (`interop/cometbft-go`) for the interop tests, built by
-//! the CLI's own builder so the CLI and the tests run the very same binaries:
-//! once per test binary and version, checked to report its CometBFT version.
-//! Without the Go toolchain [`go_peer`] prints a notice and the test passes,
-//! unless `CI=true`, where it fails.
-
-#[path = "../../src/bin/p2p-conn/cometbft_go.rs"]
-mod cometbft_go;
+//! [`crate::cometbft_go`], the CLI's own builder, so the CLI and the tests
+//! run the very same binaries: once per test binary and version, checked to
+//! report its CometBFT version. Without the Go toolchain [`go_peer`] prints a
+//! notice and the test passes, unless `CI=true`, where it fails.
 
 use std::ffi::OsStr;
 use std::fmt::Display;
@@ -13,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use cometbft_go::{BuildError, GoVersion};
 use p2p_conn::NodeId;
 
-use super::process::{run_ok, Feed, Proc};
+use crate::cometbft_go;
+pub use crate::cometbft_go::{BuildError, GoVersion};
+use crate::process::{run_ok, Feed, Proc};
 
 /// Bound on the Go peer's short subcommands (`keygen`, `id`, `version`).
 pub const SHORT_RUN: Duration = Duration::from_secs(30);

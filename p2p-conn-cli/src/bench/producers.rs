@@ -7,33 +7,24 @@
 //! workload with N goroutines calling `Write` on one `SecretConnection`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use p2p_conn::io::queue::{QueueConfig, Sender};
+use p2p_conn::io::queue::{Bytes, QueueConfig, Sender};
 use p2p_conn::io::tokio as ptokio;
+use p2p_conn::stats::{ConnStats, QueueStats, ENABLED};
 use p2p_conn::{Config, Identity};
 use tokio::io::AsyncBufReadExt;
 
-use std::time::{Duration, Instant};
-
-use crate::bench::{s, Latency, Mark, Row};
-use crate::breakdown::Breakdown;
-use p2p_conn::stats::{ConnStats, QueueStats, ENABLED};
-
-/// How producers reach the socket.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendPath {
-    /// The send queue: batched writes, frames packed across messages
-    Queue,
-    /// The plain writer behind a shared lock: one write per message
-    Lock,
-}
+use super::breakdown::Breakdown;
+use super::measure::{Latency, Mark, Row};
+use super::workload::{progress, SendPath};
+use crate::error::CliError;
 
 /// Producer (1 byte) and its sequence number (4 bytes, little-endian).
 pub const HEADER: usize = 5;
 
 /// Byte `k` of every message before the per-message constant: `k*7`.
-fn base(size: usize) -> Vec<u8> {
+pub(super) fn base(size: usize) -> Vec<u8> {
     (0..size).map(|k| k.wrapping_mul(7) as u8).collect()
 }
 
@@ -44,7 +35,7 @@ pub const STAMP: usize = 8;
 /// Message `seq` of producer `p`: the header, then byte `k` = `k*7 ^ p ^ seq`
 /// (as the Go peer's `producerMessage`); with `t0`, bytes 5..13 carry the
 /// time since `t0`.
-fn message(base: &[u8], p: u8, seq: u32, t0: Option<Instant>) -> Bytes {
+pub(super) fn message(base: &[u8], p: u8, seq: u32, t0: Option<Instant>) -> Bytes {
     let c = p ^ seq as u8;
     let mut m: Vec<u8> = base.iter().map(|b| b ^ c).collect();
     m[0] = p;
@@ -67,7 +58,7 @@ async fn pace(t0: Instant, per_second: f64, sent: u64) {
 }
 
 /// Checks a stream of fixed-size producer messages, whatever its chunking.
-struct Checker {
+pub(super) struct Checker {
     base: Vec<u8>,
     per: u32,
     next: Vec<u32>,
@@ -78,7 +69,7 @@ struct Checker {
 }
 
 impl Checker {
-    fn new(size: usize, producers: usize, per: u32) -> Self {
+    pub(super) fn new(size: usize, producers: usize, per: u32) -> Self {
         Checker {
             base: base(size),
             per,
@@ -89,8 +80,8 @@ impl Checker {
         }
     }
 
-    fn feed(&mut self, mut data: &[u8]) -> Result<(), String> {
-        crate::bench::progress(data.len());
+    pub(super) fn feed(&mut self, mut data: &[u8]) -> Result<(), CliError> {
+        progress(data.len());
         let size = self.base.len();
         while !data.is_empty() {
             if self.carry.is_empty() && data.len() >= size {
@@ -114,17 +105,17 @@ impl Checker {
         Ok(())
     }
 
-    fn check(&mut self, m: &[u8]) -> Result<(), String> {
+    fn check(&mut self, m: &[u8]) -> Result<(), CliError> {
         let p = m[0] as usize;
         let seq = u32::from_le_bytes([m[1], m[2], m[3], m[4]]);
         let next = self
             .next
             .get_mut(p)
-            .ok_or_else(|| format!("message from unknown producer {p}"))?;
+            .ok_or_else(|| CliError::failed(format!("message from unknown producer {p}")))?;
         if seq != *next || seq >= self.per {
-            return Err(format!(
+            return Err(CliError::failed(format!(
                 "producer {p}: message {seq} arrived, expected {next}"
-            ));
+            )));
         }
         let mut from = HEADER;
         if let Some(t0) = self.t0 {
@@ -143,13 +134,15 @@ impl Checker {
             .zip(&self.base[from..])
             .fold(0u8, |acc, (a, b)| acc | (a ^ b ^ c));
         if diff != 0 {
-            return Err(format!("producer {p}: message {seq} arrived corrupted"));
+            return Err(CliError::failed(format!(
+                "producer {p}: message {seq} arrived corrupted"
+            )));
         }
         *next += 1;
         Ok(())
     }
 
-    fn complete(&self) -> bool {
+    pub(super) fn complete(&self) -> bool {
         self.carry.is_empty() && self.next.iter().all(|&n| n == self.per)
     }
 }
@@ -163,10 +156,10 @@ enum Out {
 }
 
 impl Out {
-    async fn send(&self, m: Bytes) -> Result<(), String> {
+    async fn send(&self, m: Bytes) -> Result<(), CliError> {
         match self {
-            Out::Queue(q) => q.send(m).await.map_err(s),
-            Out::Lock(w) => w.lock().await.send(&m).await.map_err(s),
+            Out::Queue(q) => Ok(q.send(m).await?),
+            Out::Lock(w) => Ok(w.lock().await.send(&m).await?),
         }
     }
 
@@ -185,7 +178,7 @@ impl Out {
     }
 
     /// End the stream once everything is sent.
-    async fn finish(&self) -> Result<(), String> {
+    async fn finish(&self) -> Result<(), CliError> {
         match self {
             Out::Queue(q) => {
                 q.shutdown();
@@ -193,7 +186,7 @@ impl Out {
             }
             Out::Lock(w) => {
                 use tokio::io::AsyncWriteExt;
-                w.lock().await.shutdown().await.map_err(s)
+                Ok(w.lock().await.shutdown().await?)
             }
         }
     }
@@ -213,35 +206,33 @@ pub async fn run(
     queue: &QueueConfig,
     path: SendPath,
     rate: Option<u64>,
-) -> Result<Row, String> {
+) -> Result<Row, CliError> {
     let least = HEADER + if rate.is_some() { STAMP } else { 0 };
     if size < least || !(1..=255).contains(&producers) || per > u64::from(u32::MAX) {
-        return Err(format!(
+        return Err(CliError::usage(format!(
             "--producers needs --size of at least {least} bytes, 1 to 255 producers, at most 2^32 messages each"
-        ));
+        )));
     }
     if rate == Some(0) {
-        return Err("--rate must be at least 1 message per second".into());
+        return Err(CliError::usage(
+            "--rate must be at least 1 message per second",
+        ));
     }
     // Paced runs: every message carries its send time since `t0`.
     let t0 = Instant::now();
     let stamp = rate.map(|_| t0);
     let per_second = rate.map_or(0.0, |r| r as f64 / producers as f64);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(s)?;
-    let addr = listener.local_addr().map_err(s)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
     let rcfg = cfg.clone();
     let receiver = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.map_err(s)?;
-        tcp.set_nodelay(true).map_err(s)?;
-        let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg)
-            .await
-            .map_err(s)?;
+        let (tcp, _) = listener.accept().await?;
+        tcp.set_nodelay(true)?;
+        let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg).await?;
         let mut check = Checker::new(size, producers, per as u32);
         check.t0 = stamp;
         loop {
-            let chunk = conn.fill_buf().await.map_err(s)?;
+            let chunk = conn.fill_buf().await?;
             if chunk.is_empty() {
                 break;
             }
@@ -250,19 +241,17 @@ pub async fn run(
             conn.consume(n);
         }
         if !check.complete() {
-            return Err("stream ended early".to_string());
+            return Err(CliError::failed("stream ended early"));
         }
         let end = Mark::now();
-        Ok::<_, String>((end, Latency::of(&mut check.latencies), conn.stats()))
+        Ok::<_, CliError>((end, Latency::of(&mut check.latencies), conn.stats()))
     });
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(s)?;
-    tcp.set_nodelay(true).map_err(s)?;
-    let conn = ptokio::handshake(tcp, &Identity::generate(), cfg)
-        .await
-        .map_err(s)?;
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let conn = ptokio::handshake(tcp, &Identity::generate(), cfg).await?;
     let (_read, write) = conn.into_split();
     let out = Arc::new(match path {
-        SendPath::Queue => Out::Queue(Sender::with_addr(write, Some(addr), queue).map_err(s)?),
+        SendPath::Queue => Out::Queue(Sender::with_addr(write, Some(addr), queue)?),
         SendPath::Lock => Out::Lock(tokio::sync::Mutex::new(write)),
     });
     let start = Mark::now();
@@ -277,15 +266,15 @@ pub async fn run(
                     }
                     out.send(message(&base, p as u8, seq, stamp)).await?;
                 }
-                Ok::<_, String>(())
+                Ok::<_, CliError>(())
             })
         })
         .collect();
     for t in tasks {
-        t.await.map_err(s)??;
+        t.await??;
     }
     out.finish().await?;
-    let (end, latency, received) = receiver.await.map_err(s)??;
+    let (end, latency, received) = receiver.await??;
     let (elapsed, cpu) = end.since(start);
     // The queue's writer records a batch's counters just after its write
     // returns, which can be after the receiver has read it: wait (briefly)
@@ -316,67 +305,6 @@ pub async fn run(
         cpu,
         latency,
         breakdown: Some(breakdown),
-    })
-}
-
-/// The same workload through tendermint-p2p 0.41: producer threads share
-/// one connection behind a `Mutex` (its writes are one syscall per frame).
-pub fn run_tendermint(size: usize, producers: usize, per: u64) -> Result<Row, String> {
-    use std::io::{Read, Write};
-    use tendermint_p2p::secret_connection::{SecretConnection, Version};
-    let key = || ed25519_consensus::SigningKey::new(rand_core::OsRng);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(s)?;
-    let addr = listener.local_addr().map_err(s)?;
-    let receiver = std::thread::spawn(move || {
-        let (tcp, _) = listener.accept().map_err(s)?;
-        tcp.set_nodelay(true).map_err(s)?;
-        let mut conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
-        let mut check = Checker::new(size, producers, per as u32);
-        let mut buf = vec![0u8; 64 * 1024];
-        while !check.complete() {
-            let n = conn.read(&mut buf).map_err(s)?;
-            if n == 0 {
-                return Err("tendermint-p2p stream ended early".to_string());
-            }
-            check.feed(&buf[..n])?;
-        }
-        Ok::<_, String>(Mark::now())
-    });
-    let tcp = std::net::TcpStream::connect(addr).map_err(s)?;
-    tcp.set_nodelay(true).map_err(s)?;
-    let conn = SecretConnection::new(tcp, key(), Version::V0_34).map_err(s)?;
-    let shared = Arc::new(std::sync::Mutex::new(conn));
-    let start = Mark::now();
-    let threads: Vec<_> = (0..producers)
-        .map(|p| {
-            let shared = shared.clone();
-            let base = base(size);
-            std::thread::spawn(move || {
-                for seq in 0..per as u32 {
-                    let m = message(&base, p as u8, seq, None);
-                    let mut conn = shared.lock().map_err(|_| "lock poisoned".to_string())?;
-                    conn.write_all(&m).map_err(s)?;
-                }
-                Ok::<_, String>(())
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().map_err(|_| "producer panicked".to_string())??;
-    }
-    let (elapsed, cpu) = receiver
-        .join()
-        .map_err(|_| "receiver panicked".to_string())??
-        .since(start);
-    let messages = per * producers as u64;
-    Ok(Row {
-        name: format!("tendermint-p2p 0.41 ({producers} threads)"),
-        bytes: messages * size as u64,
-        messages,
-        elapsed,
-        cpu,
-        latency: None,
-        breakdown: None,
     })
 }
 

@@ -13,7 +13,8 @@ use p2p_conn::{Error, Identity, NodeId};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use crate::{describe, ConnArgs, Failure};
+use crate::conn::{self, describe, ConnArgs};
+use crate::error::CliError;
 
 /// The moniker a probe announces, so that node operators see what it was.
 const PROBE_MONIKER: &str = "p2p-conn-probe";
@@ -52,7 +53,7 @@ pub struct ProbeArgs {
     /// --peer-id)
     addr: String,
     /// Give up connecting (before the handshake) after this many seconds
-    #[arg(long, default_value_t = crate::DEFAULT_CONNECT_TIMEOUT_SECS)]
+    #[arg(long, default_value_t = conn::DEFAULT_CONNECT_TIMEOUT_SECS)]
     connect_timeout: f64,
     /// Print one JSON object instead of text
     #[arg(long)]
@@ -127,9 +128,9 @@ impl Stop {
     }
 }
 
-impl From<Failure> for Stop {
-    fn from(Failure(msg): Failure) -> Stop {
-        Stop::at(Stage::Usage, msg)
+impl From<CliError> for Stop {
+    fn from(e: CliError) -> Stop {
+        Stop::at(Stage::Usage, e.to_string())
     }
 }
 
@@ -153,12 +154,12 @@ pub fn run(args: ProbeArgs) -> ExitCode {
     // For the report: what was dialed and expected, as far as it parses.
     let (addr, expected) = match &target {
         Ok((host, expected)) => (host.clone(), *expected),
-        Err(_) => crate::split_id(&args.addr)
+        Err(_) => conn::split_id(&args.addr)
             .map(|(host, id)| (host, id.or(args.conn.peer_id)))
             .unwrap_or_else(|_| (args.addr.clone(), None)),
     };
     let outcome = target.and_then(|(host, expected)| {
-        let rt = crate::runtime()?;
+        let rt = conn::runtime()?;
         let r = rt.block_on(probe(args, host, expected));
         rt.shutdown_background();
         r
@@ -213,24 +214,24 @@ pub fn run(args: ProbeArgs) -> ExitCode {
 /// The address to dial and the ID expected there (`ID@` or `--peer-id`,
 /// which must agree).
 fn target(args: &ProbeArgs) -> Result<(String, Option<NodeId>), Stop> {
-    let (host, dialed) = crate::split_id(&args.addr)?;
-    Ok((host, crate::expected_id(args.conn.peer_id, dialed)?))
+    let (host, dialed) = conn::split_id(&args.addr)?;
+    Ok((host, conn::expected_id(args.conn.peer_id, dialed)?))
 }
 
 async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Result<Report, Stop> {
     // The ID is checked here, after the handshake, so that a mismatch still
     // reports who answered.
-    let (identity, cfg) = crate::config(
+    let (identity, cfg) = conn::config(
         &ConnArgs {
             peer_id: None,
             ..args.conn.clone()
         },
         None,
     )?;
-    let limit = crate::seconds("--connect-timeout", args.connect_timeout)?;
-    let tcp = crate::connect(&host, limit)
+    let limit = conn::seconds("--connect-timeout", args.connect_timeout)?;
+    let tcp = conn::connect(host.as_str(), limit)
         .await
-        .map_err(|Failure(e)| Stop::at(Stage::Connect, e))?;
+        .map_err(|e| Stop::at(Stage::Connect, e.to_string()))?;
     tcp.set_nodelay(true)
         .map_err(|e| Stop::at(Stage::Connect, e.to_string()))?;
     let started = Instant::now();
@@ -359,13 +360,13 @@ pub async fn before_pipe<T>(
     args: &NodeInfoArgs,
     listen_addr: Option<SocketAddr>,
     timeout: Duration,
-) -> Result<(), Failure>
+) -> Result<(), CliError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (ours, theirs) = exchange(conn, identity, args, listen_addr, timeout)
         .await
-        .map_err(|stop| Failure(stop.error))?;
+        .map_err(|stop| CliError::Failed(stop.error))?;
     eprintln!(
         "nodeinfo moniker={:?} network={:?} version={:?} channels={}",
         theirs.moniker,
@@ -379,7 +380,7 @@ where
     if broken.is_empty() {
         Ok(())
     } else {
-        Err(Failure(format!(
+        Err(CliError::failed(format!(
             "the peer's NodeInfo is not acceptable: {}",
             join(&broken)
         )))

@@ -698,3 +698,19 @@ fn bench_json_lines_share_one_schema() {
         );
     }
 }
+
+/// Defect found by a code review: the CLI checks `--handshake-timeout`
+/// only for being finite and positive, then calls `Duration::from_secs_f64`, which panics on values
+/// above ~1.8e19 s. README: failures exit 1 with one `error:` line.
+#[test]
+fn cli_huge_handshake_timeout_is_a_clean_error() {
+    let out = Command::new(BIN)
+        .args(["dial", "127.0.0.1:1", "--handshake-timeout", "1e20"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.starts_with("error: "), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+}

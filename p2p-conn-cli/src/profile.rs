@@ -17,11 +17,18 @@ use std::time::{Duration, Instant};
 use p2p_conn::io::queue::{Bytes, Sender};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::stats::ConnStats;
-use p2p_conn::{Config, Identity, NodeId};
+use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-use crate::bench::{self, s, Adapter, Mark, Row, Workload, WorkloadArgs};
-use crate::breakdown::Breakdown;
+use crate::bench::breakdown::Breakdown;
+use crate::bench::measure::{Mark, Row};
+use crate::bench::report::print_row;
+use crate::bench::transfer::run_ours;
+use crate::bench::workload::{
+    progress, tokio_runtime, Adapter, Workload, WorkloadArgs, COUNT_PROGRESS, PROGRESS,
+};
+use crate::conn;
+use crate::error::CliError;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ProfileArgs {
@@ -45,39 +52,40 @@ pub struct ProfileArgs {
 /// is sent.
 const PEER_END_LIMIT: Duration = Duration::from_secs(10);
 
-/// CometBFT's dial timeout, as `dial`'s default.
-const CONNECT_LIMIT: Duration = Duration::from_secs(3);
-
 /// Shared objects the profiler does not unwind from: the unwinder itself
 /// (a signal inside it would deadlock) and the vDSO. libc stays in, so the
 /// time in the socket calls (`write`, `sendto`, `recvfrom`) shows as theirs.
 const BLOCKLIST: [&str; 3] = ["libgcc", "pthread", "vdso"];
 
-pub fn run(args: ProfileArgs) -> Result<(), String> {
+pub fn run(args: ProfileArgs) -> Result<(), CliError> {
     #[cfg(not(unix))]
     {
         let _ = args;
-        Err("profile needs a Unix system (pprof samples with SIGPROF)".into())
+        Err(CliError::usage(
+            "profile needs a Unix system (pprof samples with SIGPROF)",
+        ))
     }
     #[cfg(unix)]
     run_unix(args)
 }
 
 #[cfg(unix)]
-fn run_unix(args: ProfileArgs) -> Result<(), String> {
+fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
     if !(1..=10_000).contains(&args.frequency) {
-        return Err("--frequency must be 1 to 10000 samples per second".into());
+        return Err(CliError::usage(
+            "--frequency must be 1 to 10000 samples per second",
+        ));
     }
     let cfg = args.work.config()?;
-    let w = Workload::new(args.work.size, bench::total_bytes(&args.work)?)?;
+    let w = args.work.workload()?;
     if args.connect.is_some() {
         if args.work.adapter != Adapter::Tokio || args.work.rate.is_some() {
-            return Err(
-                "--connect sends through the tokio adapter (with --producers, the send queue), unpaced: drop --adapter and --rate".into(),
-            );
+            return Err(CliError::usage(
+                "--connect sends through the tokio adapter (with --producers, the send queue), unpaced: drop --adapter and --rate",
+            ));
         }
         if args.work.producers > 255 {
-            return Err("--producers: at most 255".into());
+            return Err(CliError::usage("--producers: at most 255"));
         }
     }
     let target = match &args.connect {
@@ -89,15 +97,15 @@ fn run_unix(args: ProfileArgs) -> Result<(), String> {
         args.work.describe(&w, &target),
         args.frequency,
     );
-    bench::PROGRESS.store(0, Ordering::Relaxed);
+    PROGRESS.store(0, Ordering::Relaxed);
     let bar = Progress::start(w.bytes());
     let guard = pprof::ProfilerGuardBuilder::default()
         .frequency(args.frequency)
         .blocklist(&BLOCKLIST)
         .build()
-        .map_err(|e| format!("cannot start the profiler: {e}"))?;
+        .map_err(|e| CliError::Profiler("cannot start the profiler", e))?;
     let result = match &args.connect {
-        None => bench::run_ours(&args.work, &w, &cfg),
+        None => run_ours(&args.work, &w, &cfg),
         Some(addr) => run_connect(addr, &args.work, &w, &cfg),
     };
     // Build the report before the guard goes: dropping it discards the
@@ -109,14 +117,14 @@ fn run_unix(args: ProfileArgs) -> Result<(), String> {
     drop(guard);
     bar.finish();
     let row = result?;
-    let report = report.map_err(|e| format!("the profiler's report failed: {e}"))?;
+    let report = report.map_err(|e| CliError::Profiler("the profiler's report failed", e))?;
     let samples: isize = report.data.values().sum();
     if samples == 0 {
-        bench::print_row(&row, "no samples");
-        return Err(format!(
+        print_row(&row, "no samples");
+        return Err(CliError::failed(format!(
             "no samples taken: the run used {:.3} s of CPU, too little to sample (the kernel delivers SIGPROF at its timer tick: a few hundred samples per CPU second at most); raise --mib",
             row.cpu.map_or(0.0, |c| c.total())
-        ));
+        )));
     }
     let mut options = pprof::flamegraph::Options::default();
     options.title = format!("p2p-conn profile: {}", row.name);
@@ -129,15 +137,15 @@ fn run_unix(args: ProfileArgs) -> Result<(), String> {
         args.frequency
     ));
     options.count_name = "samples".into();
-    let file = std::fs::File::create(&args.out)
-        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    let cannot_write =
+        |e: std::io::Error| CliError::failed(format!("cannot write {}: {e}", args.out.display()));
+    let file = std::fs::File::create(&args.out).map_err(cannot_write)?;
     let mut file = std::io::BufWriter::new(file);
     report
         .flamegraph_with_options(&mut file, &mut options)
-        .map_err(|e| format!("cannot draw the flamegraph: {e}"))?;
-    std::io::Write::flush(&mut file)
-        .map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
-    bench::print_row(
+        .map_err(|e| CliError::Profiler("cannot draw the flamegraph", e))?;
+    std::io::Write::flush(&mut file).map_err(cannot_write)?;
+    print_row(
         &row,
         if args.connect.is_some() {
             "until the last byte was handed to the socket"
@@ -178,26 +186,23 @@ fn drop_sampler_frames(f: &mut pprof::Frames) {
 /// what the peer sends until its end of stream (at most `PEER_END_LIMIT`).
 /// The time is from the first byte sent to the last one handed to the
 /// socket (the peer's receipt is not visible from here).
-fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> Result<Row, String> {
-    let (id, host) = match addr.split_once('@') {
-        Some((id, host)) => (Some(id.parse::<NodeId>().map_err(s)?), host),
-        None => (None, addr),
-    };
+fn run_connect(
+    addr: &str,
+    work: &WorkloadArgs,
+    w: &Workload,
+    cfg: &Config,
+) -> Result<Row, CliError> {
+    let (host, id) = conn::split_id(addr)?;
     let cfg = match id {
         Some(id) => cfg.clone().expect_peer(id),
         None => cfg.clone(),
     };
-    let rt = bench::tokio_runtime(work.runtime)?;
+    let rt = tokio_runtime(work.runtime)?;
     rt.block_on(async {
-        let tcp = tokio::time::timeout(CONNECT_LIMIT, tokio::net::TcpStream::connect(host))
-            .await
-            .map_err(|_| format!("timeout: could not connect to {host} within {CONNECT_LIMIT:?}"))?
-            .map_err(|e| format!("I/O error: could not connect to {host}: {e}"))?;
-        tcp.set_nodelay(true).map_err(s)?;
+        let tcp = conn::connect(host.as_str(), conn::DEFAULT_CONNECT_TIMEOUT).await?;
+        tcp.set_nodelay(true)?;
         let peer_addr: Option<SocketAddr> = tcp.peer_addr().ok();
-        let conn = ptokio::handshake(tcp, &Identity::generate(), &cfg)
-            .await
-            .map_err(s)?;
+        let conn = ptokio::handshake(tcp, &Identity::generate(), &cfg).await?;
         eprintln!("peer {}", conn.remote_node_id());
         let (mut rx, mut tx) = conn.into_split();
         // Read (and drop) what the peer sends, until its end of stream or
@@ -208,7 +213,7 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
             loop {
                 tokio::select! {
                     r = rx.fill_buf() => {
-                        let n = r.map_err(s)?.len();
+                        let n = r?.len();
                         if n == 0 {
                             ended = true;
                             break;
@@ -218,31 +223,29 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
                     _ = &mut stopped => break,
                 }
             }
-            Ok::<_, String>((rx.stats(), ended))
+            Ok::<_, CliError>((rx.stats(), ended))
         });
         let start = Mark::now();
         let (sent, queue) = if work.producers > 0 {
-            let q = Sender::with_addr(tx, peer_addr, &work.queue_config()).map_err(s)?;
+            let q = Sender::with_addr(tx, peer_addr, &work.queue_config())?;
             let n = work.producers as u64;
             let tasks: Vec<_> = (0..n)
                 .map(|p| {
                     let (q, w) = (q.clone(), w.clone());
                     tokio::spawn(async move {
                         for i in (p..w.messages).step_by(n as usize) {
-                            q.send(Bytes::copy_from_slice(w.message(i)))
-                                .await
-                                .map_err(s)?;
-                            bench::progress(w.size);
+                            q.send(Bytes::copy_from_slice(w.message(i))).await?;
+                            progress(w.size);
                         }
-                        Ok::<_, String>(())
+                        Ok::<_, CliError>(())
                     })
                 })
                 .collect();
             for t in tasks {
-                t.await.map_err(s)??;
+                t.await??;
             }
             // Everything written: the queue's counters cover it.
-            q.flush().await.map_err(s)?;
+            q.flush().await?;
             let qs = q.stats();
             q.shutdown();
             let mut c = ConnStats::default();
@@ -250,10 +253,10 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
             (c, Some(qs))
         } else {
             for i in 0..w.messages {
-                tx.write_all(w.message(i)).await.map_err(s)?;
-                bench::progress(w.size);
+                tx.write_all(w.message(i)).await?;
+                progress(w.size);
             }
-            tx.shutdown().await.map_err(s)?;
+            tx.shutdown().await?;
             (tx.stats(), None)
         };
         let (elapsed, cpu) = Mark::now().since(start);
@@ -261,10 +264,10 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
         let mut download = download;
         let (received, ended) =
             match tokio::time::timeout(PEER_END_LIMIT, &mut download).await {
-                Ok(r) => r.map_err(s)??,
+                Ok(r) => r??,
                 Err(_) => {
                     let _ = stop.send(());
-                    download.await.map_err(s)??
+                    download.await??
                 }
             };
         if !ended {
@@ -296,7 +299,7 @@ fn run_connect(addr: &str, work: &WorkloadArgs, w: &Workload, cfg: &Config) -> R
 
 /// A progress bar on stderr for runs longer than `SHOW_AFTER`, drawn only
 /// when both stdout and stderr are terminals (quiet in scripts and tests).
-/// It follows `bench::PROGRESS`.
+/// It follows the workload's `PROGRESS`.
 struct Progress {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -313,7 +316,7 @@ impl Progress {
                 thread: None,
             };
         }
-        bench::COUNT_PROGRESS.store(true, Ordering::Relaxed);
+        COUNT_PROGRESS.store(true, Ordering::Relaxed);
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
@@ -328,7 +331,7 @@ impl Progress {
                         indicatif::ProgressDrawTarget::stderr(),
                     )
                     .with_elapsed(started.elapsed())
-                    .with_position(bench::PROGRESS.load(Ordering::Relaxed));
+                    .with_position(PROGRESS.load(Ordering::Relaxed));
                     if let Ok(style) = indicatif::ProgressStyle::with_template(
                         "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {msg}",
                     ) {
@@ -339,7 +342,7 @@ impl Progress {
                 if let Some(b) = &bar {
                     // The rate over the whole run (indicatif's own estimate
                     // starts when the bar appears, mid-run).
-                    let done = bench::PROGRESS.load(Ordering::Relaxed);
+                    let done = PROGRESS.load(Ordering::Relaxed);
                     let secs = started.elapsed().as_secs_f64();
                     let rate = done as f64 / secs;
                     b.set_position(done);
@@ -363,27 +366,10 @@ impl Progress {
     }
 
     fn finish(mut self) {
-        bench::COUNT_PROGRESS.store(false, Ordering::Relaxed);
+        COUNT_PROGRESS.store(false, Ordering::Relaxed);
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
-}
-
-/// `-v`: p2p-conn's `tracing` events at debug level and above on stderr
-/// (handshakes, closes, queue overflows; see `docs/profiling.md`).
-pub fn show_tracing() {
-    use tracing_subscriber::filter::{LevelFilter, Targets};
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::Layer;
-    let only_ours = Targets::new().with_target("p2p_conn", LevelFilter::DEBUG);
-    let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(only_ours),
-        )
-        .try_init();
 }

@@ -2,7 +2,7 @@
 //! at each release the Go peer is built against ([`GoVersion`]: v1.0.1 and
 //! v0.38.26, what most chains run), for testing the CLI against the node
 //! software itself rather than against the secret connection alone
-//! ([`super::go_peer`]).
+//! ([`crate::go_peer`]).
 //!
 //! The `cometbft` binary of a release is built from the Go module proxy with
 //! `go install github.com/cometbft/cometbft/cmd/cometbft@<version>` and
@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-pub use super::go_peer::GoVersion;
-use super::go_peer::{BuildError, SHORT_RUN};
-use super::process::{free_port, listening, run_ok, scratch, Feed, Proc};
+pub use crate::go_peer::GoVersion;
+use crate::go_peer::{BuildError, SHORT_RUN};
+use crate::process::{free_port, listening, run_ok, scratch, Feed, Proc};
 
 /// The package `go install` builds.
 const PACKAGE: &str = "github.com/cometbft/cometbft/cmd/cometbft";

@@ -1,0 +1,23 @@
+//! CometBFT's own code as a peer, for p2p-conn's test suites and its CLI.
+//!
+//! - [`cometbft_go`] builds and locates CometBFT's Go `SecretConnection`
+//!   peer (`interop/cometbft-go`) at the releases nodes run; the CLI's
+//!   `--baseline cometbft-go*` and the interop tests run the same binaries.
+//! - [`go_peer`] drives that peer from tests (keys, `dial`, `listen`).
+//! - [`cometbft_node`] builds and runs real `cometbft` nodes on loopback.
+//! - [`process`] runs child processes with deadlines, loopback ports and
+//!   scratch folders; [`compare`] checks byte streams.
+//! - [`scripted`] is a p2p-conn peer that sends exactly the bytes a test
+//!   gives it after the handshake.
+//!
+//! Not published: a workspace crate that the CLI depends on and the library
+//! and CLI test suites dev-depend on (a dev-dependency cycle with p2p-conn,
+//! which cargo allows; nothing here is in a library user's build). Test
+//! helpers here fail by panicking.
+
+pub mod cometbft_go;
+pub mod cometbft_node;
+pub mod compare;
+pub mod go_peer;
+pub mod process;
+pub mod scripted;

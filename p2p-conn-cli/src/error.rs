@@ -1,0 +1,99 @@
+//! The CLI's one error type. Every command returns `Result<_, CliError>`;
+//! `main` prints the error as one line, `error: <message>`, and exits 1
+//! (`probe` maps its stages to exit codes of their own).
+//!
+//! Errors of p2p-conn and of the crates the CLI uses keep their own words
+//! (`#[error(transparent)]`), except in the commands that talk to a peer
+//! (`listen`, `dial`, `probe`), which word a connection's failure by its
+//! cause: [`CliError::Connection`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use p2p_conn::Error;
+
+use crate::conn::describe;
+use crate::pipe::CopyError;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A flag out of range, or flags that contradict each other (the
+    /// message names them).
+    #[error("{0}")]
+    Usage(String),
+    /// A step of a run failed; the message says which and how.
+    #[error("{0}")]
+    Failed(String),
+    /// `listen`, `dial`, `probe`: the connection failed, worded by its cause
+    /// (handshake, authentication, peer-ID mismatch, timeout, I/O; see
+    /// [`describe`]).
+    #[error("{}", describe(.0))]
+    Connection(Error),
+    /// The TCP connect of a dialing command failed.
+    #[error("I/O error: could not connect to {host}: {source}")]
+    Connect {
+        host: String,
+        source: std::io::Error,
+    },
+    /// The TCP connect of a dialing command did not finish in time.
+    #[error("timeout: could not connect to {host} within {limit:?}")]
+    ConnectTimeout { host: String, limit: Duration },
+    /// `listen` could not bind its address.
+    #[error("I/O error: cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// The tokio runtime did not start.
+    #[error("I/O error: cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// Copying between stdin, the connection and stdout.
+    #[error(transparent)]
+    Copy(#[from] CopyError),
+    /// `profile`: the sampling profiler (what it was doing, and its error).
+    #[cfg(unix)]
+    #[error("{0}: {1}")]
+    Profiler(&'static str, pprof::Error),
+    #[error(transparent)]
+    P2p(#[from] Error),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    KeyFile(#[from] p2p_conn::keyfile::KeyFileError),
+    #[error(transparent)]
+    NodeId(#[from] p2p_conn::IdentityError),
+    #[error(transparent)]
+    Queue(#[from] p2p_conn::io::queue::SendError),
+    #[error(transparent)]
+    GoBuild(#[from] p2p_conn_interop::cometbft_go::BuildError),
+    #[error(transparent)]
+    Tendermint(#[from] tendermint_p2p::error::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Int(#[from] std::num::TryFromIntError),
+    #[cfg(unix)]
+    #[error(transparent)]
+    Sys(#[from] nix::errno::Errno),
+}
+
+impl CliError {
+    /// [`CliError::Usage`] with `msg`.
+    pub fn usage(msg: impl Into<String>) -> Self {
+        CliError::Usage(msg.into())
+    }
+
+    /// [`CliError::Failed`] with `msg`.
+    pub fn failed(msg: impl Into<String>) -> Self {
+        CliError::Failed(msg.into())
+    }
+
+    /// A transport error of a connection command, worded by its cause (the
+    /// p2p-conn error inside it, if any).
+    pub fn connection_io(e: std::io::Error) -> Self {
+        CliError::Connection(Error::from_io(e))
+    }
+}

@@ -1,0 +1,150 @@
+//! `p2p-conn`: a netcat for CometBFT secret connections, plus key tools and a
+//! loopback benchmark.
+//!
+//! Modules: [`conn`] (the connection flags, the dial helper and how failures
+//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`bench`] (the
+//! benchmark and the workload `profile` shares), [`profile`], [`resources`];
+//! every command fails with one [`error::CliError`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use p2p_conn::{keyfile, Identity};
+
+mod bench;
+mod child;
+mod conn;
+mod error;
+mod pipe;
+mod probe;
+mod profile;
+mod resources;
+
+use conn::DEFAULT_CONNECT_TIMEOUT_SECS;
+use error::CliError;
+use pipe::PipeArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "p2p-conn",
+    version,
+    about = "CometBFT-compatible secret connections: netcat-style client/server, keys, benchmark"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+    /// Show p2p-conn's tracing events (debug level) on stderr
+    #[arg(short, long, global = true)]
+    verbose: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate a CometBFT node_key.json and print its node ID
+    Keygen {
+        /// Where to write the key (refuses to overwrite an existing file)
+        #[arg(long, default_value = "node_key.json")]
+        out: PathBuf,
+    },
+    /// Print the node ID of a node_key.json
+    Id {
+        /// The node_key.json
+        #[arg(long)]
+        key: PathBuf,
+    },
+    /// Accept one connection, then copy stdin to it and it to stdout until
+    /// both are done
+    Listen {
+        /// Address to listen on, e.g. 127.0.0.1:26656
+        addr: SocketAddr,
+        #[command(flatten)]
+        args: PipeArgs,
+    },
+    /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
+    /// until both are done
+    Dial {
+        /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
+        addr: String,
+        /// Give up connecting (before the handshake) after this many seconds
+        #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
+        connect_timeout: f64,
+        #[command(flatten)]
+        args: PipeArgs,
+    },
+    /// Ask a CometBFT node who it is: dial, handshake, exchange NodeInfo,
+    /// check it by CometBFT's rules, print it, hang up. Exit code by stage:
+    /// 0 ok, 3 connect, 4 handshake, 5 ID mismatch, 6 NodeInfo, 7 timeout,
+    /// 8 network mismatch, 1 other (2: the command line does not parse)
+    Probe(probe::ProbeArgs),
+    /// Loopback benchmark: handshake, then stream messages and verify them
+    Bench(bench::BenchArgs),
+    /// Run the bench workload (or send to a listening peer with --connect)
+    /// under a sampling profiler: flamegraph SVG and seal/write breakdown
+    Profile(profile::ProfileArgs),
+    /// Memory per connection: idle connections at scale, stalled
+    /// handshakes, handshake churn (process RSS from /proc; Linux)
+    Resources(resources::ResourcesArgs),
+    /// A child process of `resources`
+    #[command(hide = true)]
+    ResourcesWorker {
+        #[command(subcommand)]
+        role: resources::worker::Worker,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.verbose {
+        show_tracing();
+    }
+    let r = match cli.cmd {
+        Cmd::Keygen { out } => keygen(out),
+        Cmd::Id { key } => keyfile::load(&key)
+            .map(|id| println!("{}", id.node_id()))
+            .map_err(CliError::from),
+        Cmd::Listen { addr, args } => pipe::run_async(pipe::listen(addr, args)),
+        Cmd::Dial {
+            addr,
+            connect_timeout,
+            args,
+        } => pipe::run_async(pipe::dial(addr, connect_timeout, args)),
+        Cmd::Probe(args) => return probe::run(args),
+        Cmd::Bench(args) => bench::run(args),
+        Cmd::Profile(args) => profile::run(args),
+        Cmd::Resources(args) => resources::run(args),
+        Cmd::ResourcesWorker { role } => resources::worker::run(role),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn keygen(out: PathBuf) -> Result<(), CliError> {
+    let id = Identity::generate();
+    keyfile::save_new(&id, &out)?;
+    println!("{}", id.node_id());
+    Ok(())
+}
+
+/// `-v`: p2p-conn's `tracing` events at debug level and above on stderr
+/// (handshakes, closes, queue overflows; see `docs/profiling.md`).
+fn show_tracing() {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let only_ours = Targets::new().with_target("p2p_conn", LevelFilter::DEBUG);
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(only_ours),
+        )
+        .try_init();
+}
