@@ -87,6 +87,11 @@ pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
 pub use proto::{Backend, ProtocolError};
 
+/// The crate's README (what crates.io shows), compiled as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(all(doctest, feature = "tokio"))]
+pub struct CrateReadmeDoctests;
+
 /// The README's Rust examples, compiled as doctests so they stay correct.
 #[doc = include_str!("../../README.md")]
 #[cfg(all(doctest, feature = "tokio", feature = "keyfile"))]
