@@ -7,7 +7,7 @@
 //! workloads with content verification.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -43,12 +43,7 @@ fn drain(mut r: impl Read + Send + 'static, msg: usize) -> mpsc::Receiver<()> {
 }
 
 fn tcp_pair() -> (TcpStream, TcpStream) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (b, _) = l.accept().unwrap();
-    a.set_nodelay(true).unwrap();
-    b.set_nodelay(true).unwrap();
-    (a, b)
+    p2p_conn::testkit::std_tcp_pair()
 }
 
 fn p2p_conn_pair(frame_size: usize, msg: usize) -> (Conn, mpsc::Receiver<()>) {

@@ -17,7 +17,7 @@
 mod common;
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 use common::feed;
@@ -559,9 +559,7 @@ fn tampered_frame_after_handshake() {
 const EXHAUST_KEY: [u8; 32] = [0x55; 32];
 
 fn tcp_pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dialed = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (accepted, _) = listener.accept().unwrap();
+    let (dialed, accepted) = p2p_conn::testkit::std_tcp_pair();
     for s in [&dialed, &accepted] {
         s.set_read_timeout(Some(READ_LIMIT)).unwrap();
     }

@@ -25,7 +25,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::thread;
@@ -350,9 +350,7 @@ enum WriteApi {
 
 /// A connected loopback pair: (p2p-conn's end, tendermint-p2p's end).
 fn tcp_pair(role: Role) -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let dialer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-    let (acceptor, _) = listener.accept().unwrap();
+    let (dialer, acceptor) = p2p_conn::testkit::std_tcp_pair();
     match role {
         Role::Dialer => (dialer, acceptor),
         Role::Acceptor => (acceptor, dialer),

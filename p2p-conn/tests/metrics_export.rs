@@ -57,7 +57,7 @@ fn connection_and_queue_series_carry_the_stats() {
             .unwrap();
         rt.block_on(async {
             let cfg = Config::default();
-            let (mut a, mut b) = common::tokio_tcp_pair(&cfg).await;
+            let (mut a, mut b) = common::tokio_secret_pair(&cfg).await;
             a.write_all(&[5u8; 3000]).await.unwrap();
             a.flush().await.unwrap();
             let mut got = [0u8; 3000];

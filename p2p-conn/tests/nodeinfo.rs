@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::scripted::{scripted_peer, Then};
-use common::tokio_tcp_pair;
+use common::tokio_secret_pair;
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError, Rule, MAX_NODE_INFO_SIZE};
 use p2p_conn::{Config, Identity, NodeId};
@@ -41,7 +41,7 @@ fn delimited(body: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn both_sides_exchange_at_once_and_later_bytes_stay_in_the_stream() {
-    let (mut a, mut b) = tokio_tcp_pair(&Config::default()).await;
+    let (mut a, mut b) = tokio_secret_pair(&Config::default()).await;
     // Each side's own ID is what the other authenticated.
     let (ia, ib) = (info_for(b.remote_node_id()), info_for(a.remote_node_id()));
     // Each side sends its first application bytes right behind its NodeInfo,
@@ -75,7 +75,7 @@ async fn both_sides_exchange_at_once_and_later_bytes_stay_in_the_stream() {
 
 #[tokio::test]
 async fn a_client_may_read_first_then_answer() {
-    let (mut node, mut client) = tokio_tcp_pair(&Config::default()).await;
+    let (mut node, mut client) = tokio_secret_pair(&Config::default()).await;
     let node_info = info_for(client.remote_node_id());
     let client_id = node.remote_node_id();
     let (from_client, told) =

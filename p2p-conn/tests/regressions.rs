@@ -298,18 +298,7 @@ async fn tokio_halves_have_accessors_and_reunite() {
         ptokio::SecretConnection<tokio::net::TcpStream>,
         ptokio::SecretConnection<tokio::net::TcpStream>,
     ) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let cfg = Config::default();
-        let (ia, ib) = (Identity::generate(), Identity::generate());
-        let (a, b) = tokio::join!(
-            async { ptokio::handshake(listener.accept().await.unwrap().0, &ia, &cfg).await },
-            async {
-                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-                ptokio::handshake(tcp, &ib, &cfg).await
-            }
-        );
-        (a.unwrap(), b.unwrap())
+        p2p_conn::testkit::tokio_secret_pair(&Config::default()).await
     }
     let (a, mut b) = pair().await;
     let (a_peer, b_peer) = (a.remote_node_id(), b.remote_node_id());

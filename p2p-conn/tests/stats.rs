@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, pair, tokio_tcp_pair, End, Fault, Plan, StdConn};
+use common::{connect, pair, tokio_secret_pair, End, Fault, Plan, StdConn};
 use p2p_conn::io::blocking;
 use p2p_conn::proto::STANDARD_SEALED_FRAME;
 use p2p_conn::stats::ConnStats;
@@ -206,7 +206,7 @@ fn not_ready_time_is_counted_apart() {
     rt.block_on(async {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let cfg = Config::default();
-        let (a, b) = tokio_tcp_pair(&cfg).await;
+        let (a, b) = tokio_secret_pair(&cfg).await;
         let (mut a, mut b) = (a, b);
         const STALL: Duration = Duration::from_millis(100);
         let data = vec![7u8; 16 << 20];
@@ -246,7 +246,7 @@ fn send_queue_reports_wait_and_writer_counters() {
     rt.block_on(async {
         use tokio::io::AsyncReadExt;
         let cfg = Config::default();
-        let (a, b) = tokio_tcp_pair(&cfg).await;
+        let (a, b) = tokio_secret_pair(&cfg).await;
         let mut b = b;
         let (_read, write) = a.into_split();
         let q = p2p_conn::io::queue::Sender::new(write, &Default::default()).unwrap();

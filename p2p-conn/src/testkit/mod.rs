@@ -46,6 +46,7 @@
 //! | [`conn`] | connections over the double: [`connect`], [`pair`], the [`Conn`] adapters, polling helpers |
 //! | [`evil_peer`] | scripted malicious peers over loopback sockets, and the harness that plays them against a victim of either adapter |
 //! | [`peer`] | [`PeerKeys`]: a peer played by hand derives the session the other side will use |
+//! | [`tcp`] | loopback TCP pairs, raw or handshaken by the tokio or std adapter |
 //! | [`internals`] | the engine's parts and the test hooks (chosen counters and ephemeral keys) the tests and fuzz targets reach into; no stability promise |
 #![allow(missing_docs)]
 
@@ -57,6 +58,7 @@ pub mod pipe;
 pub mod plans;
 pub mod pumps;
 pub mod rng;
+pub mod tcp;
 
 pub use conn::*;
 pub use peer::{eph_message, PeerKeys};
@@ -64,3 +66,4 @@ pub use pipe::{pipe, Control, End, DEADLOCK_LIMIT};
 pub use plans::*;
 pub use pumps::*;
 pub use rng::*;
+pub use tcp::{std_secret_pair, std_tcp_pair, tokio_secret_pair, tokio_tcp_pair};

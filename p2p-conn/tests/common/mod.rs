@@ -56,25 +56,3 @@ pub fn summarize(sizes: &[usize]) -> String {
     }
     format!("[{}]", parts.join(", "))
 }
-
-/// Both ends of one loopback TCP connection, handshaken by the tokio
-/// adapter with fresh identities and `cfg`: (accepting end, dialing end).
-pub async fn tokio_tcp_pair(
-    cfg: &p2p_conn::Config,
-) -> (
-    p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>,
-    p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>,
-) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (ia, ib) = (
-        p2p_conn::Identity::generate(),
-        p2p_conn::Identity::generate(),
-    );
-    let (acc, dial) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
-    let (a, b) = tokio::join!(
-        p2p_conn::io::tokio::handshake(acc.unwrap().0, &ia, cfg),
-        p2p_conn::io::tokio::handshake(dial.unwrap(), &ib, cfg)
-    );
-    (a.unwrap(), b.unwrap())
-}
