@@ -3,8 +3,9 @@
 //! every line the suite proves: v0.34.35, v0.37.18, v0.38.26 (what most
 //! chains run), v0.39.4, v0.40.0 and v1.0.1. The probe must authenticate,
 //! read the node's NodeInfo and report exactly what the node says about
-//! itself in its `Started node` log line (v0.37.18 announces 0.37.16,
-//! v0.40.0 announces 0.39.0), and fail with the documented exit code and `stage` when the
+//! itself in its `Started node` log line, with the release line of the
+//! version it announces (v0.37.18 announces 0.37.16, v0.40.0 announces
+//! 0.39.0), and fail with the documented exit code and `stage` when the
 //! node is not the one expected (ID, network); `dial --nodeinfo` joins it
 //! as a peer.
 //!
@@ -129,6 +130,7 @@ fn probe_reports_the_nodes_own_nodeinfo(version: GoVersion, test: &str) {
         node.version,
         "the node's own NodeInfo"
     );
+    check_release_line(version, &json);
     let versions = &json["protocol_version"];
     assert_eq!(versions["p2p"], version.p2p_protocol(), "{json}");
     assert_eq!(versions["block"], 11, "{json}");
@@ -259,7 +261,10 @@ fn probe_fails_on_another_network(version: GoVersion, test: &str) {
     assert_eq!(text(&json, "network"), node.network, "{json}");
 }
 
-/// Without `--json` the probe prints, for people, the node's ID and network.
+/// Without `--json` the probe prints, for people, the node's ID and network,
+/// and the version the node announces with its release line (naming the
+/// release that announces a stale version: `0.39.0 (release line v0.39 or
+/// v0.40: v0.40.0 announces 0.39.0)`).
 fn probe_prints_the_node_id_and_network(version: GoVersion, test: &str) {
     let Some(bin) = node_binary(version, test) else {
         return;
@@ -274,6 +279,57 @@ fn probe_prints_the_node_id_and_network(version: GoVersion, test: &str) {
             "no {what} {value} in {out:?}"
         );
     }
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("version "))
+        .unwrap_or_else(|| panic!("{test}: no version line in {stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.get(1), Some(&version.announces()), "{test}: {line}");
+    assert!(
+        line.contains(&format!("release line {}", version.line()))
+            || line.contains(&format!(" or {}", version.line())),
+        "{test}: {line}"
+    );
+    let stale = version.label().trim_start_matches('v') != version.announces();
+    assert_eq!(
+        line.contains(&format!(
+            "{} announces {}",
+            version.label(),
+            version.announces()
+        )),
+        stale,
+        "{test}: {line}"
+    );
+}
+
+/// The JSON's `release_lines` hold the node's line, and only it unless
+/// another tested release announces the same version; `version_note` names
+/// the release whose node announces a stale version.
+fn check_release_line(version: GoVersion, json: &Value) {
+    let lines = json["release_lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("`release_lines` is not an array in {json}"));
+    assert!(
+        lines.contains(&Value::from(version.line())),
+        "`release_lines` lack {}: {json}",
+        version.line()
+    );
+    let stale = version.label().trim_start_matches('v') != version.announces();
+    match version {
+        // A v0.39.0 node announces 0.39.0 too.
+        GoVersion::V040 => assert_eq!(lines, &["v0.39", "v0.40"], "{json}"),
+        _ => assert_eq!(lines.len(), 1, "{json}"),
+    }
+    let note = format!("{} announces {}", version.label(), version.announces());
+    assert_eq!(
+        json["version_note"],
+        if stale {
+            Value::from(note)
+        } else {
+            Value::Null
+        },
+        "{json}"
+    );
 }
 
 /// `p2p-conn dial --nodeinfo --channels 20` (announcing the consensus

@@ -13,7 +13,8 @@
 //!   other's NodeInfo, then data flows both ways, so no byte after the
 //!   NodeInfo was lost.
 //! - `p2p-conn probe` with Go listening and announcing channels: the probe
-//!   reports Go's NodeInfo (p2p protocol 9 in v1.x, 8 before), and Go
+//!   reports Go's NodeInfo (p2p protocol 9 in v1.x, 8 before) and its
+//!   release line, and Go
 //!   accepts ours as valid but, as a node does, refuses a peer with no
 //!   channel in common.
 //!
@@ -139,9 +140,16 @@ fn probe_go_listening(version: GoVersion, test: &str) {
         "{test}: {v}"
     );
     assert_eq!(v["protocol_version"]["block"], 11, "{test}: {v}");
+    // The Go peer announces its module version (a node may not, see
+    // tests/cometbft_node.rs), so the line is the one its number names.
     assert_eq!(
         v["version"],
         version.label().trim_start_matches('v'),
+        "{test}: {v}"
+    );
+    assert_eq!(
+        v["release_lines"],
+        serde_json::json!([version.line()]),
         "{test}: {v}"
     );
     assert_eq!(v["violations"], serde_json::json!([]), "{test}: {v}");
