@@ -19,6 +19,9 @@
 //! half-closed and must keep reading). Both must exit 0 with every byte
 //! delivered.
 //!
+//! `bench --baseline` takes every line's Go peer by its name
+//! (`cometbft-go-0.39`, ...).
+//!
 //! Without the Go toolchain each test prints a notice and passes, unless
 //! `CI=true`, where it fails.
 
@@ -184,7 +187,39 @@ fn cli_dials_go_listens(version: GoVersion, test: &str) {
     cli_dials(version, test, 1 << 20);
 }
 
+/// `bench --baseline cometbft-go-0.NN` (`cometbft-go` for v1.0.1, also
+/// `cometbft-go-1`) runs the Go peer of that line: its row is named by the
+/// CometBFT version it reports.
+fn bench_baseline_runs_the_lines_go_peer(version: GoVersion, test: &str) {
+    if go_peer(version, test).is_none() {
+        return;
+    }
+    let names = match version.line() {
+        "v1" => vec!["cometbft-go".to_string(), "cometbft-go-1".to_string()],
+        line => vec![format!("cometbft-go-{}", line.trim_start_matches('v'))],
+    };
+    for name in names {
+        let args = ["bench", "--mib", "1", "--json", "--baseline", &name];
+        let out = run_ok(Path::new(BIN), &args, LIMIT);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let impls: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let row: serde_json::Value = serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{test}: {name}: {l:?}: {e}"));
+                row["impl"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        let go = format!("cometbft-go {}", version.label());
+        assert_eq!(impls[1], go, "{test}: --baseline {name}: {text}");
+    }
+}
+
 p2p_conn_interop::per_release! {
     v0_34: V034, v0_37: V037, v0_38: V038, v0_39: V039, v0_40: V040, v1: V1;
-    [cli_listens_go_dials, cli_dials_go_listens]
+    [
+        cli_listens_go_dials,
+        cli_dials_go_listens,
+        bench_baseline_runs_the_lines_go_peer,
+    ]
 }
