@@ -1,9 +1,15 @@
 // cometbft-peer runs CometBFT's own Go SecretConnection
 // (github.com/cometbft/cometbft/p2p/conn) as a peer and as a benchmark
-// baseline for p2p-conn. One source builds against two CometBFT versions:
+// baseline for p2p-conn. One source builds against six CometBFT releases,
+// one module file each; the CometBFT API it uses comes through
+// cometbft.go, or compat_v034.go at v0.34 (Tendermint's import paths):
 //
-//	go build -o cometbft-peer .                          # go.mod: v1.0.1
-//	go build -modfile=go.v0.38.mod -o cometbft-peer .    # v0.38.26
+//	go build -o cometbft-peer .                                          # go.mod: v1.0.1
+//	go build -modfile=go.v0.40.mod -o cometbft-peer .                    # v0.40.0
+//	go build -modfile=go.v0.39.mod -o cometbft-peer .                    # v0.39.4
+//	go build -modfile=go.v0.38.mod -o cometbft-peer .                    # v0.38.26
+//	go build -modfile=go.v0.37.mod -o cometbft-peer .                    # v0.37.18
+//	go build -modfile=go.v0.34.mod -tags cometbft_v034 -o cometbft-peer . # v0.34.35
 //
 // Subcommands:
 //
@@ -68,13 +74,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/cometbft/cometbft/crypto"
-	"github.com/cometbft/cometbft/crypto/ed25519"
-	"github.com/cometbft/cometbft/libs/protoio"
-	"github.com/cometbft/cometbft/p2p"
-	"github.com/cometbft/cometbft/p2p/conn"
-	"github.com/cometbft/cometbft/version"
 )
 
 const handshakeTimeout = 20 * time.Second
@@ -119,7 +118,12 @@ func fail(msg string) {
 func cometbftVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, dep := range info.Deps {
-			if dep.Path == "github.com/cometbft/cometbft" {
+			if dep.Path == cometbftModule {
+				// v0.34.x: github.com/tendermint/tendermint, replaced
+				// by github.com/cometbft/cometbft at the version built.
+				if dep.Replace != nil {
+					return dep.Replace.Version
+				}
 				return dep.Version
 			}
 		}
@@ -138,11 +142,11 @@ func onePositional(fs *flag.FlagSet, args []string, what string) (string, error)
 }
 
 // privKey loads a node key file, or makes a fresh key when path is empty.
-func privKey(path string) (crypto.PrivKey, error) {
+func privKey(path string) (privateKey, error) {
 	if path == "" {
-		return ed25519.GenPrivKey(), nil
+		return genPrivKey(), nil
 	}
-	nk, err := p2p.LoadNodeKey(path)
+	nk, err := loadNodeKey(path)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", path, err)
 	}
@@ -158,7 +162,7 @@ func keygen(args []string) error {
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("%s exists; not replacing it", path)
 	}
-	nk, err := p2p.LoadOrGenNodeKey(path)
+	nk, err := loadOrGenNodeKey(path)
 	if err != nil {
 		return err
 	}
@@ -172,7 +176,7 @@ func id(args []string) error {
 	if err != nil {
 		return err
 	}
-	nk, err := p2p.LoadNodeKey(path)
+	nk, err := loadNodeKey(path)
 	if err != nil {
 		return err
 	}
@@ -181,11 +185,11 @@ func id(args []string) error {
 }
 
 // handshake runs MakeSecretConnection under the handshake timeout.
-func handshake(tcp net.Conn, key crypto.PrivKey) (*conn.SecretConnection, error) {
+func handshake(tcp net.Conn, key privateKey) (*secretConnection, error) {
 	if err := tcp.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
 		return nil, err
 	}
-	sc, err := conn.MakeSecretConnection(tcp, key)
+	sc, err := makeSecretConnection(tcp, key)
 	if err != nil {
 		return nil, fmt.Errorf("handshake failed: %w", err)
 	}
@@ -237,7 +241,7 @@ func pipe(mode string, args []string) error {
 	if err != nil {
 		return err
 	}
-	remote := p2p.PubKeyToID(sc.RemotePubKey())
+	remote := pubKeyToID(sc.RemotePubKey())
 	fmt.Fprintf(os.Stderr, "peer %s\n", remote)
 	if *peerID != "" && string(remote) != *peerID {
 		return fmt.Errorf("peer is %s, expected %s", remote, *peerID)
@@ -247,15 +251,15 @@ func pipe(mode string, args []string) error {
 		if err != nil {
 			return fmt.Errorf("-channels: %w", err)
 		}
-		ours := p2p.DefaultNodeInfo{
-			ProtocolVersion: p2p.NewProtocolVersion(version.P2PProtocol, version.BlockProtocol, 0),
-			DefaultNodeID:   p2p.PubKeyToID(key.PubKey()),
+		ours := nodeInfo{
+			ProtocolVersion: protocolVersion(),
+			DefaultNodeID:   pubKeyToID(key.PubKey()),
 			ListenAddr:      tcp.LocalAddr().String(),
 			Network:         *network,
 			Version:         strings.TrimPrefix(cometbftVersion(), "v"),
 			Channels:        chs,
 			Moniker:         *moniker,
-			Other:           p2p.DefaultNodeInfoOther{TxIndex: "off"},
+			Other:           nodeInfoOther{TxIndex: "off"},
 		}
 		if err := exchangeNodeInfo(sc, remote, ours); err != nil {
 			return err
@@ -311,21 +315,21 @@ func pipe(mode string, args []string) error {
 
 // exchangeNodeInfo is p2p/transport.go's handshake() and the checks of its
 // upgrade(), with the peer's NodeInfo and the results printed on stderr.
-func exchangeNodeInfo(sc *conn.SecretConnection, remote p2p.ID, ours p2p.DefaultNodeInfo) error {
+func exchangeNodeInfo(sc *secretConnection, remote nodeID, ours nodeInfo) error {
 	if err := sc.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
 		return err
 	}
 	var raw bytes.Buffer
-	pb := p2p.DefaultNodeInfo{}.ToProto()
+	pb := nodeInfo{}.ToProto()
 	errc := make(chan error, 2)
 	go func() {
-		_, err := protoio.NewDelimitedWriter(sc).WriteMsg(ours.ToProto())
+		_, err := newDelimitedWriter(sc).WriteMsg(ours.ToProto())
 		errc <- err
 	}()
 	go func() {
 		// protoio reads the varint a byte at a time and then exactly the
 		// message, so the tee sees the message and nothing after it.
-		r := protoio.NewDelimitedReader(io.TeeReader(sc, &raw), p2p.MaxNodeInfoSize())
+		r := newDelimitedReader(io.TeeReader(sc, &raw), maxNodeInfoSize())
 		_, err := r.ReadMsg(pb)
 		errc <- err
 	}()
@@ -337,11 +341,11 @@ func exchangeNodeInfo(sc *conn.SecretConnection, remote p2p.ID, ours p2p.Default
 	if err := sc.SetDeadline(time.Time{}); err != nil {
 		return err
 	}
-	theirs, err := p2p.DefaultNodeInfoFromToProto(pb)
+	theirs, err := nodeInfoFromProto(pb)
 	if err != nil {
 		return err
 	}
-	reencoded, err := protoio.MarshalDelimited(theirs.ToProto())
+	reencoded, err := marshalDelimited(theirs.ToProto())
 	if err != nil {
 		return err
 	}
@@ -498,7 +502,7 @@ func bench(args []string) error {
 			return
 		}
 		defer c.Close()
-		sc, err := handshake(c, ed25519.GenPrivKey())
+		sc, err := handshake(c, genPrivKey())
 		if err != nil {
 			recv <- done{err: err}
 			return
@@ -531,7 +535,7 @@ func bench(args []string) error {
 	}
 	defer c.Close()
 	tcp := c.(*net.TCPConn)
-	sc, err := handshake(tcp, ed25519.GenPrivKey())
+	sc, err := handshake(tcp, genPrivKey())
 	if err != nil {
 		return err
 	}
@@ -781,7 +785,7 @@ func handshakeServe(args []string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		ln.Close()
 	}()
-	key := ed25519.GenPrivKey()
+	key := genPrivKey()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -803,7 +807,7 @@ func handshakeDial(args []string) error {
 	if err != nil {
 		return err
 	}
-	key := ed25519.GenPrivKey()
+	key := genPrivKey()
 	start, cpu0 := time.Now(), cpuNow()
 	for i := 0; i < *n; i++ {
 		c, err := net.Dial("tcp", addr)
@@ -947,7 +951,7 @@ func holdPeer(addr string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
-	key := ed25519.GenPrivKey()
+	key := genPrivKey()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -980,8 +984,8 @@ func holdPeer(addr string) error {
 // them idle, then sends message bytes on each, one at a time, and waits for
 // the echo.
 func holdConnections(addr string, n, message, concurrency int) error {
-	key := ed25519.GenPrivKey()
-	dial := func() (*conn.SecretConnection, error) {
+	key := genPrivKey()
+	dial := func() (*secretConnection, error) {
 		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 		if err != nil {
 			return nil, err
@@ -1015,7 +1019,7 @@ func holdConnections(addr string, n, message, concurrency int) error {
 		return err
 	}
 	start := time.Now()
-	conns := make([]*conn.SecretConnection, n)
+	conns := make([]*secretConnection, n)
 	// Each reader goroutine reports here when a whole message has arrived.
 	echoed := make(chan int, 1)
 	var wg sync.WaitGroup

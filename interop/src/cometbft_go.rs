@@ -1,11 +1,16 @@
 //! Builds and locates the CometBFT Go peer (`interop/cometbft-go`): CometBFT's
-//! own `p2p/conn.SecretConnection` compiled at the versions nodes run.
+//! own `p2p/conn.SecretConnection` compiled at every release line the test
+//! suite proves ([`GoVersion::ALL`]: v0.34.35, v0.37.18, v0.38.26, v0.39.4,
+//! v0.40.0 and v1.0.1).
 //!
-//! One Go source builds against two module files: `go.mod` (v1.0.1) and
-//! `go.v0.38.mod` (v0.38.26), each with its committed `go.sum`. Binaries are
-//! cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt when a
-//! source or module file is newer. The Go build cache makes a rebuild cheap;
-//! the first build downloads the modules through the Go module proxy.
+//! One Go source builds against one module file per line (`go.mod` for
+//! v1.0.1, `go.v0.NN.mod` for the others), each with its committed checksum
+//! file; v0.34.35 also needs the build tag `cometbft_v034`, which swaps
+//! `cometbft.go` for `compat_v034.go` (Tendermint's import paths). Binaries
+//! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
+//! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
+//! Go build cache makes a rebuild cheap; the first build downloads the
+//! modules through the Go module proxy.
 //!
 //! The CLI (`--baseline cometbft-go*`) and the interop tests both build
 //! through this module, so they run the very same binaries.
@@ -14,41 +19,188 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
-/// A CometBFT release the Go peer is built against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A CometBFT release the Go peer (and a real node, see
+/// [`crate::cometbft_node`]) is built at: the newest release of each line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GoVersion {
-    /// v1.0.1: `bufio` on both sides of the socket (one write per `Write`).
-    V1,
+    /// v0.34.35: module `github.com/tendermint/tendermint` (replaced by
+    /// `github.com/cometbft/cometbft v0.34.35`); one socket write per sealed
+    /// frame, frame buffers from `go-buffer-pool`.
+    V034,
+    /// v0.37.18: one socket write per sealed frame. Its node announces
+    /// version 0.37.16.
+    V037,
     /// v0.38.26: one socket write per sealed frame, what most chains run.
     V038,
+    /// v0.39.4: v1.0.1's `bufio` writer and reader, backported.
+    V039,
+    /// v0.40.0: as v0.39.4 (the same `secret_connection.go`). Its node
+    /// announces version 0.39.0.
+    V040,
+    /// v1.0.1: `bufio` on both sides of the socket (one write per `Write`);
+    /// P2P protocol 9.
+    V1,
 }
 
-impl GoVersion {
-    /// Every version the test suite runs against.
-    #[allow(dead_code)]
-    pub const ALL: [GoVersion; 2] = [GoVersion::V1, GoVersion::V038];
+/// What differs between the lines, one row per [`GoVersion`] (in its order).
+struct Line {
+    label: &'static str,
+    line: &'static str,
+    modfile: &'static str,
+    sumfile: &'static str,
+    tags: Option<&'static str>,
+    /// The file with the line's import paths (the build tag picks it).
+    api: &'static str,
+    announces: &'static str,
+    p2p_protocol: u64,
+    buffered: bool,
+}
 
-    /// The CometBFT module version, as the peer reports it.
+const LINES: [Line; 6] = [
+    Line {
+        label: "v0.34.35",
+        line: "v0.34",
+        modfile: "go.v0.34.mod",
+        sumfile: "go.v0.34.sum",
+        tags: Some("cometbft_v034"),
+        api: "compat_v034.go",
+        announces: "0.34.35",
+        p2p_protocol: 8,
+        buffered: false,
+    },
+    Line {
+        label: "v0.37.18",
+        line: "v0.37",
+        modfile: "go.v0.37.mod",
+        sumfile: "go.v0.37.sum",
+        tags: None,
+        api: "cometbft.go",
+        // `version.TMCoreSemVer` was not bumped for the release.
+        announces: "0.37.16",
+        p2p_protocol: 8,
+        buffered: false,
+    },
+    Line {
+        label: "v0.38.26",
+        line: "v0.38",
+        modfile: "go.v0.38.mod",
+        sumfile: "go.v0.38.sum",
+        tags: None,
+        api: "cometbft.go",
+        announces: "0.38.26",
+        p2p_protocol: 8,
+        buffered: false,
+    },
+    Line {
+        label: "v0.39.4",
+        line: "v0.39",
+        modfile: "go.v0.39.mod",
+        sumfile: "go.v0.39.sum",
+        tags: None,
+        api: "cometbft.go",
+        announces: "0.39.4",
+        p2p_protocol: 8,
+        buffered: true,
+    },
+    Line {
+        label: "v0.40.0",
+        line: "v0.40",
+        modfile: "go.v0.40.mod",
+        sumfile: "go.v0.40.sum",
+        tags: None,
+        api: "cometbft.go",
+        // `version.TMCoreSemVer` was not bumped for the release.
+        announces: "0.39.0",
+        p2p_protocol: 8,
+        buffered: true,
+    },
+    Line {
+        label: "v1.0.1",
+        line: "v1",
+        modfile: "go.mod",
+        sumfile: "go.sum",
+        tags: None,
+        api: "cometbft.go",
+        announces: "1.0.1",
+        p2p_protocol: 9,
+        buffered: true,
+    },
+];
+
+impl GoVersion {
+    /// Every version the test suite runs against, oldest first.
+    pub const ALL: [GoVersion; 6] = [
+        GoVersion::V034,
+        GoVersion::V037,
+        GoVersion::V038,
+        GoVersion::V039,
+        GoVersion::V040,
+        GoVersion::V1,
+    ];
+
+    /// Its place in [`ALL`](Self::ALL), for per-version tables.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    fn row(self) -> &'static Line {
+        &LINES[self.index()]
+    }
+
+    /// The CometBFT module version, as the peer reports it: `v0.38.26`.
     pub fn label(self) -> &'static str {
-        match self {
-            GoVersion::V1 => "v1.0.1",
-            GoVersion::V038 => "v0.38.26",
-        }
+        self.row().label
+    }
+
+    /// The release line: `v0.34`, `v0.37`, `v0.38`, `v0.39`, `v0.40`, `v1`.
+    pub fn line(self) -> &'static str {
+        self.row().line
+    }
+
+    /// The version a node of this release announces in its NodeInfo (and
+    /// prints for `cometbft version`): the label without its `v`, except
+    /// where the release left `version/version.go` unbumped (v0.37.18 says
+    /// `0.37.16`, v0.40.0 says `0.39.0`).
+    pub fn announces(self) -> &'static str {
+        self.row().announces
+    }
+
+    /// The P2P protocol version in its NodeInfo: 9 at v1.0.1, 8 before.
+    pub fn p2p_protocol(self) -> u64 {
+        self.row().p2p_protocol
+    }
+
+    /// Whether its `SecretConnection` buffers the socket (`bufio`: one
+    /// socket write per `Write` call; v0.39.4, v0.40.0, v1.0.1) rather than
+    /// writing each sealed frame on its own.
+    pub fn buffered(self) -> bool {
+        self.row().buffered
     }
 
     /// The module file (in the source folder) that pins this version.
-    fn modfile(self) -> &'static str {
-        match self {
-            GoVersion::V1 => "go.mod",
-            GoVersion::V038 => "go.v0.38.mod",
-        }
+    pub fn modfile(self) -> &'static str {
+        self.row().modfile
     }
 
-    fn sumfile(self) -> &'static str {
-        match self {
-            GoVersion::V1 => "go.sum",
-            GoVersion::V038 => "go.v0.38.sum",
-        }
+    /// The build tags this version needs (`-tags`), if any.
+    pub fn tags(self) -> Option<&'static str> {
+        self.row().tags
+    }
+
+    /// Every file (in the source folder) this version's build reads: the
+    /// program, the file with the line's import paths and the module and
+    /// checksum files.
+    pub fn inputs(self) -> [&'static str; 4] {
+        let row = self.row();
+        ["main.go", row.api, row.modfile, row.sumfile]
+    }
+
+    /// The `go build` / `go vet` flags that select this version:
+    /// `-modfile=...` and, at v0.34, `-tags=cometbft_v034`.
+    pub fn go_flags(self) -> Vec<String> {
+        let mut flags = vec![format!("-modfile={}", self.modfile())];
+        flags.extend(self.tags().map(|t| format!("-tags={t}")));
+        flags
     }
 }
 
@@ -66,7 +218,7 @@ impl std::fmt::Display for BuildError {
         match self {
             BuildError::GoMissing => write!(
                 f,
-                "the Go toolchain (`go`) is not on PATH; install Go 1.23 or later"
+                "the Go toolchain (`go`) is not on PATH; install Go 1.25 or later"
             ),
             BuildError::Failed(why) => write!(f, "building CometBFT Go code failed: {why}"),
         }
@@ -80,63 +232,125 @@ pub fn source_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("cometbft-go")
 }
 
-/// Where built peers go: `$CARGO_TARGET_DIR` if set, else the workspace's
-/// `target/`.
-fn cache_dir(version: GoVersion) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+/// Where built binaries go: `$CARGO_TARGET_DIR` if set, else the
+/// workspace's `target/`.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target.join("cometbft-go").join(version.label())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }
 
 fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-/// The peer binary for `version`, built first if missing or stale.
-pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
-    let src = source_dir();
-    let out = cache_dir(version).join("cometbft-peer");
-    let inputs = ["main.go", version.modfile(), version.sumfile()];
-    let newest_input = inputs.iter().filter_map(|f| modified(&src.join(f))).max();
-    if let (Some(built), Some(input)) = (modified(&out), newest_input) {
-        if built >= input {
-            return Ok(out);
-        }
+/// Whether `out` exists and is at least as new as every one of `inputs`
+/// (in `dir`) that exists.
+pub(crate) fn up_to_date(out: &Path, dir: &Path, inputs: &[&str]) -> bool {
+    let newest_input = inputs.iter().filter_map(|f| modified(&dir.join(f))).max();
+    match (modified(out), newest_input) {
+        (Some(built), Some(input)) => built >= input,
+        (Some(_), None) => true,
+        (None, _) => false,
     }
-    let dir = out
+}
+
+/// Run `go build <args>` in `dir` (`GOTOOLCHAIN=local`: the installed
+/// toolchain, never a downloaded one), writing its binary to `out` through
+/// a temporary file beside it: concurrent builders (test binaries, a CLI
+/// run) never see a half-written file. `what` names the build in errors.
+pub(crate) fn go_build(
+    dir: &Path,
+    args: &[&str],
+    out: &Path,
+    what: &str,
+) -> Result<(), BuildError> {
+    let folder = out
         .parent()
-        .ok_or_else(|| BuildError::Failed("no cache folder".into()))?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| BuildError::Failed(format!("creating {}: {e}", dir.display())))?;
-    // Build beside the final name, then rename: concurrent builders (test
-    // binaries, a CLI run) never see a half-written file.
-    let tmp = dir.join(format!("cometbft-peer.{}.tmp", std::process::id()));
+        .ok_or_else(|| BuildError::Failed(format!("{what}: no cache folder")))?;
+    std::fs::create_dir_all(folder)
+        .map_err(|e| BuildError::Failed(format!("{what}: creating {}: {e}", folder.display())))?;
+    let name = out.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = folder.join(format!("{name}.{}.tmp", std::process::id()));
     let result = Command::new("go")
-        .current_dir(&src)
-        .args(["build", "-trimpath", "-mod=readonly"])
-        .arg(format!("-modfile={}", version.modfile()))
+        .current_dir(dir)
+        .arg("build")
         .arg("-o")
         .arg(&tmp)
-        .arg(".")
-        // Use the installed toolchain; never download another one.
+        .args(args)
         .env("GOTOOLCHAIN", "local")
+        .stdin(std::process::Stdio::null())
         .output();
     let output = match result {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BuildError::GoMissing),
-        Err(e) => return Err(BuildError::Failed(format!("running go: {e}"))),
+        Err(e) => return Err(BuildError::Failed(format!("{what}: running go: {e}"))),
         Ok(o) => o,
     };
     if !output.status.success() {
         let _ = std::fs::remove_file(&tmp);
         return Err(BuildError::Failed(format!(
-            "go build ({}) in {}: {}",
-            version.label(),
-            src.display(),
+            "{what}: go build {} in {} ({}): {}",
+            args.join(" "),
+            dir.display(),
+            output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
-    std::fs::rename(&tmp, &out)
-        .map_err(|e| BuildError::Failed(format!("placing {}: {e}", out.display())))?;
+    std::fs::rename(&tmp, out)
+        .map_err(|e| BuildError::Failed(format!("{what}: placing {}: {e}", out.display())))
+}
+
+/// `<target>/cometbft-go/<version>/cometbft-peer`.
+pub fn binary_path(version: GoVersion) -> PathBuf {
+    target_dir()
+        .join("cometbft-go")
+        .join(version.label())
+        .join("cometbft-peer")
+}
+
+/// The peer binary for `version`, built first if missing or stale.
+pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
+    let src = source_dir();
+    let out = binary_path(version);
+    if up_to_date(&out, &src, &version.inputs()) {
+        return Ok(out);
+    }
+    let flags = version.go_flags();
+    let mut args = vec!["-trimpath", "-mod=readonly"];
+    args.extend(flags.iter().map(String::as_str));
+    args.push(".");
+    go_build(
+        &src,
+        &args,
+        &out,
+        &format!("the Go peer at {}", version.label()),
+    )?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line's files are in the source folder, and each line has its
+    /// own module file and label.
+    #[test]
+    fn every_line_has_its_files() {
+        let src = source_dir();
+        let mut seen = std::collections::HashSet::new();
+        for (i, v) in GoVersion::ALL.into_iter().enumerate() {
+            assert_eq!(v.index(), i);
+            for f in v.inputs() {
+                assert!(src.join(f).is_file(), "{}: no {f}", v.label());
+            }
+            assert!(seen.insert(v.modfile()), "{}", v.label());
+            assert!(v.label().starts_with(v.line()), "{}", v.label());
+        }
+        assert_eq!(GoVersion::V034.inputs()[1], "compat_v034.go");
+        assert_eq!(
+            GoVersion::V034.go_flags(),
+            ["-modfile=go.v0.34.mod", "-tags=cometbft_v034"]
+        );
+        assert_eq!(GoVersion::V1.go_flags(), ["-modfile=go.mod"]);
+    }
 }

@@ -1,13 +1,17 @@
 //! A real CometBFT node (`cometbft start --proxy_app=kvstore`) on loopback,
-//! at each release the Go peer is built against ([`GoVersion`]: v1.0.1 and
-//! v0.38.26, what most chains run), for testing the CLI against the node
-//! software itself rather than against the secret connection alone
-//! ([`crate::go_peer`]).
+//! at each release the Go peer is built against ([`GoVersion::ALL`]:
+//! v0.34.35, v0.37.18, v0.38.26, v0.39.4, v0.40.0 and v1.0.1), for testing
+//! the CLI against the node software itself rather than against the secret
+//! connection alone ([`crate::go_peer`]).
 //!
 //! The `cometbft` binary of a release is built from the Go module proxy with
-//! `go install github.com/cometbft/cometbft/cmd/cometbft@<version>` and
-//! cached as `<target>/cometbft-node/<version>/cometbft` (`$CARGO_TARGET_DIR`
-//! or the workspace's `target/`), once for all test binaries. Without the Go
+//! `go install github.com/cometbft/cometbft/cmd/cometbft@<version>`, except
+//! v0.34.35, which `go install` refuses (its `go.mod` has replace
+//! directives): that one is built in `interop/cometbft-node/v0.34`, a module
+//! that replaces `github.com/tendermint/tendermint` with it as chains do
+//! (see that folder's README). Each is cached as
+//! `<target>/cometbft-node/<version>/cometbft` (`$CARGO_TARGET_DIR` or the
+//! workspace's `target/`), once for all test binaries. Without the Go
 //! toolchain [`node_binary`] prints a notice and the test passes, unless
 //! `CI=true`, where it fails; a failed build always fails.
 //!
@@ -27,12 +31,20 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cometbft_go::{go_build, target_dir, up_to_date};
 pub use crate::go_peer::GoVersion;
 use crate::go_peer::{BuildError, SHORT_RUN};
 use crate::process::{free_port, listening, run_ok, scratch, Feed, Proc};
 
-/// The package `go install` builds.
+/// The package `go install` builds (v0.37 and later).
 const PACKAGE: &str = "github.com/cometbft/cometbft/cmd/cometbft";
+
+/// v0.34.35's node: built in `interop/cometbft-node/v0.34`, a module of
+/// our own that replaces `github.com/tendermint/tendermint` with
+/// `github.com/cometbft/cometbft v0.34.35` (`go install` refuses that
+/// release, whose `go.mod` has replace directives), by the package path
+/// the module keeps.
+const V034_PACKAGE: &str = "github.com/tendermint/tendermint/cmd/cometbft";
 
 /// The moniker every test node gets (the default is the host name).
 pub const MONIKER: &str = "p2p-conn-test";
@@ -44,26 +56,38 @@ pub const START_LIMIT: Duration = Duration::from_secs(60);
 const STARTED: &str = "Started node";
 
 /// `<target>/cometbft-node/<version>/cometbft`, e.g. `v1.0.1`.
-fn cached_binary(version: GoVersion) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    target
+pub fn binary_path(version: GoVersion) -> PathBuf {
+    target_dir()
         .join("cometbft-node")
         .join(version.label())
         .join("cometbft")
 }
 
-/// The `cometbft` binary of `version`, built (with `go install`) unless
-/// already cached.
+/// The module that builds v0.34.35's node.
+fn v034_module() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cometbft-node/v0.34")
+}
+
+/// The `cometbft` binary of `version`, built unless already cached: with
+/// `go install` from the Go module proxy, except v0.34.35 (see
+/// [`V034_PACKAGE`]), which is rebuilt when its module file changes.
 pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
-    let out = cached_binary(version);
+    let out = binary_path(version);
+    let what = format!("cometbft {} node", version.label());
+    if version == GoVersion::V034 {
+        let module = v034_module();
+        if !up_to_date(&out, &module, &["go.mod", "go.sum"]) {
+            let args = ["-trimpath", "-mod=readonly", V034_PACKAGE];
+            go_build(&module, &args, &out, &what)?;
+        }
+        return Ok(out);
+    }
     if out.is_file() {
         return Ok(out);
     }
     let version = version.label();
-    let failed = |what: &str, e: &dyn std::fmt::Display| {
-        BuildError::Failed(format!("cometbft {version} node: {what}: {e}"))
+    let failed = |doing: &str, e: &dyn std::fmt::Display| {
+        BuildError::Failed(format!("{what}: {doing}: {e}"))
     };
     let dir = out.parent().expect("the cache path has a folder");
     // `go install` into a folder of this process's own, then rename: other
@@ -106,13 +130,9 @@ pub struct NodeBinary {
 /// and version; `None` (after a notice) when Go is not installed, unless
 /// `CI=true`.
 pub fn node_binary(version: GoVersion, test: &str) -> Option<NodeBinary> {
-    static V1: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
-    static V038: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
-    let cell = match version {
-        GoVersion::V1 => &V1,
-        GoVersion::V038 => &V038,
-    };
-    let e = match cell.get_or_init(|| build(version)) {
+    static BUILT: [OnceLock<Result<PathBuf, BuildError>>; GoVersion::ALL.len()] =
+        [const { OnceLock::new() }; GoVersion::ALL.len()];
+    let e = match BUILT[version.index()].get_or_init(|| build(version)) {
         Ok(path) => {
             return Some(NodeBinary {
                 path: path.clone(),
@@ -139,8 +159,10 @@ fn other_listeners(version: GoVersion) -> &'static [(&'static str, &'static str)
             ("grpc", "laddr"),
             ("grpc.privileged", "laddr"),
         ],
-        // gRPC (the broadcast API) under [rpc].
-        GoVersion::V038 => &[("rpc", "pprof_laddr"), ("rpc", "grpc_laddr")],
+        // v0.34.35 to v0.40.0: gRPC (the broadcast API) under [rpc].
+        GoVersion::V034 | GoVersion::V037 | GoVersion::V038 | GoVersion::V039 | GoVersion::V040 => {
+            &[("rpc", "pprof_laddr"), ("rpc", "grpc_laddr")]
+        }
     }
 }
 
@@ -182,7 +204,8 @@ pub struct Node {
     pub node_id: String,
     /// Its network: the `chain_id` of its genesis file.
     pub network: String,
-    /// Its software version (`cometbft version`): `1.0.1` or `0.38.26`.
+    /// Its software version (`cometbft version`), the one its NodeInfo
+    /// announces: `1.0.1`, `0.38.26`, ... ([`GoVersion::announces`]).
     pub version: String,
     /// Its `Started node` log line, which holds its own NodeInfo (see
     /// [`info`](Self::info)).
@@ -287,13 +310,11 @@ impl Node {
     /// that run at the same time: the first starts it, the last to drop its
     /// `Arc` stops it (a node in a `static` would outlive the test binary).
     pub fn shared(bin: &NodeBinary) -> Arc<Node> {
-        static V1: Mutex<Weak<Node>> = Mutex::new(Weak::new());
-        static V038: Mutex<Weak<Node>> = Mutex::new(Weak::new());
-        let slot = match bin.version {
-            GoVersion::V1 => &V1,
-            GoVersion::V038 => &V038,
-        };
-        let mut shared = slot.lock().unwrap_or_else(|e| e.into_inner());
+        static SHARED: [Mutex<Weak<Node>>; GoVersion::ALL.len()] =
+            [const { Mutex::new(Weak::new()) }; GoVersion::ALL.len()];
+        let mut shared = SHARED[bin.version.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(node) = shared.upgrade() {
             return node;
         }
@@ -305,7 +326,7 @@ impl Node {
     /// A field of the NodeInfo the node logged about itself at start
     /// (`Started node ... nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1}
     /// DefaultNodeID:... ListenAddr:... Network:... Version:... Channels:...
-    /// Moniker:... Other:{TxIndex:... RPCAddress:...}}"`, `P2P:8` at v0.38),
+    /// Moniker:... Other:{TxIndex:... RPCAddress:...}}"`, `P2P:8` before v1),
     /// e.g. `P2P`, `Channels` (hex digits, two per channel) or `RPCAddress`.
     pub fn info(&self, field: &str) -> &str {
         let line = &self.started;

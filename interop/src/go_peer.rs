@@ -21,13 +21,9 @@ pub const SHORT_RUN: Duration = Duration::from_secs(30);
 
 /// The Go peer binary for `version`, built once per test binary.
 fn built(version: GoVersion) -> &'static Result<PathBuf, BuildError> {
-    static V1: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
-    static V038: OnceLock<Result<PathBuf, BuildError>> = OnceLock::new();
-    let cell = match version {
-        GoVersion::V1 => &V1,
-        GoVersion::V038 => &V038,
-    };
-    cell.get_or_init(|| cometbft_go::build(version))
+    static BUILT: [OnceLock<Result<PathBuf, BuildError>>; GoVersion::ALL.len()] =
+        [const { OnceLock::new() }; GoVersion::ALL.len()];
+    BUILT[version.index()].get_or_init(|| cometbft_go::build(version))
 }
 
 /// The Go peer for `version`, checked to report that CometBFT version; `None`

@@ -21,3 +21,28 @@ pub mod compare;
 pub mod go_peer;
 pub mod process;
 pub mod scripted;
+
+/// A test module per CometBFT release line, each with a `#[test]` per
+/// function: `per_release! { v0_34: V034, v1: V1; [probe, dial] }` makes
+/// `v0_34::probe`, calling `super::probe(GoVersion::V034, "v0_34::probe")`,
+/// and so on. Name the module after the line (`v0_39`, `v1`), so that a
+/// test names the version its claim is about.
+#[macro_export]
+macro_rules! per_release {
+    ($($module:ident: $version:ident),+ $(,)?; $tests:tt) => {$(
+        $crate::per_release!(@module $module, $version, $tests);
+    )+};
+    (@module $module:ident, $version:ident, [$($test:ident),+ $(,)?]) => {
+        mod $module {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(
+                        $crate::cometbft_go::GoVersion::$version,
+                        concat!(stringify!($module), "::", stringify!($test)),
+                    );
+                }
+            )+
+        }
+    };
+}

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError, Violation};
 use p2p_conn::{Error, Identity, NodeId};
+use p2p_conn_interop::cometbft_go::GoVersion;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
@@ -394,6 +395,55 @@ fn join(v: &[Violation]) -> String {
         .join("; ")
 }
 
+/// What the version a node announces says about its release, as far as the
+/// lines p2p-conn is tested against ([`GoVersion::ALL`]) tell.
+#[derive(Debug, PartialEq, Eq)]
+struct ReleaseLine {
+    /// The lines whose nodes announce this version, oldest first (`v0.38`,
+    /// `v1`): the line its number names, and any line whose release
+    /// announces it though it is another (v0.40.0 announces `0.39.0`).
+    /// Empty when no tested line does.
+    lines: Vec<&'static str>,
+    /// The tested releases that announce this version though they are
+    /// another: `v0.40.0 announces 0.39.0`.
+    stale: Vec<String>,
+}
+
+impl ReleaseLine {
+    fn of(version: &str) -> ReleaseLine {
+        let mut lines = Vec::new();
+        let mut stale = Vec::new();
+        for v in GoVersion::ALL {
+            // `v0.39` names 0.39.x, `v1` names 1.x.
+            let prefix = format!("{}.", v.line().trim_start_matches('v'));
+            let announced_by_it = v.announces() == version;
+            if version.starts_with(&prefix) || announced_by_it {
+                lines.push(v.line());
+            }
+            if announced_by_it && v.label().trim_start_matches('v') != version {
+                stale.push(format!("{} announces {version}", v.label()));
+            }
+        }
+        ReleaseLine { lines, stale }
+    }
+
+    /// For the text report: `release line v0.39 or v0.40: v0.40.0
+    /// announces 0.39.0`.
+    fn text(&self) -> String {
+        let lines = match &self.lines[..] {
+            [] => "release line unknown: not one p2p-conn is tested against".to_string(),
+            [one] => format!("release line {one}"),
+            many => format!("release line {}", many.join(" or ")),
+        };
+        let sep = if self.lines.len() > 1 { ": " } else { "; " };
+        if self.stale.is_empty() {
+            lines
+        } else {
+            format!("{lines}{sep}{}", self.stale.join(", "))
+        }
+    }
+}
+
 /// CometBFT's reactor channels by ID.
 fn channel_name(ch: u8) -> Option<&'static str> {
     Some(match ch {
@@ -428,6 +478,7 @@ impl Report {
 
     fn json(&self) -> Value {
         let i = &self.info;
+        let release = ReleaseLine::of(&i.version);
         json!({
             "address": self.address,
             "node_id": self.node_id.to_string(),
@@ -436,6 +487,8 @@ impl Report {
             "moniker": i.moniker,
             "network": i.network,
             "version": i.version,
+            "release_lines": release.lines,
+            "version_note": (!release.stale.is_empty()).then(|| release.stale.join(", ")),
             "protocol_version": {
                 "p2p": i.protocol_version.p2p,
                 "block": i.protocol_version.block,
@@ -491,7 +544,7 @@ impl Report {
             "node id      {} {id_note}\n\
              moniker      {}\n\
              network      {}\n\
-             version      {}\n\
+             version      {} ({})\n\
              protocols    p2p {}, block {}, app {}\n\
              listen addr  {}\n\
              channels     {channels}\n\
@@ -503,6 +556,7 @@ impl Report {
             or_none(&i.moniker),
             or_none(&i.network),
             or_none(&i.version),
+            ReleaseLine::of(&i.version).text(),
             v.p2p,
             v.block,
             v.app,
@@ -513,5 +567,46 @@ impl Report {
             self.handshake.as_secs_f64() * 1e3,
             self.exchange.as_secs_f64() * 1e3,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReleaseLine;
+
+    fn of(version: &str) -> (Vec<&'static str>, String) {
+        let r = ReleaseLine::of(version);
+        let text = r.text();
+        (r.lines, text)
+    }
+
+    #[test]
+    fn release_lines_of_announced_versions() {
+        assert_eq!(of("0.38.26"), (vec!["v0.38"], "release line v0.38".into()));
+        assert_eq!(of("0.34.35"), (vec!["v0.34"], "release line v0.34".into()));
+        assert_eq!(of("0.39.4"), (vec!["v0.39"], "release line v0.39".into()));
+        assert_eq!(of("1.0.1"), (vec!["v1"], "release line v1".into()));
+        assert_eq!(of("0.40.0"), (vec!["v0.40"], "release line v0.40".into()));
+        // v0.37.18 announces 0.37.16: still the v0.37 line.
+        assert_eq!(
+            of("0.37.16"),
+            (
+                vec!["v0.37"],
+                "release line v0.37; v0.37.18 announces 0.37.16".into()
+            )
+        );
+        // v0.40.0 announces 0.39.0, as v0.39.0 does.
+        assert_eq!(
+            of("0.39.0"),
+            (
+                vec!["v0.39", "v0.40"],
+                "release line v0.39 or v0.40: v0.40.0 announces 0.39.0".into()
+            )
+        );
+        for unknown in ["", "2.0.0", "0.33.9", "0.380.1", "10.0.0"] {
+            let (lines, text) = of(unknown);
+            assert!(lines.is_empty(), "{unknown:?}: {lines:?}");
+            assert!(text.contains("unknown"), "{unknown:?}: {text}");
+        }
     }
 }

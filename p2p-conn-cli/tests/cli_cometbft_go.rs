@@ -1,9 +1,11 @@
 //! The `p2p-conn` binary against CometBFT's own Go `SecretConnection`
-//! (`interop/cometbft-go`, built against CometBFT v1.0.1 and v0.38.26), both
-//! run as a user would: two processes over loopback TCP.
+//! (`interop/cometbft-go`, built at every line the suite proves: v0.34.35,
+//! v0.37.18, v0.38.26, v0.39.4, v0.40.0 and v1.0.1), both run as a user
+//! would: two processes over loopback TCP.
 //!
-//! For each Go version, `p2p-conn listen` with the Go peer dialing and
-//! `p2p-conn dial ID@ADDR` with the Go peer listening. Keys cross over: the
+//! For each Go version (a module per line: `v0_39::cli_listens_go_dials`),
+//! `p2p-conn listen` with the Go peer dialing and `p2p-conn dial ID@ADDR`
+//! with the Go peer listening. Keys cross over: the
 //! Go peer loads a key written by `p2p-conn keygen`, and `p2p-conn` loads one
 //! written by CometBFT's code (`cometbft-peer keygen`); both tools must
 //! compute the same node ID for each file. Each side checks the other's ID
@@ -16,6 +18,9 @@
 //! tests ours stays open until `p2p-conn` has printed all of Go's (so Go has
 //! half-closed and must keep reading). Both must exit 0 with every byte
 //! delivered.
+//!
+//! `bench --baseline` takes every line's Go peer by its name
+//! (`cometbft-go-0.39`, ...).
 //!
 //! Without the Go toolchain each test prints a notice and passes, unless
 //! `CI=true`, where it fails.
@@ -108,7 +113,7 @@ fn cli_listens(version: GoVersion, test: &str, chunk: usize) {
     let Some(go) = go_peer(version, test) else {
         return;
     };
-    let dir = scratch(test);
+    let dir = scratch(&test.replace("::", "-"));
     let k = keys(&go, &dir);
     let ours = payload((2 << 20) + 77, 0xA5 ^ version as u64);
     let theirs = payload((2 << 20) + 1001, 0x5A ^ version as u64);
@@ -144,7 +149,7 @@ fn cli_dials(version: GoVersion, test: &str, chunk: usize) {
     let Some(go) = go_peer(version, test) else {
         return;
     };
-    let dir = scratch(test);
+    let dir = scratch(&test.replace("::", "-"));
     let k = keys(&go, &dir);
     let ours = payload((3 << 20) + 5, 0xC3 ^ version as u64);
     let theirs = payload((2 << 20) + 1001, 0x3C ^ version as u64);
@@ -172,22 +177,49 @@ fn cli_dials(version: GoVersion, test: &str, chunk: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn v1_cli_listens_go_dials() {
-    cli_listens(GoVersion::V1, "v1_cli_listens_go_dials", 1025);
+/// `p2p-conn listen`, Go dialing and writing 1025-byte chunks.
+fn cli_listens_go_dials(version: GoVersion, test: &str) {
+    cli_listens(version, test, 1025);
 }
 
-#[test]
-fn v038_cli_listens_go_dials() {
-    cli_listens(GoVersion::V038, "v038_cli_listens_go_dials", 1025);
+/// `p2p-conn dial`, Go listening and writing 1 MiB chunks.
+fn cli_dials_go_listens(version: GoVersion, test: &str) {
+    cli_dials(version, test, 1 << 20);
 }
 
-#[test]
-fn v1_cli_dials_go_listens() {
-    cli_dials(GoVersion::V1, "v1_cli_dials_go_listens", 1 << 20);
+/// `bench --baseline cometbft-go-0.NN` (`cometbft-go` for v1.0.1, also
+/// `cometbft-go-1`) runs the Go peer of that line: its row is named by the
+/// CometBFT version it reports.
+fn bench_baseline_runs_the_lines_go_peer(version: GoVersion, test: &str) {
+    if go_peer(version, test).is_none() {
+        return;
+    }
+    let names = match version.line() {
+        "v1" => vec!["cometbft-go".to_string(), "cometbft-go-1".to_string()],
+        line => vec![format!("cometbft-go-{}", line.trim_start_matches('v'))],
+    };
+    for name in names {
+        let args = ["bench", "--mib", "1", "--json", "--baseline", &name];
+        let out = run_ok(Path::new(BIN), &args, LIMIT);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let impls: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let row: serde_json::Value = serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("{test}: {name}: {l:?}: {e}"));
+                row["impl"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        let go = format!("cometbft-go {}", version.label());
+        assert_eq!(impls[1], go, "{test}: --baseline {name}: {text}");
+    }
 }
 
-#[test]
-fn v038_cli_dials_go_listens() {
-    cli_dials(GoVersion::V038, "v038_cli_dials_go_listens", 1 << 20);
+p2p_conn_interop::per_release! {
+    v0_34: V034, v0_37: V037, v0_38: V038, v0_39: V039, v0_40: V040, v1: V1;
+    [
+        cli_listens_go_dials,
+        cli_dials_go_listens,
+        bench_baseline_runs_the_lines_go_peer,
+    ]
 }

@@ -1,13 +1,18 @@
 //! `p2p-conn probe` against a real CometBFT node (`cometbft start
 //! --proxy_app=kvstore` on loopback, see [`common::cometbft_node`]), at
-//! v1.0.1 and at v0.38.26 (what most chains run): the probe must
-//! authenticate, read the node's NodeInfo and report exactly what the node
-//! says about itself in its `Started node` log line, and fail with the
-//! documented exit code and `stage` when the node is not the one expected
-//! (ID, network).
+//! every line the suite proves: v0.34.35, v0.37.18, v0.38.26 (what most
+//! chains run), v0.39.4, v0.40.0 and v1.0.1. The probe must authenticate,
+//! read the node's NodeInfo and report exactly what the node says about
+//! itself in its `Started node` log line, with the release line of the
+//! version it announces (v0.37.18 announces 0.37.16, v0.40.0 announces
+//! 0.39.0), and fail with the documented exit code and `stage` when the
+//! node is not the one expected (ID, network); `dial --nodeinfo` joins it
+//! as a peer.
 //!
 //! Each test is a function of the release, run once per release as
-//! `v1::NAME` and `v038::NAME` (see `per_release!`).
+//! `v0_39::NAME`, `v1::NAME`, ... (see `p2p_conn_interop::per_release!`):
+//! every test at v0.38.26, v0.40.0 and v1.0.1; the probe (JSON and text)
+//! and `dial --nodeinfo` at v0.34.35, v0.37.18 and v0.39.4.
 //! [`probe_reports_the_nodes_own_nodeinfo`] runs its own node, as it reads the
 //! node's log after its probe; the other tests share one node per release.
 //! Every probe runs with short connect and handshake timeouts, and every
@@ -91,19 +96,10 @@ fn id_at(node: &Node) -> String {
     format!("{}@{}", node.node_id, node.p2p_addr)
 }
 
-/// The P2P protocol version a node of `version` speaks (its block protocol
-/// is 11 at both).
-fn p2p_protocol(version: GoVersion) -> u64 {
-    match version {
-        GoVersion::V1 => 9,
-        GoVersion::V038 => 8,
-    }
-}
-
 /// Probing the node by `ID@ADDR` succeeds and reports the node's NodeInfo
 /// field for field as the node itself logs it at start (`Started node ...
 /// nodeInfo="{ProtocolVersion:{P2P:9 Block:11 App:1} ... Channels:40202122
-/// 233038606100 ...}"`, `P2P:8` at v0.38), with no rule violations.
+/// 233038606100 ...}"`, `P2P:8` before v1), with no rule violations.
 ///
 /// The node must see the probe get past authentication: it logs no `auth
 /// failure` (a probe that gave up during the secret handshake or the NodeInfo
@@ -125,10 +121,18 @@ fn probe_reports_the_nodes_own_nodeinfo(version: GoVersion, test: &str) {
     assert_eq!(text(&json, "expected_id"), node.node_id, "{json}");
     assert_eq!(json["id_matches"], Value::Bool(true), "{json}");
     assert_eq!(text(&json, "network"), node.network, "{json}");
-    assert_eq!(node.version, version.label().trim_start_matches('v'));
+    // What the release announces, which is not always its own number
+    // (v0.37.18 says 0.37.16, v0.40.0 says 0.39.0).
+    assert_eq!(node.version, version.announces(), "`cometbft version`");
     assert_eq!(text(&json, "version"), node.version, "{json}");
+    assert_eq!(
+        node.info("Version"),
+        node.version,
+        "the node's own NodeInfo"
+    );
+    check_release_line(version, &json);
     let versions = &json["protocol_version"];
-    assert_eq!(versions["p2p"], p2p_protocol(version), "{json}");
+    assert_eq!(versions["p2p"], version.p2p_protocol(), "{json}");
     assert_eq!(versions["block"], 11, "{json}");
     for (key, field) in [("p2p", "P2P"), ("block", "Block"), ("app", "App")] {
         assert_eq!(
@@ -257,7 +261,10 @@ fn probe_fails_on_another_network(version: GoVersion, test: &str) {
     assert_eq!(text(&json, "network"), node.network, "{json}");
 }
 
-/// Without `--json` the probe prints, for people, the node's ID and network.
+/// Without `--json` the probe prints, for people, the node's ID and network,
+/// and the version the node announces with its release line (naming the
+/// release that announces a stale version: `0.39.0 (release line v0.39 or
+/// v0.40: v0.40.0 announces 0.39.0)`).
 fn probe_prints_the_node_id_and_network(version: GoVersion, test: &str) {
     let Some(bin) = node_binary(version, test) else {
         return;
@@ -272,26 +279,57 @@ fn probe_prints_the_node_id_and_network(version: GoVersion, test: &str) {
             "no {what} {value} in {out:?}"
         );
     }
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("version "))
+        .unwrap_or_else(|| panic!("{test}: no version line in {stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.get(1), Some(&version.announces()), "{test}: {line}");
+    assert!(
+        line.contains(&format!("release line {}", version.line()))
+            || line.contains(&format!(" or {}", version.line())),
+        "{test}: {line}"
+    );
+    let stale = version.label().trim_start_matches('v') != version.announces();
+    assert_eq!(
+        line.contains(&format!(
+            "{} announces {}",
+            version.label(),
+            version.announces()
+        )),
+        stale,
+        "{test}: {line}"
+    );
 }
 
-/// A module `$module` with a `#[test]` per function in `$tests`, calling it
-/// with `GoVersion::$version` and its test name (`$module::NAME`).
-macro_rules! per_release {
-    ($($module:ident: $version:ident),+; $tests:tt) => {$(
-        per_release!(@module $module, $version, $tests);
-    )+};
-    (@module $module:ident, $version:ident, [$($test:ident),+ $(,)?]) => {
-        mod $module {
-            use super::GoVersion;
-            $(
-                #[test]
-                fn $test() {
-                    let name = concat!(stringify!($module), "::", stringify!($test));
-                    super::$test(GoVersion::$version, name);
-                }
-            )+
-        }
-    };
+/// The JSON's `release_lines` hold the node's line, and only it unless
+/// another tested release announces the same version; `version_note` names
+/// the release whose node announces a stale version.
+fn check_release_line(version: GoVersion, json: &Value) {
+    let lines = json["release_lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("`release_lines` is not an array in {json}"));
+    assert!(
+        lines.contains(&Value::from(version.line())),
+        "`release_lines` lack {}: {json}",
+        version.line()
+    );
+    let stale = version.label().trim_start_matches('v') != version.announces();
+    match version {
+        // A v0.39.0 node announces 0.39.0 too.
+        GoVersion::V040 => assert_eq!(lines, &["v0.39", "v0.40"], "{json}"),
+        _ => assert_eq!(lines.len(), 1, "{json}"),
+    }
+    let note = format!("{} announces {}", version.label(), version.announces());
+    assert_eq!(
+        json["version_note"],
+        if stale {
+            Value::from(note)
+        } else {
+            Value::Null
+        },
+        "{json}"
+    );
 }
 
 /// `p2p-conn dial --nodeinfo --channels 20` (announcing the consensus
@@ -346,13 +384,24 @@ fn dial_nodeinfo_joins_as_a_peer(version: GoVersion, test: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-per_release! {
-    v1: V1, v038: V038;
+// The full set at v0.38 (what most chains run), v0.40 (the newest line) and
+// v1; the rest of the lines get the probe (JSON and text) and a real peer.
+p2p_conn_interop::per_release! {
+    v0_38: V038, v0_40: V040, v1: V1;
     [
         probe_reports_the_nodes_own_nodeinfo,
         probe_fails_on_another_node_id,
         probe_without_an_id_reports_the_node_id,
         probe_fails_on_another_network,
+        probe_prints_the_node_id_and_network,
+        dial_nodeinfo_joins_as_a_peer,
+    ]
+}
+
+p2p_conn_interop::per_release! {
+    v0_34: V034, v0_37: V037, v0_39: V039;
+    [
+        probe_reports_the_nodes_own_nodeinfo,
         probe_prints_the_node_id_and_network,
         dial_nodeinfo_joins_as_a_peer,
     ]

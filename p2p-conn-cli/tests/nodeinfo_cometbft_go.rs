@@ -1,6 +1,7 @@
 //! The NodeInfo exchange against CometBFT's own Go code
-//! (`interop/cometbft-go`, v1.0.1 and v0.38.26), two processes over loopback
-//! TCP.
+//! (`interop/cometbft-go`, at v0.34.35, v0.37.18, v0.38.26, v0.39.4, v0.40.0
+//! and v1.0.1: a module per line, `v0_39::probe_go_listening`), two
+//! processes over loopback TCP.
 //!
 //! The Go peer runs `p2p/transport.go`'s exchange (both directions at once,
 //! `protoio` with `MaxNodeInfoSize`) and the transport's checks on our
@@ -12,7 +13,8 @@
 //!   other's NodeInfo, then data flows both ways, so no byte after the
 //!   NodeInfo was lost.
 //! - `p2p-conn probe` with Go listening and announcing channels: the probe
-//!   reports Go's NodeInfo (p2p protocol 9 in v1.x, 8 in v0.38), and Go
+//!   reports Go's NodeInfo (p2p protocol 9 in v1.x, 8 before) and its
+//!   release line, and Go
 //!   accepts ours as valid but, as a node does, refuses a peer with no
 //!   channel in common.
 //!
@@ -60,7 +62,7 @@ fn check_go_read_ours(test: &str, go: &Value, network: &str, moniker: &str) {
     );
 }
 
-fn listen_with_go_dialing(version: GoVersion, test: &str) {
+fn listen_nodeinfo_with_go_dialing(version: GoVersion, test: &str) {
     let Some(go) = go_peer(version, test) else {
         return;
     };
@@ -114,10 +116,10 @@ fn probe_go_listening(version: GoVersion, test: &str) {
         Feed::none(),
         deadline,
     );
-    // v1: the probe's own moniker; v0.38: one given with --moniker.
+    // v1: the probe's own moniker; the others: one given with --moniker.
     let (moniker_args, moniker): (&[&str], &str) = match version {
         GoVersion::V1 => (&[], "p2p-conn-probe"),
-        GoVersion::V038 => (&["--moniker", "probe-side"], "probe-side"),
+        _ => (&["--moniker", "probe-side"], "probe-side"),
     };
     let mut args = vec!["probe", "--json", &addr];
     args.extend(moniker_args);
@@ -132,15 +134,22 @@ fn probe_go_listening(version: GoVersion, test: &str) {
         serde_json::json!(["40", "20"]),
         "{test}: {v}"
     );
-    let p2p = match version {
-        GoVersion::V1 => 9,
-        GoVersion::V038 => 8,
-    };
-    assert_eq!(v["protocol_version"]["p2p"], p2p, "{test}: {v}");
+    assert_eq!(
+        v["protocol_version"]["p2p"],
+        version.p2p_protocol(),
+        "{test}: {v}"
+    );
     assert_eq!(v["protocol_version"]["block"], 11, "{test}: {v}");
+    // The Go peer announces its module version (a node may not, see
+    // tests/cometbft_node.rs), so the line is the one its number names.
     assert_eq!(
         v["version"],
         version.label().trim_start_matches('v'),
+        "{test}: {v}"
+    );
+    assert_eq!(
+        v["release_lines"],
+        serde_json::json!([version.line()]),
         "{test}: {v}"
     );
     assert_eq!(v["violations"], serde_json::json!([]), "{test}: {v}");
@@ -157,22 +166,7 @@ fn probe_go_listening(version: GoVersion, test: &str) {
     assert!(!them.status.success(), "{test}: Go must refuse the probe");
 }
 
-#[test]
-fn v1_listen_nodeinfo_with_go_dialing() {
-    listen_with_go_dialing(GoVersion::V1, "v1_listen_nodeinfo_with_go_dialing");
-}
-
-#[test]
-fn v038_listen_nodeinfo_with_go_dialing() {
-    listen_with_go_dialing(GoVersion::V038, "v038_listen_nodeinfo_with_go_dialing");
-}
-
-#[test]
-fn v1_probe_go_listening() {
-    probe_go_listening(GoVersion::V1, "v1_probe_go_listening");
-}
-
-#[test]
-fn v038_probe_go_listening() {
-    probe_go_listening(GoVersion::V038, "v038_probe_go_listening");
+p2p_conn_interop::per_release! {
+    v0_34: V034, v0_37: V037, v0_38: V038, v0_39: V039, v0_40: V040, v1: V1;
+    [listen_nodeinfo_with_go_dialing, probe_go_listening]
 }

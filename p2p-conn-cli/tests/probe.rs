@@ -51,6 +51,11 @@ async fn probe_reports_a_valid_peer_and_checks_its_id() {
     assert_eq!(v["channels"], serde_json::json!(["40", "20", "38"]));
     assert_eq!(v["protocol_version"]["p2p"], nodeinfo::P2P_PROTOCOL);
     assert_eq!(v["violations"], serde_json::json!([]));
+    // The scripted peer announces p2p-conn's own version (`NodeInfo::new`),
+    // no CometBFT release line.
+    assert_eq!(v["version"], NodeInfo::new(id, "x").version);
+    assert_eq!(v["release_lines"], serde_json::json!([]), "{v}");
+    assert_eq!(v["version_note"], Value::Null, "{v}");
 
     // Another expected ID: exit 5, and the ID that answered.
     let (addr, id) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;

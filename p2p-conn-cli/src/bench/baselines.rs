@@ -1,6 +1,7 @@
 //! The same workloads through other implementations: CometBFT's Go
-//! `SecretConnection` (v1.0.1 or v0.38.26, a separate process built from
-//! `interop/cometbft-go`) and tendermint-p2p 0.41 (in this process).
+//! `SecretConnection` (at any line the test suite proves, v0.34.35 to
+//! v1.0.1: a separate process built from `interop/cometbft-go`) and
+//! tendermint-p2p 0.41 (in this process).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -16,24 +17,98 @@ use super::transfer::{run_threads, Threads, READ_CHUNK};
 use super::workload::{Verifier, Workload};
 use crate::error::CliError;
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// CometBFT's Go `SecretConnection` at one of the lines the test suite
+/// proves, as `--baseline` names it: `cometbft-go` (v1.0.1, also
+/// `cometbft-go-1`) and `cometbft-go-0.40`, `-0.39`, `-0.38`, `-0.37`,
+/// `-0.34` (the newest release of each line). `resources --baseline` takes
+/// the same names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoBaseline(pub GoVersion);
+
+/// The Go baselines in the order `--help` lists them: newest line first.
+const GO_BASELINES: [GoBaseline; GoVersion::ALL.len()] = [
+    GoBaseline(GoVersion::V1),
+    GoBaseline(GoVersion::V040),
+    GoBaseline(GoVersion::V039),
+    GoBaseline(GoVersion::V038),
+    GoBaseline(GoVersion::V037),
+    GoBaseline(GoVersion::V034),
+];
+
+impl GoBaseline {
+    /// Its `--baseline` name.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            GoVersion::V1 => "cometbft-go",
+            GoVersion::V040 => "cometbft-go-0.40",
+            GoVersion::V039 => "cometbft-go-0.39",
+            GoVersion::V038 => "cometbft-go-0.38",
+            GoVersion::V037 => "cometbft-go-0.37",
+            GoVersion::V034 => "cometbft-go-0.34",
+        }
+    }
+
+    fn possible_value(self) -> clap::builder::PossibleValue {
+        let v = clap::builder::PossibleValue::new(self.name()).help(format!(
+            "CometBFT {}'s Go SecretConnection (separate process; needs `go`)",
+            self.0.label()
+        ));
+        match self.0 {
+            GoVersion::V1 => v.alias("cometbft-go-1"),
+            _ => v,
+        }
+    }
+}
+
+impl clap::ValueEnum for GoBaseline {
+    fn value_variants<'a>() -> &'a [Self] {
+        &GO_BASELINES
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(self.possible_value())
+    }
+}
+
+/// What `bench --baseline` runs beside p2p-conn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
-    /// CometBFT v1.0.1's Go SecretConnection (separate process; needs `go`)
-    #[value(name = "cometbft-go")]
-    CometbftGo,
-    /// CometBFT v0.38.26's Go SecretConnection (separate process; needs `go`)
-    #[value(name = "cometbft-go-0.38")]
-    CometbftGo038,
-    /// tendermint-p2p 0.41 (std::io, one write syscall per frame; in process)
+    /// CometBFT's Go SecretConnection (see [`GoBaseline`]).
+    Go(GoBaseline),
+    /// tendermint-p2p 0.41 (std::io, one write syscall per frame; in process).
     TendermintP2p,
+}
+
+/// Every `--baseline`: the Go lines, then tendermint-p2p.
+const BASELINES: [Baseline; GoVersion::ALL.len() + 1] = {
+    let mut all = [Baseline::TendermintP2p; GoVersion::ALL.len() + 1];
+    let mut i = 0;
+    while i < GO_BASELINES.len() {
+        all[i] = Baseline::Go(GO_BASELINES[i]);
+        i += 1;
+    }
+    all
+};
+
+impl clap::ValueEnum for Baseline {
+    fn value_variants<'a>() -> &'a [Self] {
+        &BASELINES
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self {
+            Baseline::Go(go) => go.possible_value(),
+            Baseline::TendermintP2p => clap::builder::PossibleValue::new("tendermint-p2p")
+                .help("tendermint-p2p 0.41 (std::io, one write syscall per frame; in process)"),
+        })
+    }
 }
 
 impl Baseline {
     /// The Go peer's CometBFT release, for the Go baselines.
     pub fn go_version(self) -> Option<GoVersion> {
         match self {
-            Baseline::CometbftGo => Some(GoVersion::V1),
-            Baseline::CometbftGo038 => Some(GoVersion::V038),
+            Baseline::Go(GoBaseline(v)) => Some(v),
             Baseline::TendermintP2p => None,
         }
     }

@@ -7,8 +7,9 @@
 //! getrusage) spent between the sender's first byte and the receiver's last,
 //! per GiB moved. `--baseline` runs the same workload through another
 //! implementation, alternating with ours under `--repeat`, and prints the
-//! ratios of the medians: CometBFT's own Go `SecretConnection` (v1.0.1 or
-//! v0.38.26, as a separate process built from `interop/cometbft-go`) or
+//! ratios of the medians: CometBFT's own Go `SecretConnection` (at v0.34.35,
+//! v0.37.18, v0.38.26, v0.39.4, v0.40.0 or v1.0.1, as a separate process
+//! built from `interop/cometbft-go`) or
 //! tendermint-p2p 0.41 (in this process).
 //!
 //! `--handshakes N` measures handshakes instead: N sequential connections,

@@ -41,33 +41,15 @@ use std::process::{Command, Stdio};
 
 use p2p_conn::proto::{Handshake, HandshakeParams};
 use p2p_conn::Identity;
-use p2p_conn_interop::cometbft_go::{self, GoVersion};
+use p2p_conn_interop::cometbft_go;
 
+use crate::bench::baselines::GoBaseline;
 use crate::child::Listening;
 use crate::conn::{self, WireArgs};
 use crate::error::CliError;
 use procfs::{need_fds, raise_fd_limit};
 use results::{print_json_line, ChurnResult, HoldResult, StalledResult};
 use worker::{Hold, Stall, CONCURRENCY};
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GoBaseline {
-    /// CometBFT v1.0.1's Go SecretConnection (needs `go`)
-    #[value(name = "cometbft-go")]
-    CometbftGo,
-    /// CometBFT v0.38.26's Go SecretConnection (needs `go`)
-    #[value(name = "cometbft-go-0.38")]
-    CometbftGo038,
-}
-
-impl GoBaseline {
-    fn version(self) -> GoVersion {
-        match self {
-            GoBaseline::CometbftGo => GoVersion::V1,
-            GoBaseline::CometbftGo038 => GoVersion::V038,
-        }
-    }
-}
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ResourcesArgs {
@@ -156,7 +138,7 @@ pub fn run(args: ResourcesArgs) -> Result<(), CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("locating this program: {e}")))?;
     let go_peer = match args.baseline {
-        Some(b) if args.connections > 0 => Some(cometbft_go::build(b.version())?),
+        Some(b) if args.connections > 0 => Some(cometbft_go::build(b.0)?),
         _ => None,
     };
     if !args.json {
