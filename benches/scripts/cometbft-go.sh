@@ -4,6 +4,8 @@
 #
 #   benches/scripts/cometbft-go.sh [ROUNDS]              (default 5)
 #   benches/scripts/cometbft-go.sh ROUNDS producers N    (N producers share a connection)
+#   benches/scripts/cometbft-go.sh ROUNDS lines          (64 KiB and 200 B against
+#                                                         v0.38.26, v0.39.4, v0.40.0, v1.0.1)
 #
 # Each round runs, per message size, `p2p-conn bench` once with the tokio
 # adapter against `--baseline cometbft-go`, once with the std adapter against
@@ -28,8 +30,11 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 producers=0
+lines=0
 if [ "${2:-}" = producers ]; then
   producers="${3:?producers N}"
+elif [ "${2:-}" = lines ]; then
+  lines=1
 fi
 
 # size:MiB pairs: about half a second to a second per run on 2 cores.
@@ -45,6 +50,16 @@ for round in $(seq "$rounds"); do
       # Latency at 100k messages/s, about half what Go sustains here.
       "$bin" bench "${p[@]}" --rate 100000 --baseline cometbft-go >>"$out"
       "$bin" bench "${p[@]}" --rate 100000 --send-path lock --baseline cometbft-go-0.38 >>"$out"
+    done
+  elif [ "$lines" = 1 ]; then
+    # The release lines side by side: the tokio adapter against each Go
+    # line in turn, so every line alternates with p2p-conn in every round.
+    for pair in 65536:512 200:16; do
+      size=${pair%%:*}
+      mib=${pair##*:}
+      for baseline in cometbft-go-0.38 cometbft-go-0.39 cometbft-go-0.40 cometbft-go; do
+        "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline "$baseline" >>"$out"
+      done
     done
   else
     for pair in 200:16 1024:64 65536:512 1048576:512; do

@@ -13,9 +13,11 @@ size="${1:-200}"
 mib="${2:-16}"
 cargo build --release -q -p p2p-conn-cli
 bin=target/release/p2p-conn
-# Build (or reuse) both Go peers.
-"$bin" bench --mib 1 --baseline cometbft-go >/dev/null
-"$bin" bench --mib 1 --baseline cometbft-go-0.38 >/dev/null
+# Build (or reuse) the Go peers: --baseline name and the release it builds.
+go_peers="cometbft-go:v1.0.1 cometbft-go-0.40:v0.40.0 cometbft-go-0.39:v0.39.4 cometbft-go-0.38:v0.38.26"
+for pair in $go_peers; do
+  "$bin" bench --mib 1 --baseline "${pair%%:*}" >/dev/null
+done
 messages=$(( (mib * 1048576 + size - 1) / size ))
 events='syscalls:sys_enter_sendto,syscalls:sys_enter_write,syscalls:sys_enter_recvfrom,syscalls:sys_enter_read,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches,task-clock'
 segs() { awk '/^Tcp:/ && $0 ~ /[0-9]/ {print $12}' /proc/net/snmp; }
@@ -56,7 +58,9 @@ PY
 run "p2p-conn (std)" "$bin" bench --size "$size" --mib "$mib" --adapter std
 run "p2p-conn (tokio)" "$bin" bench --size "$size" --mib "$mib" --adapter tokio
 run "p2p-conn (tokio, 1 thread)" "$bin" bench --size "$size" --mib "$mib" --runtime current-thread
-run "cometbft-go v1.0.1" target/cometbft-go/v1.0.1/cometbft-peer bench -size "$size" -mib "$mib"
-run "cometbft-go v0.38.26" target/cometbft-go/v0.38.26/cometbft-peer bench -size "$size" -mib "$mib"
+for pair in $go_peers; do
+  v=${pair##*:}
+  run "cometbft-go $v" "target/cometbft-go/$v/cometbft-peer" bench -size "$size" -mib "$mib"
+done
 GOMAXPROCS=1 run "cometbft-go v1.0.1 (1 proc)" target/cometbft-go/v1.0.1/cometbft-peer bench -size "$size" -mib "$mib"
 echo "(per message; writes = sendto+write, reads = recvfrom+read, polls = epoll waits, segments = TCP segments sent, both directions)"
