@@ -55,8 +55,9 @@ pub const MAX_NODE_INFO_SIZE: usize = 10240;
 /// The most channels a valid NodeInfo lists (`maxNumChannels`).
 pub const MAX_CHANNELS: usize = 16;
 
-/// CometBFT's p2p protocol version in v1.x and v2.x (`version.P2PProtocol`).
-/// v0.34 to v0.38 announce 8; no node checks the peer's value.
+/// CometBFT's p2p protocol version at v1.0.1 (`version.P2PProtocol`).
+/// v0.34.35, v0.37.18, v0.38.26, v0.39.4 and v0.40.0 announce 8; no node
+/// checks the peer's value.
 pub const P2P_PROTOCOL: u64 = 9;
 
 /// The block protocol version of every CometBFT release
