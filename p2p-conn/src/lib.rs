@@ -97,12 +97,20 @@ pub struct CrateReadmeDoctests;
 #[cfg(all(doctest, feature = "tokio", feature = "keyfile"))]
 pub struct ReadmeDoctests;
 
-/// docs/embedding.md's example, compiled as a doctest.
+/// docs/embedding.md's examples, compiled as doctests. CI also builds every
+/// document's examples as a user's crate with the document's own Cargo line
+/// (`docs/examples/`, `scripts/doc-examples.py`), which these cannot do:
+/// doctests see the features this crate is built with.
 #[doc = include_str!("../../docs/embedding.md")]
-#[cfg(all(doctest, feature = "queue", feature = "metrics"))]
+#[cfg(all(doctest, feature = "queue"))]
 pub struct EmbeddingDoctests;
 
 /// docs/guide.md's examples, compiled as doctests.
 #[doc = include_str!("../../docs/guide.md")]
-#[cfg(all(doctest, feature = "tokio", feature = "nodeinfo"))]
+#[cfg(all(doctest, feature = "tokio", feature = "nodeinfo", feature = "keyfile"))]
 pub struct GuideDoctests;
+
+/// docs/profiling.md's example, compiled as a doctest.
+#[doc = include_str!("../../docs/profiling.md")]
+#[cfg(all(doctest, feature = "queue"))]
+pub struct ProfilingDoctests;

@@ -28,15 +28,19 @@
 //! # Cost
 //! A clock read is a vDSO `clock_gettime` (about 20 ns here). The feature
 //! `stats` (on by default) compiles all of it in; without it every counter
-//! stays zero and no clock is read. `docs/profiling.md` has the measured
-//! overhead.
+//! stays zero, no clock is read, and the `Display` of [`ConnStats`],
+//! [`SendStats`] and [`QueueStats`] says the stats are compiled out instead
+//! of printing zeros. `docs/profiling.md` has the measured overhead.
 //!
 //! # Not provided
 //! * The codec adapter (`io::codec`) writes and reads through tokio-util's
 //!   `Framed`, so its socket calls are not ours to time.
 //! * The std adapter's blocking calls wait inside the kernel: a blocking
-//!   write that waits for the peer counts as write time there, not as
-//!   not-ready time. Use a non-blocking socket (or tokio) to separate them.
+//!   read that waits for the peer to send counts as read time, and a
+//!   blocking write that waits for the peer to read counts as write time,
+//!   not as not-ready time. So on a blocking socket `read_to_open` measures
+//!   mostly waiting (an idle peer makes it any size) and `Display` labels
+//!   it so. Use a non-blocking socket (or tokio) to separate them.
 //! * No histograms: cumulative counters only; take two snapshots and
 //!   subtract ([`ConnStats::since`]) for a rate.
 
@@ -127,7 +131,9 @@ impl ConnStats {
         ratio(self.send.write_time, self.send.seal_time)
     }
 
-    /// Read time divided by open time, the receive side's counterpart.
+    /// Read time divided by open time, the receive side's counterpart. On a
+    /// blocking socket (std adapter) read time includes waiting for the
+    /// peer, so this is not a cost there (see the module's "Not provided").
     pub fn read_to_open(&self) -> Option<f64> {
         ratio(self.recv.read_time, self.recv.open_time)
     }
@@ -205,46 +211,79 @@ impl std::ops::AddAssign<&ConnStats> for ConnStats {
     }
 }
 
-impl fmt::Display for ConnStats {
-    /// Two lines in the words of a profile reading, e.g.
-    /// `send: 1 s of sealing needed 1.73 s of socket write (…)`.
+/// What every `Display` here prints in place of counters when the crate was
+/// built without the `stats` feature: zeros would read as measurements.
+const COMPILED_OUT: &str = "stats compiled out (build p2p-conn with feature `stats`)";
+
+impl fmt::Display for SendStats {
+    /// One line in the words of a profile reading, e.g.
+    /// `send: 1 s of sealing needed 1.73 s of socket write (…)`; without the
+    /// `stats` feature, `send: stats compiled out (…)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (s, r) = (&self.send, &self.recv);
-        match self.write_to_seal() {
+        if !ENABLED {
+            return write!(f, "send: {COMPILED_OUT}");
+        }
+        match ratio(self.write_time, self.seal_time) {
             Some(x) => write!(f, "send: 1 s of sealing needed {x:.2} s of socket write")?,
             None => write!(f, "send: nothing sealed")?,
         }
-        writeln!(
+        write!(
             f,
             " ({} frames, {} B in {:.3} s sealing; {} writes, {} short, {} B in {:.3} s; \
              socket not ready {} times, {:.3} s)",
-            s.frames_sealed,
-            s.bytes_sealed,
-            s.seal_time.as_secs_f64(),
-            s.writes,
-            s.short_writes,
-            s.bytes_written,
-            s.write_time.as_secs_f64(),
-            s.not_ready,
-            s.not_ready_time.as_secs_f64(),
-        )?;
-        match self.read_to_open() {
-            Some(x) => write!(f, "recv: 1 s of opening needed {x:.2} s of socket read")?,
-            None => write!(f, "recv: nothing opened")?,
-        }
-        write!(
-            f,
-            " ({} frames, {} B in {:.3} s opening; {} reads, {} B in {:.3} s; \
-             waited for the peer {} times, {:.3} s)",
-            r.frames_opened,
-            r.bytes_opened,
-            r.open_time.as_secs_f64(),
-            r.reads,
-            r.bytes_read,
-            r.read_time.as_secs_f64(),
-            r.not_ready,
-            r.not_ready_time.as_secs_f64(),
+            self.frames_sealed,
+            self.bytes_sealed,
+            self.seal_time.as_secs_f64(),
+            self.writes,
+            self.short_writes,
+            self.bytes_written,
+            self.write_time.as_secs_f64(),
+            self.not_ready,
+            self.not_ready_time.as_secs_f64(),
         )
+    }
+}
+
+/// The receive side's line of [`ConnStats`]'s `Display`.
+fn fmt_recv(r: &RecvStats, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    if !ENABLED {
+        return write!(f, "recv: {COMPILED_OUT}");
+    }
+    match ratio(r.read_time, r.open_time) {
+        // A blocking read (std adapter) sleeps in the kernel until the peer
+        // sends: its time is waiting, not cost, and the words say so.
+        Some(x) => write!(
+            f,
+            "recv: 1 s of opening needed {x:.2} s of socket read \
+             (on a blocking socket, mostly waiting for the peer)"
+        )?,
+        None => write!(f, "recv: nothing opened")?,
+    }
+    write!(
+        f,
+        " ({} frames, {} B in {:.3} s opening; {} reads, {} B in {:.3} s; \
+         waited for the peer {} times, {:.3} s)",
+        r.frames_opened,
+        r.bytes_opened,
+        r.open_time.as_secs_f64(),
+        r.reads,
+        r.bytes_read,
+        r.read_time.as_secs_f64(),
+        r.not_ready,
+        r.not_ready_time.as_secs_f64(),
+    )
+}
+
+impl fmt::Display for ConnStats {
+    /// Two lines in the words of a profile reading, e.g.
+    /// `send: 1 s of sealing needed 1.73 s of socket write (…)`; without the
+    /// `stats` feature, one line saying the stats are compiled out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !ENABLED {
+            return f.write_str(COMPILED_OUT);
+        }
+        writeln!(f, "{}", self.send)?;
+        fmt_recv(&self.recv, f)
     }
 }
 
@@ -295,11 +334,42 @@ impl QueueStats {
     }
 }
 
+impl fmt::Display for QueueStats {
+    /// Two lines: the queue's own counts, e.g. `queue: 1200 messages in 10
+    /// batches (120.0 per batch, largest 614), 12µs average wait, 0
+    /// overflows, 0 messages (0 B) pending`, then its writer's
+    /// [`SendStats`] line. Without the `stats` feature the wait reads "not
+    /// measured" and the send line says the stats are compiled out (the
+    /// queue's counts are kept either way).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "queue: {} messages in {} batches ({:.1} per batch, largest {}), ",
+            self.messages_sent,
+            self.batches,
+            self.messages_per_batch(),
+            self.largest_batch,
+        )?;
+        if ENABLED {
+            write!(f, "{:?} average wait", self.average_queue_wait())?;
+        } else {
+            write!(f, "wait not measured")?;
+        }
+        writeln!(
+            f,
+            ", {} overflows, {} messages ({} B) pending",
+            self.overflows, self.pending_messages, self.pending_bytes,
+        )?;
+        write!(f, "{}", self.send)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "stats")]
     fn ratios_and_display() {
         let mut c = ConnStats::default();
         assert_eq!(c.write_to_seal(), None);
@@ -315,7 +385,16 @@ mod tests {
             text.starts_with("send: 1 s of sealing needed 1.73 s of socket write"),
             "{text}"
         );
-        assert!(text.contains("recv: 1 s of opening needed 0.50 s of socket read"));
+        // The read figure is labelled: on a blocking socket it is waiting.
+        assert!(
+            text.contains(
+                "recv: 1 s of opening needed 0.50 s of socket read \
+                 (on a blocking socket, mostly waiting for the peer)"
+            ),
+            "{text}"
+        );
+        // The send side alone prints its own line, the first of the two.
+        assert_eq!(c.send.to_string(), text.lines().next().unwrap());
         let later = ConnStats {
             send: SendStats {
                 seal_time: Duration::from_millis(300),
@@ -332,5 +411,57 @@ mod tests {
         assert_eq!(d.send.seal_time, Duration::from_millis(200));
         assert_eq!(d.send.writes, 4);
         assert_eq!(d.recv, RecvStats::default());
+    }
+
+    fn queue_stats() -> QueueStats {
+        QueueStats {
+            pending_bytes: 300,
+            pending_messages: 2,
+            batches: 10,
+            messages_sent: 1200,
+            overflows: 1,
+            largest_batch: 614,
+            queue_wait_time: Duration::from_millis(12),
+            send: SendStats {
+                frames_sealed: 3,
+                ..SendStats::default()
+            },
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "stats")]
+    fn queue_display() {
+        let q = queue_stats();
+        let text = q.to_string();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "queue: 1200 messages in 10 batches (120.0 per batch, largest 614), \
+                 10µs average wait, 1 overflows, 2 messages (300 B) pending"
+            ),
+            "{text}"
+        );
+        assert_eq!(lines.next(), Some(q.send.to_string().as_str()));
+        assert_eq!(lines.next(), None);
+    }
+
+    /// Without the feature every timer and engine counter is zero: the text
+    /// must say so instead of printing zeros as if they were measured.
+    #[test]
+    #[cfg(not(feature = "stats"))]
+    fn display_says_compiled_out() {
+        let out = "stats compiled out (build p2p-conn with feature `stats`)";
+        assert_eq!(ConnStats::default().to_string(), out);
+        assert_eq!(SendStats::default().to_string(), format!("send: {out}"));
+        let text = queue_stats().to_string();
+        assert_eq!(
+            text,
+            format!(
+                "queue: 1200 messages in 10 batches (120.0 per batch, largest 614), \
+                 wait not measured, 1 overflows, 2 messages (300 B) pending\nsend: {out}"
+            ),
+        );
     }
 }
