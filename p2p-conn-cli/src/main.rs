@@ -55,9 +55,10 @@ enum Cmd {
         key: PathBuf,
     },
     /// Accept one connection, then copy stdin to it and it to stdout until
-    /// both are done
+    /// both are done. Prints `listening ADDR` on stderr once bound
     Listen {
-        /// Address to listen on, e.g. 127.0.0.1:26656
+        /// Address to listen on, e.g. 127.0.0.1:26656 (port 0: any free port,
+        /// printed in the `listening` line)
         addr: SocketAddr,
         #[command(flatten)]
         args: PipeArgs,

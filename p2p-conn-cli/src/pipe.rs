@@ -40,12 +40,19 @@ pub fn run_async(
     r
 }
 
-/// `listen`: accept one connection on `addr` and pipe it.
+/// `listen`: bind `addr` (port 0: any free port), print `listening ADDR`
+/// (the bound address) on stderr, accept one connection and pipe it.
 pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     let (identity, cfg) = conn::config(&args.conn, None)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| CliError::Listen { addr, source })?;
+    // The bound address (port 0 picks one), so that scripts and tests can
+    // dial as soon as this line appears instead of polling the port.
+    let bound = listener
+        .local_addr()
+        .map_err(|source| CliError::Listen { addr, source })?;
+    eprintln!("listening {bound}");
     let (tcp, _) = listener.accept().await.map_err(CliError::connection_io)?;
     drop(listener);
     let local = tcp.local_addr().ok();

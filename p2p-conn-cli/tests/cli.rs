@@ -40,6 +40,42 @@ fn spawn_listener(port: u16, extra: &[&str], stdin: &[u8]) -> Proc {
     listener
 }
 
+/// Start `listen 127.0.0.1:0 extra...` and the address it reports on its
+/// first stderr line (`listening ADDR`).
+fn spawn_listener_any_port(extra: &[&str], feed: Feed) -> (Proc, String) {
+    let mut args = vec!["listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut listener = Proc::spawn(Path::new(BIN), &args, feed);
+    let line = listener.next_line(Instant::now() + LISTEN_LIMIT);
+    match line.strip_prefix("listening ") {
+        Some(addr) => {
+            let addr = addr.to_string();
+            (listener, addr)
+        }
+        None => listener.fail(&format!("first stderr line {line:?}, not `listening ADDR`")),
+    }
+}
+
+/// `listen 127.0.0.1:0` binds a free port and names it on stderr before any
+/// peer connects, so a dialer can start at once.
+#[test]
+fn listen_on_port_zero_prints_the_bound_address() {
+    let (listener, addr) = spawn_listener_any_port(&[], Feed::Now(b"from listener".to_vec()));
+    let bound: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr:?}: {e}"));
+    assert_eq!(bound.ip(), std::net::Ipv4Addr::LOCALHOST);
+    assert_ne!(bound.port(), 0, "{addr}");
+    let d = spawn(&["dial", &addr], b"from dialer").finish_within(Duration::from_secs(30));
+    let l = listener.finish_within(Duration::from_secs(30));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
+    assert_eq!(d.stdout, b"from listener");
+    assert_eq!(l.stdout, b"from dialer");
+    let lines = l.stderr_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0], format!("listening {addr}"));
+    assert!(lines[1].starts_with("peer "), "{lines:?}");
+}
+
 /// The readiness probe the listener tests rely on.
 #[test]
 fn listening_probe_sees_a_listener() {
@@ -113,7 +149,7 @@ fn netcat_exchange_both_ways_with_half_close() {
     );
     assert_eq!(
         String::from_utf8(l.stderr).unwrap(),
-        format!("peer {}\n", did.node_id())
+        format!("listening {addr}\npeer {}\n", did.node_id())
     );
 }
 
@@ -492,13 +528,15 @@ fn frame_size_mismatch_names_frame_size() {
     let dialer = spawn_io(&["dial", &addr], Stdio::null(), Stdio::piped());
     let d = dialer.finish_within(Duration::from_secs(30));
     let l = listener.finish_within(Duration::from_secs(30));
-    let (derr, lerr) = (
-        String::from_utf8_lossy(&d.stderr),
-        String::from_utf8_lossy(&l.stderr),
-    );
+    let derr = String::from_utf8_lossy(&d.stderr);
+    let lerr = String::from_utf8_lossy(&l.stderr);
+    // The listener's first line is `listening ADDR`; then the failure.
+    let lerr = lerr
+        .strip_prefix(&format!("listening {addr}\n"))
+        .unwrap_or_else(|| panic!("listener: {lerr}"));
     assert_eq!(d.status.code(), Some(1), "dialer: {derr}");
     assert_eq!(l.status.code(), Some(1), "listener: {lerr}");
-    for err in [&derr, &lerr] {
+    for err in [&*derr, lerr] {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: "), "{err}");
     }

@@ -136,7 +136,11 @@ fn cli_listens(version: GoVersion, test: &str, chunk: usize) {
     );
     let them = them.finish_ok(deadline);
     let us = us.finish_ok(deadline);
-    assert_eq!(us.stderr_lines(), [peer_line(&k.go_id)], "{test}: ours");
+    assert_eq!(
+        us.stderr_lines(),
+        [listening_line(&addr), peer_line(&k.go_id)],
+        "{test}: ours"
+    );
     assert_eq!(them.stderr_lines(), [peer_line(&k.our_id)], "{test}: Go's");
     check_bytes(&format!("{test}: Go printed"), &them.stdout, &ours);
     check_bytes(&format!("{test}: p2p-conn printed"), &us.stdout, &theirs);
