@@ -21,6 +21,7 @@ mod pipe;
 mod probe;
 mod profile;
 mod resources;
+mod stdio;
 
 use conn::DEFAULT_CONNECT_TIMEOUT_SECS;
 use error::CliError;

@@ -5,11 +5,16 @@ use std::net::SocketAddr;
 
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::{Config, Error, Identity};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::{self, describe, ConnArgs};
 use crate::error::CliError;
 use crate::probe;
+use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
 /// `listen` and `dial`: the connection settings, and the optional NodeInfo
 /// exchange before piping.
@@ -23,10 +28,19 @@ pub struct PipeArgs {
     nodeinfo: bool,
     #[command(flatten)]
     info: probe::NodeInfoArgs,
+    /// At the end, print on stderr how many read(2) calls stdin took and
+    /// write(2) calls stdout took, with their bytes (`io stdin-reads=N
+    /// stdin-bytes=B stdout-writes=N stdout-bytes=B`)
+    #[arg(long)]
+    count_io: bool,
 }
 
-/// Bytes of stdin read (and sent as one message) at a time.
+/// Most bytes of stdin one read takes (and sends as one message).
 const STDIN_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Most bytes of the peer's stream one stdout write carries: opened frames
+/// are gathered up to this while the connection has them ready.
+const STDOUT_CHUNK_BYTES: usize = 256 * 1024;
 
 /// Run a connection command on its own runtime.
 pub fn run_async(
@@ -146,36 +160,84 @@ async fn pipe(
         )
         .await?;
     }
-    let (mut r, mut w) = conn.into_split();
+    let counts = Arc::new(IoCounts::default());
+    let (r, w) = conn.into_split();
+    let copied = copy_both_ways(r, w, &counts).await;
+    if args.count_io {
+        eprintln!("{counts}");
+    }
+    copied
+}
+
+/// Stdin to `w` and `r` to stdout, until both are done (see [`pipe`]).
+async fn copy_both_ways<R, W>(mut r: R, mut w: W, counts: &Arc<IoCounts>) -> Result<(), CliError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut stdin =
+        StdinChunks::start(STDIN_CHUNK_BYTES, counts.clone()).map_err(CopyError::Stdin)?;
+    let mut stdout = StdoutChunks::start(counts.clone()).map_err(CopyError::Stdout)?;
     let upload = async move {
-        let mut stdin = tokio::io::stdin();
-        let mut buf = vec![0u8; STDIN_CHUNK_BYTES];
-        loop {
-            let n = stdin.read(&mut buf).await.map_err(CopyError::Stdin)?;
-            if n == 0 {
-                break;
+        while let Some(chunk) = stdin.next().await {
+            let chunk = chunk.map_err(CopyError::Stdin)?;
+            w.write_all(&chunk).await.map_err(CopyError::send)?;
+            // Hand what the socket did not take yet to it before waiting on
+            // stdin again (interactive input must not sit in a buffer); with
+            // the next chunk already read, go on sealing instead, so a file
+            // goes out in `flush_size` writes.
+            if stdin.is_empty() {
+                w.flush().await.map_err(CopyError::send)?;
             }
-            w.write_all(&buf[..n]).await.map_err(CopyError::send)?;
-            // Hand anything the socket did not take yet to it before waiting
-            // on stdin again (interactive input must not sit in a buffer).
-            w.flush().await.map_err(CopyError::send)?;
+            stdin.recycle(chunk);
         }
         w.shutdown().await.map_err(CopyError::send)
     };
     let download = async move {
-        let mut stdout = tokio::io::stdout();
         loop {
-            let chunk = r.fill_buf().await.map_err(CopyError::recv)?;
-            if chunk.is_empty() {
+            let mut chunk = stdout.buffer(STDOUT_CHUNK_BYTES);
+            std::future::poll_fn(|cx| gather(&mut r, cx, &mut chunk))
+                .await
+                .map_err(CopyError::recv)?;
+            // Empty: the peer's stream ended. `false`: stdout failed, and
+            // `finish` says how.
+            if chunk.is_empty() || !stdout.write(chunk).await {
                 break;
             }
-            let n = chunk.len();
-            stdout.write_all(chunk).await.map_err(CopyError::Stdout)?;
-            r.consume(n);
-            stdout.flush().await.map_err(CopyError::Stdout)?;
         }
-        stdout.flush().await.map_err(CopyError::Stdout)
+        stdout.finish().await.map_err(CopyError::Stdout)
     };
     tokio::try_join!(upload, download)?;
     Ok(())
+}
+
+/// Move the opened plaintext `r` has ready into `out`, up to its capacity:
+/// `Pending` only while `out` is empty and nothing is ready; `Ready` with
+/// `out` empty at the end of the stream. Stops at the first `Pending` once
+/// it has bytes, so output is never held back waiting for more. The
+/// connection hands out one frame (at most 1024 bytes on the CometBFT wire)
+/// per `fill_buf`; gathering makes one stdout write of many.
+fn gather<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    cx: &mut Context<'_>,
+    out: &mut Vec<u8>,
+) -> Poll<std::io::Result<()>> {
+    while out.len() < out.capacity() {
+        let ready = match Pin::new(&mut *r).poll_fill_buf(cx) {
+            Poll::Ready(Ok(ready)) => ready,
+            Poll::Ready(Err(e)) if out.is_empty() => return Poll::Ready(Err(e)),
+            // Deliver the bytes before the failure first: the reader keeps
+            // a failure and reports it again on the next call.
+            Poll::Ready(Err(_)) => break,
+            Poll::Pending if out.is_empty() => return Poll::Pending,
+            Poll::Pending => break,
+        };
+        if ready.is_empty() {
+            break;
+        }
+        let n = ready.len().min(out.capacity() - out.len());
+        out.extend_from_slice(&ready[..n]);
+        Pin::new(&mut *r).consume(n);
+    }
+    Poll::Ready(Ok(()))
 }
