@@ -57,6 +57,7 @@ pub fn run_async(
 /// `listen`: bind `addr` (port 0: any free port), print `listening ADDR`
 /// (the bound address) on stderr, accept one connection and pipe it.
 pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
+    args.check()?;
     let (identity, cfg) = conn::config(&args.conn, None)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -67,7 +68,7 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
         .local_addr()
         .map_err(|source| CliError::Listen { addr, source })?;
     eprintln!("listening {bound}");
-    let (tcp, _) = listener.accept().await.map_err(CliError::connection_io)?;
+    let (tcp, _) = listener.accept().await.map_err(CliError::Socket)?;
     drop(listener);
     let local = tcp.local_addr().ok();
     pipe(tcp, &identity, &cfg, &args, local).await
@@ -75,11 +76,61 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
 
 /// `dial`: connect to `addr` (`ID@ADDR` or `ADDR`) and pipe the connection.
 pub async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<(), CliError> {
+    args.check()?;
     let (host, id) = conn::split_id(&addr)?;
     let limit = conn::seconds("--connect-timeout", connect_timeout)?;
     let (identity, cfg) = conn::config(&args.conn, id)?;
     let tcp = conn::connect(host.as_str(), limit).await?;
     pipe(tcp, &identity, &cfg, &args, None).await
+}
+
+impl PipeArgs {
+    /// The flags that only mean something with `--nodeinfo` need it.
+    fn check(&self) -> Result<(), CliError> {
+        if self.nodeinfo {
+            return Ok(());
+        }
+        let given: Vec<&str> = [
+            ("--network", self.info.network.is_some()),
+            ("--moniker", self.info.moniker.is_some()),
+            ("--channels", self.info.channels.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
+        match &given[..] {
+            [] => Ok(()),
+            [one] => Err(CliError::usage(format!("{one} needs --nodeinfo"))),
+            many => Err(CliError::usage(format!(
+                "{} need --nodeinfo",
+                many.join(" and ")
+            ))),
+        }
+    }
+}
+
+/// A second handle on a connection's socket (a duplicate descriptor), kept
+/// while the connection itself is handed to the library, so that this side
+/// can still end the connection with a reset: [`Resetter::reset`] sets
+/// `SO_LINGER` to zero, so the last close sends RST instead of FIN. The
+/// protocol has no way to say "refused": without the reset, a peer we
+/// refuse sees a clean end of our stream and can exit 0.
+struct Resetter(socket2::Socket);
+
+impl Resetter {
+    fn new(tcp: &tokio::net::TcpStream) -> Result<Resetter, CliError> {
+        socket2::SockRef::from(tcp)
+            .try_clone()
+            .map(Resetter)
+            .map_err(CliError::Socket)
+    }
+
+    /// Reset the connection once its other handle is closed (now, if it
+    /// is). Dropping a `Resetter` without this closes normally.
+    fn reset(self) {
+        // If this fails the close is a plain FIN, as before.
+        let _ = self.0.set_linger(Some(std::time::Duration::ZERO));
+    }
 }
 
 /// Where a copy failed: the message says which side and, for the peer, why.
@@ -110,7 +161,11 @@ impl CopyError {
 fn sending(e: &Error) -> String {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
     match e {
-        Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) => format!(
+        Error::Io(io) if io.kind() == ConnectionReset => format!(
+            "connection failed: the peer reset the connection before all of stdin was sent{} ({io})",
+            conn::MAY_HAVE_REFUSED
+        ),
+        Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionAborted) => format!(
             "connection failed: the peer closed or reset the connection before all of stdin was sent ({io})"
         ),
         Error::Io(io) => format!("connection failed: sending to the peer: {io}"),
@@ -122,19 +177,27 @@ fn receiving(e: &Error) -> String {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
     match e {
         Error::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted) => {
-            format!("connection failed: the peer reset the connection ({io})")
+            format!(
+                "connection failed: the peer reset the connection{} ({io})",
+                conn::MAY_HAVE_REFUSED
+            )
         }
         Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
         other => describe(other),
     }
 }
 
-/// Handshake, announce the peer, exchange NodeInfo if asked (announcing
-/// `listening_on` as our address), then copy both ways until both directions
-/// are done: all of stdin sent and the write side half-closed (flush, then
-/// TCP shutdown of the write half, only at the end of stdin), and the peer's
-/// stream ended and written to stdout. Fails as soon as either direction
-/// does, so it never returns `Ok` with stdin bytes unsent.
+/// Handshake, check the peer's ID, announce the peer, exchange NodeInfo if
+/// asked (announcing `listening_on` as our address), then copy both ways
+/// until both directions are done: all of stdin sent and the write side
+/// half-closed (flush, then TCP shutdown of the write half, only at the end
+/// of stdin), and the peer's stream ended and written to stdout. Fails as
+/// soon as either direction does, so it never returns `Ok` with stdin bytes
+/// unsent.
+///
+/// Once the handshake is done, giving up on the connection for any reason
+/// (refusing the peer's ID or NodeInfo, a failed copy) resets it, so that
+/// the peer never reads our failure as a clean end of stream.
 async fn pipe(
     tcp: tokio::net::TcpStream,
     identity: &Identity,
@@ -142,12 +205,31 @@ async fn pipe(
     args: &PipeArgs,
     listening_on: Option<SocketAddr>,
 ) -> Result<(), CliError> {
-    if !args.nodeinfo && (args.info.network.is_some() || args.info.channels.is_some()) {
-        return Err(CliError::usage("--network and --channels need --nodeinfo"));
-    }
-    tcp.set_nodelay(true).map_err(CliError::connection_io)?;
-    let mut conn = ptokio::handshake(tcp, identity, cfg)
+    tcp.set_nodelay(true).map_err(CliError::Socket)?;
+    let resetter = Resetter::new(&tcp)?;
+    // The ID is checked here rather than by the handshake, which would drop
+    // (close) the connection itself.
+    let mut open = cfg.clone();
+    open.expected_peer_id = None;
+    let conn = ptokio::handshake(tcp, identity, &open)
         .await
+        .map_err(CliError::Connection)?;
+    let r = established(conn, identity, cfg, args, listening_on).await;
+    if r.is_err() {
+        resetter.reset();
+    }
+    r
+}
+
+/// [`pipe`] after the handshake; `conn` is closed when this returns.
+async fn established(
+    mut conn: ptokio::SecretConnection<tokio::net::TcpStream>,
+    identity: &Identity,
+    cfg: &Config,
+    args: &PipeArgs,
+    listening_on: Option<SocketAddr>,
+) -> Result<(), CliError> {
+    cfg.check_peer(&conn.remote_public_key())
         .map_err(CliError::Connection)?;
     eprintln!("peer {}", conn.remote_node_id());
     if args.nodeinfo {
