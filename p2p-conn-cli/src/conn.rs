@@ -63,6 +63,11 @@ pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 /// the `resources` holders).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Said of a reset: p2p-conn (`listen`, `dial`) resets a connection whose
+/// peer it refuses after the handshake (wrong ID, NodeInfo), since the
+/// protocol has no refusal message.
+pub const MAY_HAVE_REFUSED: &str = ": it may have refused us (see its own error)";
+
 /// One line naming the cause: handshake, authentication, peer-ID mismatch,
 /// timeout, or I/O.
 pub fn describe(e: &Error) -> String {
@@ -85,6 +90,9 @@ pub fn describe(e: &Error) -> String {
         Error::HandshakeEof { .. } => e.to_string(),
         Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
         Error::PeerIdMismatch { .. } => e.to_string(),
+        Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => {
+            format!("I/O error: the peer reset the connection{MAY_HAVE_REFUSED} ({io})")
+        }
         Error::Io(io) => format!("I/O error: {io}"),
         other => other.to_string(),
     }

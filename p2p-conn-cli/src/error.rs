@@ -1,6 +1,7 @@
 //! The CLI's one error type. Every command returns `Result<_, CliError>`;
-//! `main` prints the error as one line, `error: <message>`, and exits 1
-//! (`probe` maps its stages to exit codes of their own).
+//! `main` prints the error as one line, `error: <message>`, and exits 1, or
+//! for the commands that talk to a peer (`listen`, `dial`, `probe`) with the
+//! code of the stage it stopped at ([`CliError::stage`], [`crate::exit`]).
 //!
 //! Errors of p2p-conn and of the crates the CLI uses keep their own words
 //! (`#[error(transparent)]`), except in the commands that talk to a peer
@@ -13,7 +14,9 @@ use std::time::Duration;
 use p2p_conn::Error;
 
 use crate::conn::describe;
+use crate::exit::Stage;
 use crate::pipe::CopyError;
+use crate::probe::NodeInfoFailure;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +33,12 @@ pub enum CliError {
     /// [`describe`]).
     #[error("{}", describe(.0))]
     Connection(Error),
+    /// `listen`'s accept, or setting up the accepted or dialed socket.
+    #[error("I/O error: {0}")]
+    Socket(std::io::Error),
+    /// `listen --nodeinfo`, `dial --nodeinfo`, `probe`: the NodeInfo step.
+    #[error(transparent)]
+    NodeInfo(#[from] NodeInfoFailure),
     /// The TCP connect of a dialing command failed.
     #[error("I/O error: could not connect to {host}: {source}")]
     Connect {
@@ -91,9 +100,27 @@ impl CliError {
         CliError::Failed(msg.into())
     }
 
-    /// A transport error of a connection command, worded by its cause (the
-    /// p2p-conn error inside it, if any).
-    pub fn connection_io(e: std::io::Error) -> Self {
-        CliError::Connection(Error::from_io(e))
+    /// The stage a connection command stopped at, and so its exit code:
+    /// the one rule for `listen`, `dial` and `probe`.
+    pub fn stage(&self) -> Stage {
+        match self {
+            CliError::Connect { .. } | CliError::ConnectTimeout { .. } | CliError::Socket(_) => {
+                Stage::Connect
+            }
+            CliError::Listen { .. } => Stage::Usage,
+            CliError::Connection(e) => match e {
+                Error::Timeout(_) => Stage::Timeout,
+                Error::PeerIdMismatch { .. } => Stage::IdMismatch,
+                Error::InvalidConfig(_) | Error::Identity(_) | Error::KeyFile(_) => Stage::Usage,
+                _ => Stage::Handshake,
+            },
+            CliError::NodeInfo(f) => match f {
+                NodeInfoFailure::Exchange(_) | NodeInfoFailure::Rejected(_) => Stage::NodeInfo,
+                NodeInfoFailure::Timeout(_) => Stage::Timeout,
+                NodeInfoFailure::Network(_) => Stage::Network,
+            },
+            CliError::Copy(CopyError::Send(_) | CopyError::Recv(_)) => Stage::Connection,
+            _ => Stage::Usage,
+        }
     }
 }

@@ -17,10 +17,12 @@ mod bench;
 mod child;
 mod conn;
 mod error;
+mod exit;
 mod pipe;
 mod probe;
 mod profile;
 mod resources;
+mod stdio;
 
 use conn::DEFAULT_CONNECT_TIMEOUT_SECS;
 use error::CliError;
@@ -55,15 +57,21 @@ enum Cmd {
         key: PathBuf,
     },
     /// Accept one connection, then copy stdin to it and it to stdout until
-    /// both are done
+    /// both are done. Prints `listening ADDR` on stderr once bound. Exit 0:
+    /// all of stdin handed to the kernel and the peer's stream ended (not an
+    /// acknowledgement); otherwise the stage's code, as probe's, plus 9 for
+    /// a connection that failed after the handshake (docs/guide.md, "Exit
+    /// codes")
     Listen {
-        /// Address to listen on, e.g. 127.0.0.1:26656
+        /// Address to listen on, e.g. 127.0.0.1:26656 (port 0: any free port,
+        /// printed in the `listening` line)
         addr: SocketAddr,
         #[command(flatten)]
         args: PipeArgs,
     },
     /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
-    /// until both are done
+    /// until both are done. Exit codes as listen's (docs/guide.md, "Exit
+    /// codes")
     Dial {
         /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
         addr: String,
@@ -76,7 +84,8 @@ enum Cmd {
     /// Ask a CometBFT node who it is: dial, handshake, exchange NodeInfo,
     /// check it by CometBFT's rules, print it, hang up. Exit code by stage:
     /// 0 ok, 3 connect, 4 handshake, 5 ID mismatch, 6 NodeInfo, 7 timeout,
-    /// 8 network mismatch, 1 other (2: the command line does not parse)
+    /// 8 network mismatch, 1 other (2: the command line does not parse;
+    /// docs/guide.md, "Exit codes")
     Probe(probe::ProbeArgs),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
@@ -99,6 +108,9 @@ fn main() -> ExitCode {
     if cli.verbose {
         show_tracing();
     }
+    // `listen` and `dial` exit with the code of the stage they stopped at
+    // (`probe` does too, in `probe::run`); every other command exits 1.
+    let staged = matches!(cli.cmd, Cmd::Listen { .. } | Cmd::Dial { .. });
     let r = match cli.cmd {
         Cmd::Keygen { out } => keygen(out),
         Cmd::Id { key } => keyfile::load(&key)
@@ -120,7 +132,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            if staged {
+                ExitCode::from(e.stage().code())
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -16,24 +16,29 @@ use tokio::io::AsyncWriteExt;
 
 use crate::conn::{self, describe, ConnArgs};
 use crate::error::CliError;
+use crate::exit::Stage;
 
 /// The moniker a probe announces, so that node operators see what it was.
 const PROBE_MONIKER: &str = "p2p-conn-probe";
 
-/// What we announce in the NodeInfo exchange.
+/// What we announce in the NodeInfo exchange. `listen` and `dial` take
+/// these only with `--nodeinfo` (`probe` always exchanges).
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeInfoArgs {
     /// Network (chain ID) to announce, and to require of the peer. Without
-    /// it, read the peer's NodeInfo first and announce its network
+    /// it, read the peer's NodeInfo first and announce its network (two
+    /// p2p-conn peers: give it on at least one side, or both wait). listen,
+    /// dial: needs --nodeinfo
     #[arg(long)]
     pub network: Option<String>,
     /// Moniker to announce [default: p2p-conn-probe for probe, p2p-conn
-    /// otherwise]
+    /// otherwise]. listen, dial: needs --nodeinfo
     #[arg(long)]
     pub moniker: Option<String>,
     /// Channels to announce, as hex bytes (e.g. 4020). None by default, so
     /// a node completes the exchange and then drops us ("no common
-    /// channels"), and no reactor traffic flows
+    /// channels"), and no reactor traffic flows. listen, dial: needs
+    /// --nodeinfo
     #[arg(long, value_parser = parse_channels)]
     pub channels: Option<Channels>,
 }
@@ -65,50 +70,23 @@ pub struct ProbeArgs {
     info: NodeInfoArgs,
 }
 
-/// The stage a probe stopped at, and its exit code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    /// Bad arguments or a local problem (exit 1).
-    Usage,
-    /// The TCP connection could not be made (exit 3).
-    Connect,
-    /// The secret-connection handshake or authentication failed (exit 4).
-    Handshake,
-    /// The node authenticated as another ID than the expected one (exit 5).
-    IdMismatch,
-    /// The NodeInfo exchange failed, or the node's NodeInfo broke a rule
-    /// (exit 6).
-    NodeInfo,
-    /// Connected, but the node did not finish in time (exit 7).
-    Timeout,
-    /// The node is on another network than `--network` (exit 8).
-    Network,
-}
-
-impl Stage {
-    fn code(self) -> u8 {
-        match self {
-            Stage::Usage => 1,
-            Stage::Connect => 3,
-            Stage::Handshake => 4,
-            Stage::IdMismatch => 5,
-            Stage::NodeInfo => 6,
-            Stage::Timeout => 7,
-            Stage::Network => 8,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Stage::Usage => "usage",
-            Stage::Connect => "connect",
-            Stage::Handshake => "handshake",
-            Stage::IdMismatch => "id_mismatch",
-            Stage::NodeInfo => "nodeinfo",
-            Stage::Timeout => "timeout",
-            Stage::Network => "network",
-        }
-    }
+/// How the NodeInfo step failed; the stage (exit code) each means is
+/// [`CliError::stage`]'s.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeInfoFailure {
+    /// The exchange failed: I/O, or a NodeInfo that does not decode.
+    #[error("NodeInfo exchange failed: {0}")]
+    Exchange(String),
+    /// The peer's NodeInfo did not come (or ours did not go) in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The peer's NodeInfo breaks a rule, or is incompatible with ours other
+    /// than by network.
+    #[error("{0}")]
+    Rejected(String),
+    /// The peer's NodeInfo is fine but for its network.
+    #[error("{0}")]
+    Network(String),
 }
 
 /// A probe that stopped early: where, why, and the node ID if it got that
@@ -131,7 +109,7 @@ impl Stop {
 
 impl From<CliError> for Stop {
     fn from(e: CliError) -> Stop {
-        Stop::at(Stage::Usage, e.to_string())
+        Stop::at(e.stage(), e.to_string())
     }
 }
 
@@ -167,27 +145,21 @@ pub fn run(args: ProbeArgs) -> ExitCode {
     });
     match outcome {
         Ok(report) => {
-            let stage = if !report.violations.is_empty() {
-                Some(Stage::NodeInfo)
-            } else if report.network_mismatch.is_some() {
-                Some(Stage::Network)
-            } else {
-                None
-            };
+            let failure = report.failure().map(CliError::from);
             if json {
                 let mut v = report.json();
-                if let Some(stage) = stage {
-                    v["stage"] = json!(stage.name());
-                    v["error"] = json!(report.problem());
+                if let Some(f) = &failure {
+                    v["stage"] = json!(f.stage().name());
+                    v["error"] = json!(f.to_string());
                 }
                 println!("{v}");
             } else {
                 print!("{}", report.text());
-                if stage.is_some() {
-                    eprintln!("error: {}", report.problem());
+                if let Some(f) = &failure {
+                    eprintln!("error: {f}");
                 }
             }
-            ExitCode::from(stage.map_or(0, Stage::code))
+            ExitCode::from(failure.map_or(0, |f| f.stage().code()))
         }
         Err(stop) => {
             if json {
@@ -230,26 +202,22 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
         None,
     )?;
     let limit = conn::seconds("--connect-timeout", args.connect_timeout)?;
-    let tcp = conn::connect(host.as_str(), limit)
-        .await
-        .map_err(|e| Stop::at(Stage::Connect, e.to_string()))?;
-    tcp.set_nodelay(true)
-        .map_err(|e| Stop::at(Stage::Connect, e.to_string()))?;
+    let tcp = conn::connect(host.as_str(), limit).await?;
+    tcp.set_nodelay(true).map_err(CliError::Socket)?;
     let started = Instant::now();
-    let mut conn = ptokio::handshake(tcp, &identity, &cfg).await.map_err(|e| {
-        let stage = match e {
-            Error::Timeout(_) => Stage::Timeout,
-            _ => Stage::Handshake,
-        };
-        Stop::at(stage, describe(&e))
-    })?;
+    let mut conn = ptokio::handshake(tcp, &identity, &cfg)
+        .await
+        .map_err(CliError::Connection)?;
     let handshake = started.elapsed();
     let node_id = conn.remote_node_id();
     if let Some(want) = expected.filter(|&want| want != node_id) {
+        let e = CliError::Connection(Error::PeerIdMismatch {
+            expected: want,
+            actual: node_id,
+        });
         return Err(Stop {
-            stage: Stage::IdMismatch,
-            error: format!("ID mismatch: expected {want}, the node authenticated as {node_id}"),
             node_id: Some(node_id),
+            ..Stop::from(e)
         });
     }
     let mut info_args = args.info.clone();
@@ -265,9 +233,9 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
         cfg.handshake_timeout,
     )
     .await
-    .map_err(|stop| Stop {
+    .map_err(|f| Stop {
         node_id: Some(node_id),
-        ..stop
+        ..Stop::from(CliError::from(f))
     })?;
     let exchange = started.elapsed();
     // Polite: FIN right away (the node drops us anyway when it finds no
@@ -302,7 +270,7 @@ async fn exchange<T>(
     args: &NodeInfoArgs,
     listen_addr: Option<SocketAddr>,
     timeout: Duration,
-) -> Result<(NodeInfo, NodeInfo), Stop>
+) -> Result<(NodeInfo, NodeInfo), NodeInfoFailure>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -330,31 +298,25 @@ where
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(Ok(theirs)) => Ok((ours, theirs)),
-        Ok(Err(NodeInfoError::Io(e))) => Err(Stop::at(
-            Stage::NodeInfo,
-            format!("NodeInfo exchange failed: {}", describe(&Error::from_io(e))),
-        )),
-        Ok(Err(e)) => Err(Stop::at(
-            Stage::NodeInfo,
-            format!("NodeInfo exchange failed: {e}"),
-        )),
-        Err(_) => Err(Stop::at(
-            Stage::Timeout,
-            if adopt {
-                format!(
-                    "timeout: no NodeInfo from the peer within {timeout:?} (if the peer is \
+        Ok(Err(NodeInfoError::Io(e))) => {
+            Err(NodeInfoFailure::Exchange(describe(&Error::from_io(e))))
+        }
+        Ok(Err(e)) => Err(NodeInfoFailure::Exchange(e.to_string())),
+        Err(_) => Err(NodeInfoFailure::Timeout(if adopt {
+            format!(
+                "timeout: no NodeInfo from the peer within {timeout:?} (if the peer is \
                      p2p-conn too, give one side --network so that it sends first)"
-                )
-            } else {
-                format!("timeout: the NodeInfo exchange did not finish within {timeout:?}")
-            },
-        )),
+            )
+        } else {
+            format!("timeout: the NodeInfo exchange did not finish within {timeout:?}")
+        })),
     }
 }
 
 /// What `listen --nodeinfo` and `dial --nodeinfo` do before piping: the
 /// exchange, the peer's NodeInfo on stderr, and a failure if it broke a rule
-/// or (with `--network`) is on another network.
+/// or is incompatible ([`NodeInfoFailure::Network`] when only the network
+/// differs, which takes `--network`: without it we announce the peer's).
 pub async fn before_pipe<T>(
     conn: &mut ptokio::SecretConnection<T>,
     identity: &Identity,
@@ -365,9 +327,7 @@ pub async fn before_pipe<T>(
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (ours, theirs) = exchange(conn, identity, args, listen_addr, timeout)
-        .await
-        .map_err(|stop| CliError::Failed(stop.error))?;
+    let (ours, theirs) = exchange(conn, identity, args, listen_addr, timeout).await?;
     eprintln!(
         "nodeinfo moniker={:?} network={:?} version={:?} channels={}",
         theirs.moniker,
@@ -379,13 +339,16 @@ where
     broken.extend(theirs.check_id(conn.remote_node_id()).err());
     broken.extend(ours.compatible_with(&theirs));
     if broken.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::failed(format!(
-            "the peer's NodeInfo is not acceptable: {}",
-            join(&broken)
-        )))
+        return Ok(());
     }
+    let msg = format!("the peer's NodeInfo is not acceptable: {}", join(&broken));
+    Err(CliError::NodeInfo(
+        if broken.iter().all(|v| v.rule == nodeinfo::Rule::Network) {
+            NodeInfoFailure::Network(msg)
+        } else {
+            NodeInfoFailure::Rejected(msg)
+        },
+    ))
 }
 
 fn join(v: &[Violation]) -> String {
@@ -466,13 +429,19 @@ impl Report {
         self.expected.map(|want| want == self.node_id)
     }
 
-    fn problem(&self) -> String {
+    /// Why the node's answer fails the probe, if it does: a broken rule,
+    /// else another network than `--network`.
+    fn failure(&self) -> Option<NodeInfoFailure> {
         match (&self.violations[..], &self.network_mismatch) {
-            ([], Some(_)) => format!(
+            ([], None) => None,
+            ([], Some(_)) => Some(NodeInfoFailure::Network(format!(
                 "the node is on network {:?}, not the one --network names",
                 self.info.network
-            ),
-            (broken, _) => format!("the node's NodeInfo breaks a rule: {}", join(broken)),
+            ))),
+            (broken, _) => Some(NodeInfoFailure::Rejected(format!(
+                "the node's NodeInfo breaks a rule: {}",
+                join(broken)
+            ))),
         }
     }
 

@@ -40,6 +40,42 @@ fn spawn_listener(port: u16, extra: &[&str], stdin: &[u8]) -> Proc {
     listener
 }
 
+/// Start `listen 127.0.0.1:0 extra...` and the address it reports on its
+/// first stderr line (`listening ADDR`).
+fn spawn_listener_any_port(extra: &[&str], feed: Feed) -> (Proc, String) {
+    let mut args = vec!["listen", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut listener = Proc::spawn(Path::new(BIN), &args, feed);
+    let line = listener.next_line(Instant::now() + LISTEN_LIMIT);
+    match line.strip_prefix("listening ") {
+        Some(addr) => {
+            let addr = addr.to_string();
+            (listener, addr)
+        }
+        None => listener.fail(&format!("first stderr line {line:?}, not `listening ADDR`")),
+    }
+}
+
+/// `listen 127.0.0.1:0` binds a free port and names it on stderr before any
+/// peer connects, so a dialer can start at once.
+#[test]
+fn listen_on_port_zero_prints_the_bound_address() {
+    let (listener, addr) = spawn_listener_any_port(&[], Feed::Now(b"from listener".to_vec()));
+    let bound: std::net::SocketAddr = addr.parse().unwrap_or_else(|e| panic!("{addr:?}: {e}"));
+    assert_eq!(bound.ip(), std::net::Ipv4Addr::LOCALHOST);
+    assert_ne!(bound.port(), 0, "{addr}");
+    let d = spawn(&["dial", &addr], b"from dialer").finish_within(Duration::from_secs(30));
+    let l = listener.finish_within(Duration::from_secs(30));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
+    assert_eq!(d.stdout, b"from listener");
+    assert_eq!(l.stdout, b"from dialer");
+    let lines = l.stderr_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0], format!("listening {addr}"));
+    assert!(lines[1].starts_with("peer "), "{lines:?}");
+}
+
 /// The readiness probe the listener tests rely on.
 #[test]
 fn listening_probe_sees_a_listener() {
@@ -113,7 +149,7 @@ fn netcat_exchange_both_ways_with_half_close() {
     );
     assert_eq!(
         String::from_utf8(l.stderr).unwrap(),
-        format!("peer {}\n", did.node_id())
+        format!("listening {addr}\npeer {}\n", did.node_id())
     );
 }
 
@@ -127,8 +163,8 @@ fn peer_id_mismatch_fails_with_one_line() {
         b"",
     )
     .finish_within(Duration::from_secs(30));
-    assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(5), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: peer ID mismatch"), "{err}");
     let _ = listener.finish_within(Duration::from_secs(30));
@@ -160,8 +196,8 @@ fn stalled_peer_times_out() {
     )
     .finish_within(Duration::from_secs(10));
     assert!(start.elapsed() < Duration::from_secs(5));
-    assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(7), "{err}");
     assert!(err.starts_with("error: timeout"), "{err}");
     holder.join().unwrap();
 }
@@ -170,8 +206,8 @@ fn stalled_peer_times_out() {
 fn connection_refused_is_an_io_error() {
     let port = free_port();
     let out = run_cli(&["dial", &format!("127.0.0.1:{port}")]);
-    assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.starts_with("error: I/O error"), "{err}");
 }
 
@@ -408,6 +444,103 @@ fn file_from_listener_arrives_whole() {
     assert!(got == data, "copy differs from the input");
 }
 
+/// The `io ...` line `--count-io` prints on stderr, as (name, number) pairs.
+fn io_counts(stderr: &[u8]) -> std::collections::HashMap<String, u64> {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("io "))
+        .unwrap_or_else(|| panic!("no `io` line in {text:?}"));
+    line.split_whitespace()
+        .skip(1)
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{line}"));
+            (
+                k.to_string(),
+                v.parse().unwrap_or_else(|e| panic!("{line}: {e}")),
+            )
+        })
+        .collect()
+}
+
+/// Bytes a copy must move per stdout write(2), on average, at least.
+///
+/// The receiving side gathers the opened frames the connection has ready
+/// into one write of up to 256 KiB, and one socket read brings up to the
+/// read buffer (64 KiB) of them, so a bulk copy averages far more than this
+/// (about 230 KiB per write in the runs this was written with). The old
+/// download loop wrote each frame alone: 1 KiB per write, 32 times over
+/// this bound.
+const MIN_BYTES_PER_STDOUT_WRITE: u64 = 32 * 1024;
+
+/// 16 MiB through `dial < file` into `listen > copy` (or the listener
+/// sending, `sender_listens`): every byte arrives, in order, and both stdin
+/// and stdout move it in large chunks. A count of read(2) and write(2)
+/// calls, never a timing: `benches/scripts/cli-copy.sh` measures the speed.
+fn copy_in_large_chunks(sender_listens: bool) {
+    const BYTES: u64 = 16 << 20;
+    let dir = scratch(&format!("chunks-{sender_listens}"));
+    let input = dir.join("input");
+    let copy = dir.join("copy");
+    let data = pseudo_random(BYTES as usize, 0x5eed ^ sender_listens as u64);
+    std::fs::write(&input, &data).unwrap();
+    let (send_in, recv_in) = (file_in(&input), Stdio::null());
+    let (send_out, recv_out) = (Stdio::null(), file_out(&copy));
+    let (l_io, d_io) = if sender_listens {
+        ((send_in, send_out), (recv_in, recv_out))
+    } else {
+        ((recv_in, recv_out), (send_in, send_out))
+    };
+    let mut listener = Proc::start(
+        Command::new(BIN)
+            .args(["listen", "127.0.0.1:0", "--count-io"])
+            .stdin(l_io.0)
+            .stdout(l_io.1),
+        Feed::none(),
+    );
+    let line = listener.next_line(Instant::now() + LISTEN_LIMIT);
+    let addr = line
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| listener.fail(&format!("first line {line:?}")))
+        .to_string();
+    let dialer = Proc::start(
+        Command::new(BIN)
+            .args(["dial", &addr, "--count-io"])
+            .stdin(d_io.0)
+            .stdout(d_io.1),
+        Feed::none(),
+    );
+    let d = dialer.finish_within(Duration::from_secs(120));
+    let l = listener.finish_within(Duration::from_secs(120));
+    d.assert_ok("dialer");
+    l.assert_ok("listener");
+    let got = std::fs::read(&copy).unwrap();
+    assert_eq!(got.len(), data.len(), "copy has the wrong length");
+    assert!(got == data, "copy differs from the input");
+    let (sender, receiver) = if sender_listens { (&l, &d) } else { (&d, &l) };
+    let sent = io_counts(&sender.stderr);
+    let received = io_counts(&receiver.stderr);
+    let what = format!("sender {sent:?}, receiver {received:?}");
+    assert_eq!(sent["stdin-bytes"], BYTES, "{what}");
+    assert_eq!(received["stdout-bytes"], BYTES, "{what}");
+    // Reads of 64 KiB from a file, and the read that sees end of file.
+    assert!(sent["stdin-reads"] <= BYTES / (64 << 10) + 1, "{what}");
+    assert!(
+        received["stdout-writes"] <= BYTES / MIN_BYTES_PER_STDOUT_WRITE,
+        "{what}"
+    );
+}
+
+#[test]
+fn file_to_listener_moves_in_large_chunks() {
+    copy_in_large_chunks(false);
+}
+
+#[test]
+fn file_from_listener_moves_in_large_chunks() {
+    copy_in_large_chunks(true);
+}
+
 /// How the test peer of [`sender_fails_when_peer_quits`] stops.
 #[derive(Clone, Copy, Debug)]
 enum Quit {
@@ -419,8 +552,9 @@ enum Quit {
 }
 
 /// A dialer sends 40 MB to a peer that handshakes, reads about 100 KB and
-/// then quits as `how` says: the dialer must exit 1 with `peer ...` and one
-/// `error: connection failed ...` line, never 0 with stdin unsent.
+/// then quits as `how` says: the dialer must exit 9 (the connection failed
+/// after the handshake) with `peer ...` and one `error: connection failed
+/// ...` line, never 0 with stdin unsent.
 fn sender_fails_when_peer_quits(how: Quit) {
     let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = server.local_addr().unwrap().port();
@@ -456,7 +590,7 @@ fn sender_fails_when_peer_quits(how: Quit) {
     let out = dialer.finish_within(Duration::from_secs(60));
     peer.join().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{how:?}: {err}");
+    assert_eq!(out.status.code(), Some(9), "{how:?}: {err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{how:?}: {err}");
     assert!(lines[0].starts_with("peer "), "{how:?}: {err}");
@@ -492,13 +626,16 @@ fn frame_size_mismatch_names_frame_size() {
     let dialer = spawn_io(&["dial", &addr], Stdio::null(), Stdio::piped());
     let d = dialer.finish_within(Duration::from_secs(30));
     let l = listener.finish_within(Duration::from_secs(30));
-    let (derr, lerr) = (
-        String::from_utf8_lossy(&d.stderr),
-        String::from_utf8_lossy(&l.stderr),
-    );
-    assert_eq!(d.status.code(), Some(1), "dialer: {derr}");
-    assert_eq!(l.status.code(), Some(1), "listener: {lerr}");
-    for err in [&derr, &lerr] {
+    let derr = String::from_utf8_lossy(&d.stderr);
+    let lerr = String::from_utf8_lossy(&l.stderr);
+    // The listener's first line is `listening ADDR`; then the failure.
+    let lerr = lerr
+        .strip_prefix(&format!("listening {addr}\n"))
+        .unwrap_or_else(|| panic!("listener: {lerr}"));
+    // Exit 4: the handshake failed.
+    assert_eq!(d.status.code(), Some(4), "dialer: {derr}");
+    assert_eq!(l.status.code(), Some(4), "listener: {lerr}");
+    for err in [&*derr, lerr] {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.starts_with("error: "), "{err}");
     }
@@ -614,7 +751,8 @@ fn connect_timeout_ends_a_hanging_dial() {
     )
     .finish_within(Duration::from_secs(20));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Exit 3 (connect), not 7: the TCP connection never came.
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(&format!(
@@ -713,4 +851,222 @@ fn cli_huge_handshake_timeout_is_a_clean_error() {
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
     assert!(err.starts_with("error: "), "stderr: {err}");
     assert!(!err.contains("panicked"), "stderr: {err}");
+}
+
+// ---------------------------------------------------------------------------
+// A refused peer never exits 0: the side that refuses resets the connection.
+
+/// How many times each refusal test runs: the outcome used to depend on
+/// nothing but timing (a clean close read as a clean end).
+const REFUSAL_RUNS: usize = 5;
+
+/// Fail unless `peer` (the refused side's peer) exited non-zero with one
+/// `error:` line that names the reset.
+fn assert_saw_reset(peer: &Finished, what: &str) {
+    let err = String::from_utf8_lossy(&peer.stderr);
+    assert!(!peer.status.success(), "{what}: the peer exited 0: {err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("reset the connection"),
+        "{what}: {err}"
+    );
+}
+
+/// `listen --peer-id` (another ID) refuses the dialer, which was fed a line
+/// and end of file.
+#[test]
+fn dialer_refused_by_peer_id_exits_non_zero() {
+    let wrong = "00".repeat(20);
+    for run in 0..REFUSAL_RUNS {
+        let (listener, addr) = spawn_listener_any_port(&["--peer-id", &wrong], Feed::none());
+        let d = spawn(&["dial", &addr], b"hello\n").finish_within(Duration::from_secs(30));
+        let l = listener.finish_within(Duration::from_secs(30));
+        let lerr = String::from_utf8_lossy(&l.stderr);
+        assert!(
+            lerr.contains("error: peer ID mismatch"),
+            "run {run}: {lerr}"
+        );
+        assert_saw_reset(&d, &format!("run {run}: dialer"));
+    }
+}
+
+/// `dial WRONG_ID@ADDR` refuses the listener, which was fed a line and end
+/// of file.
+#[test]
+fn listener_refused_by_peer_id_exits_non_zero() {
+    let wrong = "00".repeat(20);
+    for run in 0..REFUSAL_RUNS {
+        let (listener, addr) = spawn_listener_any_port(&[], Feed::Now(b"hello\n".to_vec()));
+        let d = spawn(&["dial", &format!("{wrong}@{addr}")], b"")
+            .finish_within(Duration::from_secs(30));
+        let l = listener.finish_within(Duration::from_secs(30));
+        let derr = String::from_utf8_lossy(&d.stderr);
+        assert!(
+            derr.contains("error: peer ID mismatch"),
+            "run {run}: {derr}"
+        );
+        assert_saw_reset(&l, &format!("run {run}: listener"));
+    }
+}
+
+/// `listen --nodeinfo` refuses a dialer whose NodeInfo breaks a rule (an
+/// empty moniker); the dialer finds the listener's NodeInfo fine, goes on to
+/// copy, and must not exit 0.
+#[test]
+fn dialer_refused_by_nodeinfo_exits_non_zero() {
+    for run in 0..REFUSAL_RUNS {
+        let (listener, addr) =
+            spawn_listener_any_port(&["--nodeinfo", "--network", "refusal-net"], Feed::none());
+        let d = spawn(
+            &[
+                "dial",
+                &addr,
+                "--nodeinfo",
+                "--network",
+                "refusal-net",
+                "--moniker",
+                "",
+            ],
+            b"hello\n",
+        )
+        .finish_within(Duration::from_secs(30));
+        let l = listener.finish_within(Duration::from_secs(30));
+        let lerr = String::from_utf8_lossy(&l.stderr);
+        assert!(lerr.contains("not acceptable"), "run {run}: {lerr}");
+        assert!(lerr.contains("moniker"), "run {run}: {lerr}");
+        assert_eq!(l.status.code(), Some(6), "run {run}: {lerr}");
+        assert_saw_reset(&d, &format!("run {run}: dialer"));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Exit codes by stage, and the NodeInfo flags.
+
+/// `dial --nodeinfo` against scripted peers (see `probe.rs`), each failing
+/// one NodeInfo stage: the same exit codes as `probe`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dial_nodeinfo_stages_exit_as_probe_does() {
+    use common::scripted::{scripted_peer, Then};
+    use p2p_conn::nodeinfo::NodeInfo;
+    let info = |id| {
+        let mut n = NodeInfo::new(id, "test-chain");
+        n.channels = vec![0x40];
+        n.encode_delimited().unwrap()
+    };
+    let other = p2p_conn::Identity::generate().node_id();
+    let cases: Vec<(Vec<u8>, &[&str], i32, &str)> = vec![
+        // Another network than --network: 8.
+        (Vec::new(), &["--network", "other-chain"], 8, "network"),
+        // A NodeInfo claiming another node's ID: 6.
+        (
+            info(other),
+            &["--network", "test-chain"],
+            6,
+            "not acceptable",
+        ),
+        // No NodeInfo in time: 7.
+        (Vec::new(), &["--handshake-timeout", "0.5"], 7, "timeout"),
+    ];
+    for (i, (fixed, extra, code, needle)) in cases.into_iter().enumerate() {
+        let (addr, _) = scripted_peer(
+            move |id| {
+                if i == 0 {
+                    info(id)
+                } else {
+                    fixed
+                }
+            },
+            Then::Hold,
+        )
+        .await;
+        let mut args = vec!["dial".to_string(), addr.to_string(), "--nodeinfo".into()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let out = tokio::task::spawn_blocking(move || {
+            Proc::spawn(Path::new(BIN), &args, Feed::none()).finish_within(Duration::from_secs(30))
+        })
+        .await
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "case {i}: {err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("error: ") && last.contains(needle),
+            "case {i}: {err}"
+        );
+    }
+}
+
+/// A peer that is not a secret connection: exit 4 (handshake).
+#[test]
+fn not_a_secret_connection_exits_4() {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        use std::io::Write;
+        let (mut tcp, _) = server.accept().unwrap();
+        let _ = tcp.write_all(&[0xff; 200]);
+        let mut sink = Vec::new();
+        let _ = tcp.read_to_end(&mut sink);
+    });
+    let out = spawn(&["dial", &addr.to_string()], b"").finish_within(Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.starts_with("error: handshake failed"), "{err}");
+    peer.join().unwrap();
+}
+
+/// `--network`, `--moniker` and `--channels` need `--nodeinfo`: without it
+/// they are an error at once (before any connection), and the help says so.
+#[test]
+fn nodeinfo_flags_need_nodeinfo() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["listen", "127.0.0.1:0", "--moniker", "m"],
+            "--moniker needs --nodeinfo",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--moniker", "m"],
+            "--moniker needs --nodeinfo",
+        ),
+        (
+            &["listen", "127.0.0.1:0", "--network", "n"],
+            "--network needs --nodeinfo",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--channels", "40"],
+            "--channels needs --nodeinfo",
+        ),
+        (
+            &["listen", "127.0.0.1:0", "--network", "n", "--moniker", "m"],
+            "--network and --moniker need --nodeinfo",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = spawn(args, b"").finish_within(Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert_eq!(err.trim_end(), format!("error: {needle}"), "{args:?}");
+    }
+    for cmd in ["listen", "dial"] {
+        let help = run_cli(&[cmd, "--help"]).stdout_text();
+        let flags = ["--network", "--moniker", "--channels"];
+        for flag in flags {
+            let at = help
+                .find(&format!("      {flag} "))
+                .unwrap_or_else(|| panic!("{cmd} --help: no {flag}: {help}"));
+            let entry = &help[at..];
+            let end = entry[flag.len() + 6..]
+                .find("\n      --")
+                .map_or(entry.len(), |e| e + flag.len() + 6);
+            let entry = entry[..end]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                entry.contains("needs --nodeinfo"),
+                "{cmd} --help, {flag}: {entry}"
+            );
+        }
+    }
 }

@@ -136,7 +136,11 @@ fn cli_listens(version: GoVersion, test: &str, chunk: usize) {
     );
     let them = them.finish_ok(deadline);
     let us = us.finish_ok(deadline);
-    assert_eq!(us.stderr_lines(), [peer_line(&k.go_id)], "{test}: ours");
+    assert_eq!(
+        us.stderr_lines(),
+        [listening_line(&addr), peer_line(&k.go_id)],
+        "{test}: ours"
+    );
     assert_eq!(them.stderr_lines(), [peer_line(&k.our_id)], "{test}: Go's");
     check_bytes(&format!("{test}: Go printed"), &them.stdout, &ours);
     check_bytes(&format!("{test}: p2p-conn printed"), &us.stdout, &theirs);
@@ -213,6 +217,50 @@ fn bench_baseline_runs_the_lines_go_peer(version: GoVersion, test: &str) {
         let go = format!("cometbft-go {}", version.label());
         assert_eq!(impls[1], go, "{test}: --baseline {name}: {text}");
     }
+}
+
+/// CometBFT v1.0.1's Go peer dials `p2p-conn listen --count-io` and sends
+/// 16 MiB in 64 KiB writes: every byte arrives, and the listener's stdout
+/// takes at most one write(2) per 32 KiB on average (it gathers the frames
+/// ready; the old loop wrote each 1 KiB frame alone: 16384 writes).
+#[test]
+fn go_sends_cli_writes_stdout_in_large_chunks() {
+    let test = "go_sends_cli_writes_stdout_in_large_chunks";
+    let Some(go) = go_peer(GoVersion::V1, test) else {
+        return;
+    };
+    const BYTES: usize = 16 << 20;
+    let data = payload(BYTES, 0x16);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut us = Proc::spawn(
+        Path::new(BIN),
+        &["listen", "127.0.0.1:0", "--count-io"],
+        Feed::none(),
+    );
+    let line = us.next_line(deadline);
+    let addr = line
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| us.fail(&format!("first line {line:?}")))
+        .to_string();
+    let them = go_dial(&go, &["-chunk", "65536"], &addr, Feed::Now(data.clone()));
+    them.finish_ok(deadline);
+    let us = us.finish_ok(deadline);
+    check_bytes(&format!("{test}: p2p-conn printed"), &us.stdout, &data);
+    let lines = us.stderr_lines();
+    let io = lines
+        .iter()
+        .find(|l| l.starts_with("io "))
+        .unwrap_or_else(|| panic!("{test}: no io line: {lines:?}"));
+    let writes: usize = io
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("stdout-writes="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{test}: {io}"));
+    assert!(writes <= BYTES / (32 << 10), "{test}: {io}");
+    assert!(
+        io.contains(&format!("stdout-bytes={BYTES}")),
+        "{test}: {io}"
+    );
 }
 
 p2p_conn_interop::per_release! {
