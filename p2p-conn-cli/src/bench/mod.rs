@@ -111,7 +111,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             }
             (Some(Baseline::TendermintP2p), _) => baselines::run_tendermint(&w)?,
             (Some(_), Some(peer)) => {
-                baselines::run_go(peer, &w, args.work.mib, producers, args.work.rate)?
+                baselines::run_go(peer, &w, args.work.mib(), producers, args.work.rate)?
             }
             (Some(_), None) => unreachable!("the Go peer was built above"),
         };
