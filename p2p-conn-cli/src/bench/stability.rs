@@ -27,6 +27,9 @@ pub const MIN_RUN: Duration = Duration::from_millis(500);
 /// that spread of another one is no evidence of a difference.
 pub const MAX_SPREAD: f64 = 0.20;
 
+/// How the note on a ratio from a single pair of runs starts.
+const SINGLE_PAIR: &str = "note: one run each";
+
 /// What the notes suggest, from the invocation's flags.
 pub struct Flags {
     /// `--mib` (transfers) or `--handshakes` (handshakes): the amount per run.
@@ -91,20 +94,23 @@ pub fn notes(ours: &[Row], base: &[Row], flags: &Flags) -> Vec<String> {
         ));
     }
     if !base.is_empty() && ours.len() == 1 && base.len() == 1 {
-        notes.push(
-            "note: one run each: a single pair's ratio can be off by tens of percent on a shared machine, and its spread is unknown; use --repeat 5 (the default with --baseline)"
-                .into(),
-        );
+        notes.push(format!(
+            "{SINGLE_PAIR}: a single pair's ratio can be off by tens of percent on a shared machine, and its spread is unknown; use --repeat 5 (the default with --baseline)"
+        ));
     }
     notes
 }
 
 /// Print `notes(ours, base, flags)`: on stdout after the text report, on
-/// stderr with `--json` (stdout stays one JSON object per line).
+/// stderr with `--json` (stdout stays one JSON object per line). `--json`
+/// runs leave out the single-pair note: scripts that pass `--repeat 1`
+/// alternate the pairs themselves and take their own medians.
 pub fn print_notes(ours: &[Row], base: &[Row], flags: &Flags, json: bool) {
     for n in notes(ours, base, flags) {
         if json {
-            eprintln!("{n}");
+            if !n.starts_with(SINGLE_PAIR) {
+                eprintln!("{n}");
+            }
         } else {
             println!("{n}");
         }
