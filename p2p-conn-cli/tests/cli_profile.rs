@@ -205,6 +205,48 @@ fn profile_connects_to_a_listener() {
     assert_eq!(done.stdout.len(), 32 << 20);
 }
 
+/// `profile --connect` without `--mib` sends whole 64 MiB rounds over its
+/// one connection until `--samples` (1 here: the first round is enough),
+/// and reports what it sent: the listener gets a whole number of rounds.
+#[test]
+fn profile_connect_sends_whole_rounds() {
+    let dir = scratch("profile-connect-rounds");
+    let svg_path = dir.join("rounds.svg");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut listener = Proc::spawn(Path::new(BIN), &["listen", addr.as_str()], Feed::none());
+    listener.wait_listening(port, Instant::now() + Duration::from_secs(5));
+    let out = run_cli(&[
+        "profile",
+        "--connect",
+        &addr,
+        "--samples",
+        "1",
+        "--backend",
+        "ring",
+        "--out",
+        svg_path.to_str().unwrap(),
+    ]);
+    let text = out.stdout_text();
+    assert!(
+        text.contains("rounds of 1024 x 65536-byte messages (64.0 MiB)"),
+        "{text}"
+    );
+    let done = listener.finish_ok(Instant::now() + Duration::from_secs(60));
+    let got = done.stdout.len() as u64;
+    assert!(
+        got > 0 && got.is_multiple_of(64 << 20),
+        "{got} bytes: {text}"
+    );
+    // The breakdown counts every round's frames (the peer sent none).
+    let frames = (got / 1024).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["frames", frames.as_str(), "0"]),
+        "{got} bytes: {text}"
+    );
+}
+
 /// `bench` prints the breakdown after its table, and every `--json` line
 /// has the breakdown's keys: numbers on our runs, null on the baseline's.
 #[test]
