@@ -56,8 +56,9 @@ pub struct ProfileArgs {
 /// are noise. A frame holding a share p of n samples is known to a relative
 /// standard error of sqrt((1 - p) / (p n)) (binomial): at 500 samples, a
 /// frame with 5% of them (the size of the socket write or the queue in a
-/// 64 KiB profile) is known to ±20%, one with 20% to ±9%; at the 40 samples
-/// of a 256 MiB run, the 5% frame is 2 samples, ±69%.
+/// 64 KiB profile) is known to ±20%, one with 20% to ±9%; at the 40 to 80
+/// samples of a 256 MiB run (the old default), it is 2 to 4 samples,
+/// ±69% to ±49%.
 pub const MIN_USEFUL_SAMPLES: u64 = 500;
 
 /// `--samples`' default: a 5% frame to ±10%, a 1% frame to ±22%.
