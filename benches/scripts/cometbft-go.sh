@@ -6,6 +6,9 @@
 #   benches/scripts/cometbft-go.sh ROUNDS producers N    (N producers share a connection)
 #   benches/scripts/cometbft-go.sh ROUNDS lines          (64 KiB and 200 B against
 #                                                         v0.38.26, v0.39.4, v0.40.0, v1.0.1)
+#   benches/scripts/cometbft-go.sh ROUNDS headline       (64 KiB and 1 MiB against the
+#                                                         same four lines: the figures
+#                                                         docs/performance.md's headline quotes)
 #
 # Each round runs, per message size, `p2p-conn bench` once with the tokio
 # adapter against `--baseline cometbft-go`, once with the std adapter against
@@ -35,6 +38,8 @@ if [ "${2:-}" = producers ]; then
   producers="${3:?producers N}"
 elif [ "${2:-}" = lines ]; then
   lines=1
+elif [ "${2:-}" = headline ]; then
+  lines=2
 fi
 
 # size:MiB pairs: about half a second to a second per run on 2 cores.
@@ -44,32 +49,35 @@ for round in $(seq "$rounds"); do
       size=${pair%%:*}
       mib=${pair##*:}
       p=(--json --size "$size" --mib "$mib" --producers "$producers")
-      "$bin" bench "${p[@]}" --baseline cometbft-go >>"$out"
-      "$bin" bench "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
-      "$bin" bench "${p[@]}" --baseline tendermint-p2p >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --baseline cometbft-go >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --baseline tendermint-p2p >>"$out"
       # Latency at 100k messages/s, about half what Go sustains here.
-      "$bin" bench "${p[@]}" --rate 100000 --baseline cometbft-go >>"$out"
-      "$bin" bench "${p[@]}" --rate 100000 --send-path lock --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --rate 100000 --baseline cometbft-go >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --rate 100000 --send-path lock --baseline cometbft-go-0.38 >>"$out"
     done
-  elif [ "$lines" = 1 ]; then
+  elif [ "$lines" != 0 ]; then
     # The release lines side by side: the tokio adapter against each Go
     # line in turn, so every line alternates with p2p-conn in every round.
-    for pair in 65536:512 200:16; do
+    pairs="65536:512 200:16"
+    # headline: 1 GiB per run, above bench's 0.5 s "too short" line.
+    [ "$lines" = 2 ] && pairs="65536:1024 1048576:1024"
+    for pair in $pairs; do
       size=${pair%%:*}
       mib=${pair##*:}
       for baseline in cometbft-go-0.38 cometbft-go-0.39 cometbft-go-0.40 cometbft-go; do
-        "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline "$baseline" >>"$out"
+        "$bin" bench --repeat 1 --json --size "$size" --mib "$mib" --adapter tokio --baseline "$baseline" >>"$out"
       done
     done
   else
     for pair in 200:16 1024:64 65536:512 1048576:512; do
       size=${pair%%:*}
       mib=${pair##*:}
-      "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --baseline cometbft-go >>"$out"
-      "$bin" bench --json --size "$size" --mib "$mib" --adapter std --baseline cometbft-go-0.38 >>"$out"
-      "$bin" bench --json --size "$size" --mib "$mib" --adapter tokio --backend ring >>"$out"
+      "$bin" bench --repeat 1 --json --size "$size" --mib "$mib" --adapter tokio --baseline cometbft-go >>"$out"
+      "$bin" bench --repeat 1 --json --size "$size" --mib "$mib" --adapter std --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --repeat 1 --json --size "$size" --mib "$mib" --adapter tokio --backend ring >>"$out"
     done
-    "$bin" bench --json --handshakes 500 --adapter tokio --baseline cometbft-go >>"$out"
+    "$bin" bench --repeat 1 --json --handshakes 500 --adapter tokio --baseline cometbft-go >>"$out"
   fi
   echo "round $round of $rounds done" >&2
 done

@@ -16,7 +16,7 @@ bin=target/release/p2p-conn
 # Build (or reuse) the Go peers: --baseline name and the release it builds.
 go_peers="cometbft-go:v1.0.1 cometbft-go-0.40:v0.40.0 cometbft-go-0.39:v0.39.4 cometbft-go-0.38:v0.38.26"
 for pair in $go_peers; do
-  "$bin" bench --mib 1 --baseline "${pair%%:*}" >/dev/null
+  "$bin" bench --mib 1 --repeat 1 --baseline "${pair%%:*}" >/dev/null
 done
 messages=$(( (mib * 1048576 + size - 1) / size ))
 events='syscalls:sys_enter_sendto,syscalls:sys_enter_write,syscalls:sys_enter_recvfrom,syscalls:sys_enter_read,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches,task-clock'

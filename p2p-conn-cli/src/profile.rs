@@ -21,7 +21,7 @@ use p2p_conn::{Config, Identity};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::bench::breakdown::Breakdown;
-use crate::bench::measure::{Mark, Row};
+use crate::bench::measure::{Cpu, Mark, Row};
 use crate::bench::report::print_row;
 use crate::bench::transfer::run_ours;
 use crate::bench::workload::{
@@ -46,7 +46,30 @@ pub struct ProfileArgs {
     /// Samples per second of CPU time, per thread (1 to 10000)
     #[arg(long, default_value_t = 999)]
     frequency: i32,
+    /// Without --mib: send the workload in rounds of 64 MiB until the
+    /// profiler has taken this many samples (or for at most 60 s)
+    #[arg(long, default_value_t = TARGET_SAMPLES, conflicts_with = "mib")]
+    samples: u64,
 }
+
+/// Below this many samples `profile` warns that the flamegraph's shares
+/// are noise. A frame holding a share p of n samples is known to a relative
+/// standard error of sqrt((1 - p) / (p n)) (binomial): at 500 samples, a
+/// frame with 5% of them (the size of the socket write or the queue in a
+/// 64 KiB profile) is known to ±20%, one with 20% to ±9%; at the 40 to 80
+/// samples of a 256 MiB run (the old default), it is 2 to 4 samples,
+/// ±69% to ±49%.
+pub const MIN_USEFUL_SAMPLES: u64 = 500;
+
+/// `--samples`' default: a 5% frame to ±10%, a 1% frame to ±22%.
+const TARGET_SAMPLES: u64 = 2000;
+
+/// Each round of a run without `--mib`.
+const ROUND_MIB: u64 = 64;
+
+/// A run without `--mib` stops after this long even when short of
+/// `--samples` (and warns if short of `MIN_USEFUL_SAMPLES`).
+const SAMPLING_LIMIT: Duration = Duration::from_secs(60);
 
 /// Bound on waiting for a `--connect` peer's end of stream once everything
 /// is sent.
@@ -77,7 +100,13 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         ));
     }
     let cfg = args.work.config()?;
-    let w = args.work.workload()?;
+    // With --mib, one run of that size; without, rounds until --samples.
+    let rounds = args.work.mib.is_none();
+    let w = if rounds {
+        Workload::new(args.work.size, args.work.bytes_of(ROUND_MIB)?)?
+    } else {
+        args.work.workload()?
+    };
     if args.connect.is_some() {
         if args.work.adapter != Adapter::Tokio || args.work.rate.is_some() {
             return Err(CliError::usage(
@@ -92,21 +121,49 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         Some(addr) => format!("to {addr}"),
         None => "over loopback TCP".into(),
     };
+    let (rounds_of, until) = if rounds {
+        let until = format!(
+            ", until {} samples or {} s",
+            args.samples,
+            SAMPLING_LIMIT.as_secs()
+        );
+        ("rounds of ", until)
+    } else {
+        ("", String::new())
+    };
     println!(
-        "p2p-conn profile: {}; sampling at {} Hz",
+        "p2p-conn profile: {rounds_of}{}{until}; sampling at {} Hz",
         args.work.describe(&w, &target),
         args.frequency,
     );
     PROGRESS.store(0, Ordering::Relaxed);
-    let bar = Progress::start(w.bytes());
+    let bar = Progress::start((!rounds).then(|| w.bytes()));
     let guard = pprof::ProfilerGuardBuilder::default()
         .frequency(args.frequency)
         .blocklist(&BLOCKLIST)
         .build()
         .map_err(|e| CliError::Profiler("cannot start the profiler", e))?;
+    let started = Instant::now();
+    let timed_out = std::cell::Cell::new(false);
+    // Whether to run another round: without --mib, while short of --samples
+    // and within the time limit.
+    let more = || {
+        if !rounds {
+            return false;
+        }
+        if started.elapsed() >= SAMPLING_LIMIT {
+            timed_out.set(true);
+            return false;
+        }
+        let taken: isize = guard
+            .report()
+            .build_unresolved()
+            .map_or(0, |r| r.data.values().sum());
+        (taken.max(0) as u64) < args.samples
+    };
     let result = match &args.connect {
-        None => run_ours(&args.work, &w, &cfg),
-        Some(addr) => run_connect(addr, &args.work, &w, &cfg),
+        None => run_rounds(&args.work, &w, &cfg, &more),
+        Some(addr) => run_connect(addr, &args.work, &w, &cfg, &more),
     };
     // Build the report before the guard goes: dropping it discards the
     // samples.
@@ -122,19 +179,26 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
     if samples == 0 {
         print_row(&row, "no samples");
         return Err(CliError::failed(format!(
-            "no samples taken: the run used {:.3} s of CPU, too little to sample (the kernel delivers SIGPROF at its timer tick: a few hundred samples per CPU second at most); raise --mib",
+            "no samples taken: the run used {:.3} s of CPU, too little to sample (the kernel delivers SIGPROF at its timer tick: a few hundred samples per CPU second at most); raise --mib, or drop it to sample until --samples",
             row.cpu.map_or(0.0, |c| c.total())
         )));
     }
+    let samples = samples as u64;
+    let few = samples < MIN_USEFUL_SAMPLES;
     let mut options = pprof::flamegraph::Options::default();
     options.title = format!("p2p-conn profile: {}", row.name);
     options.subtitle = Some(format!(
-        "{} x {} B ({:.1} MiB) {target}, backend {}, {} Hz, {samples} samples",
+        "{} x {} B ({:.1} MiB) {target}, backend {}, {} Hz, {samples} samples{}",
         row.messages,
         w.size,
         row.bytes as f64 / (1u64 << 20) as f64,
         args.work.wire.backend,
-        args.frequency
+        args.frequency,
+        if few {
+            format!(" (too few: below {MIN_USEFUL_SAMPLES}, shares are noise)")
+        } else {
+            String::new()
+        }
     ));
     options.count_name = "samples".into();
     let cannot_write =
@@ -158,6 +222,18 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         args.out.display(),
         args.frequency
     );
+    if few {
+        let how = if !rounds {
+            "drop --mib to sample until --samples, or raise --mib"
+        } else if timed_out.get() {
+            "the run stopped at its time limit; raise --size or --frequency"
+        } else {
+            "raise --samples"
+        };
+        let warning = few_samples_warning(samples, how);
+        eprintln!("{warning}");
+        println!("{warning}");
+    }
     match &row.breakdown {
         Some(b) => print!("{}", b.text(&format!("breakdown, {}", row.name))),
         None => println!(
@@ -168,9 +244,51 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The warning for a profile of `n` samples (below `MIN_USEFUL_SAMPLES`),
+/// with `how` to get more.
+fn few_samples_warning(n: u64, how: &str) -> String {
+    // The relative standard error of a 5% frame's share (see
+    // MIN_USEFUL_SAMPLES).
+    let err = 100.0 * (0.95 / (0.05 * n.max(1) as f64)).sqrt();
+    format!(
+        "warning: only {n} samples, below the {MIN_USEFUL_SAMPLES} a profile needs: a frame with 5% of them is known to ±{err:.0}%, so the flamegraph's shares are noise; {how}"
+    )
+}
+
+/// `run_ours` once, then again while `more()` says so, summed into one row.
+fn run_rounds(
+    work: &WorkloadArgs,
+    w: &Workload,
+    cfg: &Config,
+    more: &dyn Fn() -> bool,
+) -> Result<Row, CliError> {
+    let mut total = run_ours(work, w, cfg)?;
+    while more() {
+        let r = run_ours(work, w, cfg)?;
+        total.bytes += r.bytes;
+        total.messages += r.messages;
+        total.elapsed += r.elapsed;
+        total.cpu = match (total.cpu, r.cpu) {
+            (Some(a), Some(b)) => Some(Cpu {
+                user: a.user + b.user,
+                sys: a.sys + b.sys,
+            }),
+            _ => None,
+        };
+        total.breakdown = match (&total.breakdown, &r.breakdown) {
+            (Some(a), Some(b)) => Breakdown::sum([a, b]),
+            _ => None,
+        };
+    }
+    Ok(total)
+}
+
 /// Each sample's innermost frames are the sampler's own (pprof's trace
 /// through the `backtrace` crate, above its signal handler, which pprof
-/// drops): drop them, so a sample's leaf is the code it interrupted.
+/// drops): drop them, so a sample's leaf is the code it interrupted. A
+/// sample taken while `profile` counts the samples between rounds has
+/// pprof's frames under `profile`'s own: drop those too, so that time shows
+/// as `profile`'s.
 fn drop_sampler_frames(f: &mut pprof::Frames) {
     let own = |frame: &Vec<pprof::Symbol>| {
         frame.iter().any(|s| {
@@ -178,11 +296,11 @@ fn drop_sampler_frames(f: &mut pprof::Frames) {
             name.starts_with("backtrace::") || name.contains("pprof::")
         })
     };
-    let k = f.frames.iter().take_while(|frame| own(frame)).count();
-    f.frames.drain(..k);
+    f.frames.retain(|frame| !own(frame));
 }
 
-/// `--connect`: dial, handshake, send the workload, half-close, then read
+/// `--connect`: dial, handshake, send the workload (again while `more()`
+/// says so), half-close, then read
 /// what the peer sends until its end of stream (at most `PEER_END_LIMIT`).
 /// The time is from the first byte sent to the last one handed to the
 /// socket (the peer's receipt is not visible from here).
@@ -191,6 +309,7 @@ fn run_connect(
     work: &WorkloadArgs,
     w: &Workload,
     cfg: &Config,
+    more: &dyn Fn() -> bool,
 ) -> Result<Row, CliError> {
     let (host, id) = conn::split_id(addr)?;
     let cfg = match id {
@@ -226,23 +345,30 @@ fn run_connect(
             Ok::<_, CliError>((rx.stats(), ended))
         });
         let start = Mark::now();
+        let mut rounds = 0u64;
         let (sent, queue) = if work.producers > 0 {
             let q = Sender::with_addr(tx, peer_addr, &work.queue_config())?;
             let n = work.producers as u64;
-            let tasks: Vec<_> = (0..n)
-                .map(|p| {
-                    let (q, w) = (q.clone(), w.clone());
-                    tokio::spawn(async move {
-                        for i in (p..w.messages).step_by(n as usize) {
-                            q.send(Bytes::copy_from_slice(w.message(i))).await?;
-                            progress(w.size);
-                        }
-                        Ok::<_, CliError>(())
+            loop {
+                let tasks: Vec<_> = (0..n)
+                    .map(|p| {
+                        let (q, w) = (q.clone(), w.clone());
+                        tokio::spawn(async move {
+                            for i in (p..w.messages).step_by(n as usize) {
+                                q.send(Bytes::copy_from_slice(w.message(i))).await?;
+                                progress(w.size);
+                            }
+                            Ok::<_, CliError>(())
+                        })
                     })
-                })
-                .collect();
-            for t in tasks {
-                t.await??;
+                    .collect();
+                for t in tasks {
+                    t.await??;
+                }
+                rounds += 1;
+                if !more() {
+                    break;
+                }
             }
             // Everything written: the queue's counters cover it.
             q.flush().await?;
@@ -252,9 +378,15 @@ fn run_connect(
             c.send = qs.send;
             (c, Some(qs))
         } else {
-            for i in 0..w.messages {
-                tx.write_all(w.message(i)).await?;
-                progress(w.size);
+            loop {
+                for i in 0..w.messages {
+                    tx.write_all(w.message(i)).await?;
+                    progress(w.size);
+                }
+                rounds += 1;
+                if !more() {
+                    break;
+                }
             }
             tx.shutdown().await?;
             (tx.stats(), None)
@@ -282,8 +414,8 @@ fn run_connect(
         };
         Ok(Row {
             name,
-            bytes: w.bytes(),
-            messages: w.messages,
+            bytes: w.bytes() * rounds,
+            messages: w.messages * rounds,
             elapsed,
             cpu,
             latency: None,
@@ -299,7 +431,8 @@ fn run_connect(
 
 /// A progress bar on stderr for runs longer than `SHOW_AFTER`, drawn only
 /// when both stdout and stderr are terminals (quiet in scripts and tests).
-/// It follows the workload's `PROGRESS`.
+/// It follows the workload's `PROGRESS`, against `total` bytes when known
+/// (with `--mib`).
 struct Progress {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -309,7 +442,7 @@ struct Progress {
 const SHOW_AFTER: Duration = Duration::from_secs(2);
 
 impl Progress {
-    fn start(total: u64) -> Progress {
+    fn start(total: Option<u64>) -> Progress {
         if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
             return Progress {
                 stop: None,
@@ -327,14 +460,18 @@ impl Progress {
             {
                 if bar.is_none() && started.elapsed() >= SHOW_AFTER {
                     let b = indicatif::ProgressBar::with_draw_target(
-                        Some(total),
+                        total,
                         indicatif::ProgressDrawTarget::stderr(),
                     )
                     .with_elapsed(started.elapsed())
                     .with_position(PROGRESS.load(Ordering::Relaxed));
-                    if let Ok(style) = indicatif::ProgressStyle::with_template(
-                        "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {msg}",
-                    ) {
+                    let template = match total {
+                        Some(_) => {
+                            "{elapsed:>4} [{bar:40}] {binary_bytes}/{binary_total_bytes} {msg}"
+                        }
+                        None => "{elapsed:>4} {binary_bytes} {msg}",
+                    };
+                    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
                         b.set_style(style.progress_chars("=> "));
                     }
                     bar = Some(b);
@@ -347,11 +484,14 @@ impl Progress {
                     let rate = done as f64 / secs;
                     b.set_position(done);
                     if rate > 0.0 {
-                        b.set_message(format!(
-                            "{:.0} MiB/s, about {:.0} s left",
-                            rate / (1u64 << 20) as f64,
-                            total.saturating_sub(done) as f64 / rate
-                        ));
+                        let mibs = rate / (1u64 << 20) as f64;
+                        b.set_message(match total {
+                            Some(total) => format!(
+                                "{mibs:.0} MiB/s, about {:.0} s left",
+                                total.saturating_sub(done) as f64 / rate
+                            ),
+                            None => format!("{mibs:.0} MiB/s"),
+                        });
                     }
                 }
             }

@@ -90,11 +90,12 @@ fn assert_has(names: &[String], e: &Expect, svg_path: &Path) {
     );
 }
 
-/// `profile` on a short loopback workload: the SVG is a flamegraph with
-/// p2p-conn's seal function, its socket write step and the socket call, and
-/// the breakdown is printed. 1 KiB messages make both sealing (a padded frame
-/// each) and the socket writes (one each) a large share of the samples; the
-/// `ring` backend keeps the debug build fast on every CPU.
+/// `profile` on a loopback workload, in 64 MiB rounds until 500 samples:
+/// the SVG is a flamegraph with p2p-conn's seal function, its socket write
+/// step and the socket call, and the breakdown is printed, summed over the
+/// rounds. 1 KiB messages make both sealing (a padded frame each) and the
+/// socket writes (one each) a large share of the samples; the `ring` backend
+/// keeps the debug build fast on every CPU.
 #[test]
 fn profile_draws_seal_and_write() {
     let dir = scratch("profile");
@@ -103,15 +104,16 @@ fn profile_draws_seal_and_write() {
         "profile",
         "--size",
         "1024",
-        "--mib",
-        "64",
+        "--samples",
+        "500",
         "--backend",
         "ring",
         "--out",
         svg_path.to_str().unwrap(),
     ]);
     let text = out.stdout_text();
-    // Not a terminal: no progress bar, nothing on stderr.
+    // Not a terminal: no progress bar; enough samples: no warning. Nothing
+    // on stderr.
     assert!(out.stderr.is_empty(), "{:?}", out.stderr_lines());
     let ratio = write_to_seal(&text).unwrap_or_else(|| panic!("no ratio line: {text}"));
     assert!(ratio > 0.0, "{text}");
@@ -130,11 +132,23 @@ fn profile_draws_seal_and_write() {
             "no {row:?} row: {text}"
         );
     }
-    // 64 MiB in 1 KiB messages: 65536 frames sealed and opened.
+    // Each 64 MiB round in 1 KiB messages: 65536 frames sealed and opened.
+    let rounds: u64 = if text.contains(" (1 run):") {
+        1
+    } else {
+        let (_, rest) = text
+            .split_once("breakdown, p2p-conn (tokio) (")
+            .unwrap_or_else(|| panic!("no breakdown title: {text}"));
+        rest.split_once(" runs summed):")
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("no round count: {text}"))
+    };
+    let frames = (65536 * rounds).to_string();
     assert!(
         text.lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["frames", "65536", "65536"]),
-        "{text}"
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["frames", frames.as_str(), frames.as_str()]),
+        "{rounds} rounds: {text}"
     );
     assert!(text.contains("flamegraph: "), "{text}");
 
@@ -189,6 +203,48 @@ fn profile_connects_to_a_listener() {
     // The listener got all of it and ended.
     let done = listener.finish_ok(Instant::now() + Duration::from_secs(20));
     assert_eq!(done.stdout.len(), 32 << 20);
+}
+
+/// `profile --connect` without `--mib` sends whole 64 MiB rounds over its
+/// one connection until `--samples` (1 here: the first round is enough),
+/// and reports what it sent: the listener gets a whole number of rounds.
+#[test]
+fn profile_connect_sends_whole_rounds() {
+    let dir = scratch("profile-connect-rounds");
+    let svg_path = dir.join("rounds.svg");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut listener = Proc::spawn(Path::new(BIN), &["listen", addr.as_str()], Feed::none());
+    listener.wait_listening(port, Instant::now() + Duration::from_secs(5));
+    let out = run_cli(&[
+        "profile",
+        "--connect",
+        &addr,
+        "--samples",
+        "1",
+        "--backend",
+        "ring",
+        "--out",
+        svg_path.to_str().unwrap(),
+    ]);
+    let text = out.stdout_text();
+    assert!(
+        text.contains("rounds of 1024 x 65536-byte messages (64.0 MiB)"),
+        "{text}"
+    );
+    let done = listener.finish_ok(Instant::now() + Duration::from_secs(60));
+    let got = done.stdout.len() as u64;
+    assert!(
+        got > 0 && got.is_multiple_of(64 << 20),
+        "{got} bytes: {text}"
+    );
+    // The breakdown counts every round's frames (the peer sent none).
+    let frames = (got / 1024).to_string();
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["frames", frames.as_str(), "0"]),
+        "{got} bytes: {text}"
+    );
 }
 
 /// `bench` prints the breakdown after its table, and every `--json` line
@@ -260,4 +316,64 @@ fn bench_prints_and_exports_the_breakdown() {
     assert_eq!(row["queue_messages"], row["messages"], "{row}");
     assert!(row["queue_messages_per_batch"].as_f64().unwrap() >= 1.0);
     assert!(row["queue_wait_s"].as_f64().is_some());
+}
+
+/// The sample count in "flamegraph: PATH (N samples at F Hz)".
+fn samples_reported(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("flamegraph: "))?;
+    let (_, rest) = line.rsplit_once(" (")?;
+    rest.split_once(" samples at ")?.0.parse().ok()
+}
+
+/// `profile --mib 1` takes a handful of samples: too few for the
+/// flamegraph's shares to mean anything, and `profile` says so, on stderr
+/// and in its report, with the count.
+#[test]
+fn profile_warns_when_samples_are_few() {
+    let dir = scratch("profile-few");
+    let svg_path = dir.join("few.svg");
+    let out = run_cli(&[
+        "profile",
+        "--mib",
+        "1",
+        "--backend",
+        "ring",
+        "--out",
+        svg_path.to_str().unwrap(),
+    ]);
+    let text = out.stdout_text();
+    let n = samples_reported(&text).unwrap_or_else(|| panic!("no sample count: {text}"));
+    assert!(n < 500, "1 MiB gave {n} samples: {text}");
+    let warned = |s: &str| s.contains(&format!("warning: only {n} samples")) && s.contains("500");
+    let stderr = out.stderr_lines().join("\n");
+    assert!(warned(&stderr), "no warning on stderr: {stderr:?}");
+    assert!(warned(&text), "no warning in the report: {text}");
+}
+
+/// Without `--mib`, `profile` samples until it has enough (here
+/// `--samples 500`, the warning's threshold, to keep the test short) and
+/// says how many it took; no warning. The flamegraph is the same kind as
+/// with `--mib`.
+#[test]
+fn profile_default_run_takes_enough_samples() {
+    let dir = scratch("profile-enough");
+    let svg_path = dir.join("enough.svg");
+    let out = run_cli(&[
+        "profile",
+        "--samples",
+        "500",
+        "--size",
+        "1024",
+        "--backend",
+        "ring",
+        "--out",
+        svg_path.to_str().unwrap(),
+    ]);
+    let text = out.stdout_text();
+    let n = samples_reported(&text).unwrap_or_else(|| panic!("no sample count: {text}"));
+    assert!(n >= 500, "{n} samples: {text}");
+    assert!(out.stderr.is_empty(), "{:?}", out.stderr_lines());
+    assert!(!text.contains("warning"), "{text}");
+    let names = frame_names(&std::fs::read_to_string(&svg_path).unwrap());
+    assert_has(&names, &SEAL, &svg_path);
 }

@@ -16,6 +16,7 @@ use p2p_conn::{Config, Identity};
 use super::baselines::{running, Baseline, GoResult};
 use super::measure::{Mark, Row};
 use super::report::Output;
+use super::stability;
 use super::workload::{tokio_runtime, Adapter, Workload, WorkloadArgs};
 use crate::child::Listening;
 use crate::error::CliError;
@@ -100,7 +101,14 @@ pub fn run(
         }
     }
     server.stop()?;
-    out.summarize(&ours_rows, &base_rows)
+    out.summarize(&ours_rows, &base_rows)?;
+    let flags = stability::Flags {
+        amount: n,
+        handshakes: true,
+        repeat,
+    };
+    stability::print_notes(&ours_rows, &base_rows, &flags, json);
+    Ok(())
 }
 
 /// One connection: connect, handshake through `adapter`, close.

@@ -62,9 +62,10 @@ pub struct WorkloadArgs {
     /// Bytes per logical message (one write each; at most 1 GiB)
     #[arg(long, default_value_t = 65536)]
     pub size: usize,
-    /// Total MiB to send (at most 1048576, i.e. 1 TiB)
-    #[arg(long, default_value_t = 256)]
-    pub mib: u64,
+    /// Total MiB to send (at most 1048576, i.e. 1 TiB) [default: 1024;
+    /// `profile` without it samples until --samples]
+    #[arg(long)]
+    pub mib: Option<u64>,
     #[command(flatten)]
     pub wire: WireArgs,
     /// Which p2p-conn adapter carries the workload
@@ -120,8 +121,18 @@ impl WorkloadArgs {
         p2p_conn::io::queue::QueueConfig::default().max_pending_bytes(self.max_pending_bytes)
     }
 
+    /// `--mib`, or its default.
+    pub fn mib(&self) -> u64 {
+        self.mib.unwrap_or(DEFAULT_MIB)
+    }
+
     /// `--size` and `--mib` within their bounds, as the total byte count.
     pub fn total_bytes(&self) -> Result<u64, CliError> {
+        self.bytes_of(self.mib())
+    }
+
+    /// `--size` and `mib` MiB within their bounds, as the total byte count.
+    pub fn bytes_of(&self, mib: u64) -> Result<u64, CliError> {
         if self.size == 0 {
             return Err(CliError::usage("--size must be at least 1"));
         }
@@ -131,15 +142,13 @@ impl WorkloadArgs {
                 self.size
             )));
         }
-        if self.mib > MAX_TOTAL_MIB {
+        if mib > MAX_TOTAL_MIB {
             return Err(CliError::usage(format!(
-                "--mib {} is too large: at most {MAX_TOTAL_MIB} (1 TiB) in total",
-                self.mib
+                "--mib {mib} is too large: at most {MAX_TOTAL_MIB} (1 TiB) in total"
             )));
         }
-        self.mib
-            .checked_mul(1 << 20)
-            .ok_or_else(|| CliError::usage(format!("--mib {} overflows", self.mib)))
+        mib.checked_mul(1 << 20)
+            .ok_or_else(|| CliError::usage(format!("--mib {mib} overflows")))
     }
 
     /// The workload these flags describe.
@@ -147,6 +156,11 @@ impl WorkloadArgs {
         Workload::new(self.size, self.total_bytes()?)
     }
 }
+
+/// `--mib` when not given: 1 GiB, about 0.7 s of 64 KiB messages at the
+/// 1.6 GB/s of a quiet run, above `stability::MIN_RUN` (at 256 MiB, runs
+/// took 0.2 s).
+pub const DEFAULT_MIB: u64 = 1024;
 
 /// Largest `--size`. A message is one buffer the sender holds (plus a
 /// 251-byte pattern offset) and the std receiver reads into a buffer of up to
