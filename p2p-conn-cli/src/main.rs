@@ -2,7 +2,7 @@
 //! loopback benchmark.
 //!
 //! Modules: [`conn`] (the connection flags, the dial helper and how failures
-//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`bench`] (the
+//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`bench`](mod@bench) (the
 //! benchmark and the workload `profile` shares), [`profile`], [`resources`];
 //! every command fails with one [`error::CliError`].
 
@@ -73,7 +73,7 @@ enum Cmd {
     /// until both are done. Exit codes as listen's (docs/guide.md, "Exit
     /// codes")
     Dial {
-        /// Address to dial, e.g. 127.0.0.1:26656 or <node-id>@127.0.0.1:26656
+        /// Address to dial, e.g. 127.0.0.1:26656 or NODE_ID@127.0.0.1:26656
         addr: String,
         /// Give up connecting (before the handshake) after this many seconds
         #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]

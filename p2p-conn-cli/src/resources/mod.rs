@@ -327,7 +327,7 @@ fn print_holds(args: &ResourcesArgs, rows: &[HoldResult]) -> Result<(), CliError
 }
 
 impl HoldResult {
-    /// "p2p-conn [reader]": the implementation and the short name of what
+    /// "p2p-conn \[reader\]": the implementation and the short name of what
     /// each connection is (the `hold` text before its colon).
     fn label(&self) -> String {
         match self.hold.split_once(':') {
