@@ -25,6 +25,9 @@ pub struct Breakdown {
     pub receiver: &'static str,
     /// How many runs are summed in.
     pub runs: usize,
+    /// The receiver read a blocking socket (the std adapter): its read time
+    /// is mostly waiting for the peer, and the words say so.
+    pub blocking_reads: bool,
 }
 
 impl Breakdown {
@@ -37,6 +40,7 @@ impl Breakdown {
             sender: "dialer",
             receiver: "listener",
             runs: 1,
+            blocking_reads: false,
         }
     }
 
@@ -55,6 +59,7 @@ impl Breakdown {
                 (q, r) => q.or(r),
             };
             total.runs += b.runs;
+            total.blocking_reads |= b.blocking_reads;
         }
         Some(total)
     }
@@ -73,7 +78,10 @@ impl Breakdown {
         };
         let mut out = format!("{title} ({runs}):\n");
         out += &format!("  send: {}\n", write_to_seal_words(&self.stats));
-        out += &format!("  recv: {}\n", read_to_open_words(&self.stats));
+        out += &format!(
+            "  recv: {}\n",
+            read_to_open_words(&self.stats, self.blocking_reads)
+        );
         let send_col = format!("send ({})", self.sender);
         let recv_col = format!("recv ({})", self.receiver);
         let w = send_col.len().max(recv_col.len()).max(12) + 2;
@@ -138,8 +146,14 @@ pub fn write_to_seal_words(c: &ConnStats) -> String {
 }
 
 /// "1 s of opening needed 0.40 s of socket read", or why there is no ratio.
-pub fn read_to_open_words(c: &ConnStats) -> String {
+/// On a blocking socket (`blocking`) a read sleeps until the peer sends, so
+/// the figure is labelled as mostly waiting, not cost.
+pub fn read_to_open_words(c: &ConnStats, blocking: bool) -> String {
     match c.read_to_open() {
+        Some(x) if blocking => format!(
+            "1 s of opening needed {x:.2} s of socket read \
+             (a blocking socket: mostly waiting for the peer, not cost)"
+        ),
         Some(x) => format!("1 s of opening needed {x:.2} s of socket read"),
         None => "nothing opened".into(),
     }
@@ -278,8 +292,21 @@ mod tests {
                 text.contains("send: 1 s of sealing needed 2.00 s of socket write"),
                 "{text}"
             );
-            assert!(text.contains("recv: 1 s of opening needed 0.50 s of socket read"));
+            assert!(text.contains("recv: 1 s of opening needed 0.50 s of socket read\n"));
             assert!(text.contains("2 runs summed"));
+            // The std adapter's blocking reads are labelled as waiting.
+            let std = Breakdown {
+                blocking_reads: true,
+                ..total
+            };
+            assert!(
+                std.text("breakdown").contains(
+                    "recv: 1 s of opening needed 0.50 s of socket read \
+                     (a blocking socket: mostly waiting for the peer, not cost)\n"
+                ),
+                "{}",
+                std.text("breakdown")
+            );
         }
         let json = serde_json::to_value(StatsJson::of(Some(&total))).unwrap();
         let keys = serde_json::to_value(StatsJson::of(None)).unwrap();

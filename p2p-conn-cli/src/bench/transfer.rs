@@ -203,6 +203,9 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, CliError> {
         elapsed: t.elapsed,
         cpu: t.cpu,
         latency: None,
-        breakdown: Some(Breakdown::new(&t.sent, &t.received)),
+        breakdown: Some(Breakdown {
+            blocking_reads: true,
+            ..Breakdown::new(&t.sent, &t.received)
+        }),
     })
 }
