@@ -75,6 +75,8 @@ pub mod io;
 pub mod keyfile;
 #[cfg(feature = "nodeinfo")]
 pub mod nodeinfo;
+#[cfg(feature = "privval")]
+pub mod privval;
 pub mod proto;
 pub mod stats;
 #[cfg(feature = "testkit")]
