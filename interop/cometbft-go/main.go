@@ -8,7 +8,7 @@
 //	go build -modfile=go.v0.40.mod -o cometbft-peer .                    # v0.40.0
 //	go build -modfile=go.v0.39.mod -o cometbft-peer .                    # v0.39.4
 //	go build -modfile=go.v0.38.mod -o cometbft-peer .                    # v0.38.26
-//	go build -modfile=go.v0.37.mod -o cometbft-peer .                    # v0.37.18
+//	go build -modfile=go.v0.37.mod -tags cometbft_v037 -o cometbft-peer . # v0.37.18
 //	go build -modfile=go.v0.34.mod -tags cometbft_v034 -o cometbft-peer . # v0.34.35
 //
 // Subcommands:
@@ -51,6 +51,15 @@
 //	    blocked in Read (as MConnection's recvRoutine), then send B bytes on
 //	    each, one connection at a time, and wait for the echo. Prints one
 //	    JSON line of RSS figures from /proc/self/status.
+//	signbytes
+//	    read JSON lines from stdin, {"kind": "vote"|"proposal"|"extension",
+//	    "chain_id": S, "msg": M, "seconds": N, "nanos": N}, where M is the
+//	    Vote or Proposal protobuf struct as encoding/json reads it (byte
+//	    fields as arrays of numbers) and the timestamp is seconds and nanos
+//	    after the epoch; print one line each: the hex of CometBFT's
+//	    VoteSignBytes, ProposalSignBytes or VoteExtensionSignBytes,
+//	    "unsupported" (extensions before v0.38), or "error: ..." (what
+//	    CometBFT panicked or failed with).
 package main
 
 import (
@@ -66,6 +75,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -80,7 +90,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold ...")
+		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -101,6 +111,8 @@ func main() {
 		err = handshakeDial(args)
 	case "hold":
 		err = hold(args)
+	case "signbytes":
+		err = signBytes(os.Stdin, os.Stdout)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
@@ -1121,4 +1133,77 @@ func holdConnections(addr string, n, message, concurrency int) error {
 	// The connections must stay referenced until the figures are taken.
 	runtime.KeepAlive(conns)
 	return nil
+}
+
+// signBytesFunc is one of CometBFT's sign-bytes functions, taking its
+// message as JSON and its timestamp apart (encoding/json cannot set
+// time.Time from seconds and nanos).
+type signBytesFunc func(chainID string, msg json.RawMessage, ts time.Time) ([]byte, error)
+
+// viaJSON adapts f (types.VoteSignBytes and the like, whose message type
+// differs between the lines' proto packages) to a signBytesFunc. A panic
+// in f (CometBFT panics on an invalid block ID) is returned as an error.
+func viaJSON[M any](f func(string, *M) []byte) signBytesFunc {
+	return func(chainID string, raw json.RawMessage, ts time.Time) (out []byte, err error) {
+		m := new(M)
+		if err := json.Unmarshal(raw, m); err != nil {
+			return nil, err
+		}
+		field := reflect.ValueOf(m).Elem().FieldByName("Timestamp")
+		if !field.IsValid() || field.Type() != reflect.TypeOf(ts) {
+			return nil, fmt.Errorf("%T has no time.Time Timestamp", m)
+		}
+		field.Set(reflect.ValueOf(ts))
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return f(chainID, m), nil
+	}
+}
+
+// signBytes is the signbytes subcommand.
+func signBytes(in io.Reader, out io.Writer) error {
+	type request struct {
+		Kind    string          `json:"kind"`
+		ChainID string          `json:"chain_id"`
+		Msg     json.RawMessage `json:"msg"`
+		Seconds int64           `json:"seconds"`
+		Nanos   int64           `json:"nanos"`
+	}
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	w := bufio.NewWriter(out)
+	for scanner.Scan() {
+		var req request
+		if err := json.Unmarshal(scanner.Bytes(), &req); err != nil {
+			return fmt.Errorf("signbytes: %w", err)
+		}
+		var f signBytesFunc
+		switch req.Kind {
+		case "vote":
+			f = voteSignBytes
+		case "proposal":
+			f = proposalSignBytes
+		case "extension":
+			f = voteExtensionSignBytes
+		default:
+			return fmt.Errorf("signbytes: unknown kind %q", req.Kind)
+		}
+		if f == nil {
+			fmt.Fprintln(w, "unsupported")
+			continue
+		}
+		bz, err := f(req.ChainID, req.Msg, time.Unix(req.Seconds, req.Nanos).UTC())
+		if err != nil {
+			fmt.Fprintln(w, "error:", strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		fmt.Fprintln(w, hex.EncodeToString(bz))
+	}
+	if err := scanner.Err(); err != nil {
+		return fmt.Errorf("signbytes: %w", err)
+	}
+	return w.Flush()
 }
