@@ -11,7 +11,7 @@
 //! field a later line adds is not a breaking change.
 //!
 //! Field numbers, per line (checked against each line's `.proto` and
-//! `.pb.go`):
+//! `.pb.go`; the same list is in the module docs and `spec/privval.md`):
 //! - `Message.sum`: 1 to 8 at every line; 9 [`SignBytesRequest`] and 10
 //!   [`SignBytesResponse`] at v1.0.1 only.
 //! - [`PubKeyResponse`]: `pub_key` 1 and `error` 2 up to v0.40.0; v1.0.1

@@ -10,14 +10,29 @@
 //! the wire format per release line, the limits and the node's timeouts.
 //!
 //! # Design
-//! - [`messages`]: the protobuf messages, declared by hand for `prost` (no
-//!   code generation step), in a wire form every tested line (v0.34.35,
-//!   v0.37.18, v0.38.26, v0.39.4, v0.40.0, v1.0.1) reads. They are the
-//!   wire types themselves, so `prost` is a public dependency of this
-//!   feature. Where the lines differ the types carry the union of the
-//!   fields: a line's decoder skips fields it does not declare.
-//!   [`PubKeyResponse::ed25519`] fills both the v0.x key field (1) and the
-//!   v1 ones (3, 4).
+//! - [`Message`] and the types inside it: the protobuf messages, declared
+//!   by hand for `prost` (no code generation step), in a wire form every
+//!   tested line (v0.34.35, v0.37.18, v0.38.26, v0.39.4, v0.40.0, v1.0.1)
+//!   reads. They are the wire types themselves (they implement
+//!   `prost::Message`), so `prost` is a public dependency of this feature.
+//!   Fields gogoproto declares non-nullable are plain fields, always
+//!   encoded as Go does; nullable ones are `Option`. Every type is
+//!   `#[non_exhaustive]`: build one from `Default` and set its fields.
+//! - Where the lines differ the types carry the union of the fields: a
+//!   line's decoder skips fields it does not declare.
+//!   - `Message.sum`: 1 to 8 at every line; 9 [`SignBytesRequest`] and 10
+//!     [`SignBytesResponse`] at v1.0.1 only.
+//!   - [`PubKeyResponse`]: `pub_key` 1 up to v0.40.0; v1.0.1 reserves 1
+//!     and reads `pub_key_bytes` 3 and `pub_key_type` 4.
+//!     [`PubKeyResponse::ed25519`] fills all three (that real nodes of both
+//!     kinds accept it is not yet tested).
+//!   - [`SignVoteRequest::skip_extension_signing`] (3): v1.0.1 only.
+//!   - [`Vote::extension`] (9) and [`Vote::extension_signature`] (10): from
+//!     v0.37.18; v0.34.35 skips them.
+//!   - [`PublicKey`]: ed25519 (1) and secp256k1 (2), the types every line
+//!     has; a key of another type decodes with `sum: None`.
+//!
+//!   `spec/privval.md` lists every field number per line.
 //! - [`Decoder`] is the sans-IO reader: it takes exactly one message's
 //!   bytes at a time, checks the length prefix against its limit before it
 //!   allocates, and names what went wrong in a [`PrivvalError`].
@@ -43,7 +58,7 @@
 //!   gives each read and write 5 s; `spec/privval.md`).
 
 mod codec;
-pub mod messages;
+mod messages;
 mod sign_bytes;
 #[cfg(feature = "tokio")]
 pub mod tokio;
