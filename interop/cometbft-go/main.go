@@ -4,7 +4,7 @@
 // one module file each; the CometBFT API it uses comes through
 // cometbft.go, or compat_v034.go at v0.34 (Tendermint's import paths):
 //
-//	go build -o cometbft-peer .                                          # go.mod: v1.0.1
+//	go build -tags cometbft_v1 -o cometbft-peer .                        # go.mod: v1.0.1
 //	go build -modfile=go.v0.40.mod -o cometbft-peer .                    # v0.40.0
 //	go build -modfile=go.v0.39.mod -o cometbft-peer .                    # v0.39.4
 //	go build -modfile=go.v0.38.mod -o cometbft-peer .                    # v0.38.26
@@ -60,6 +60,11 @@
 //	    VoteSignBytes, ProposalSignBytes or VoteExtensionSignBytes,
 //	    "unsupported" (extensions before v0.38), or "error: ..." (what
 //	    CometBFT panicked or failed with).
+//	privval-reencode
+//	    read hex lines from stdin, each the body of a privval Message (no
+//	    length prefix); decode each with the line's own generated Message
+//	    type and print it re-encoded, in hex (fields the line does not
+//	    declare are dropped), or "error: ...".
 package main
 
 import (
@@ -90,7 +95,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes ...")
+		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -113,6 +118,8 @@ func main() {
 		err = hold(args)
 	case "signbytes":
 		err = signBytes(os.Stdin, os.Stdout)
+	case "privval-reencode":
+		err = privvalReencodeLines(os.Stdin, os.Stdout)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
@@ -1204,6 +1211,49 @@ func signBytes(in io.Reader, out io.Writer) error {
 	}
 	if err := scanner.Err(); err != nil {
 		return fmt.Errorf("signbytes: %w", err)
+	}
+	return w.Flush()
+}
+
+// gogoMessage is a gogoproto-generated message type M, through its pointer.
+type gogoMessage[M any] interface {
+	*M
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+// reencodeOf returns a function that decodes a body as M and encodes it
+// again (M is the line's privval Message: privval_v034.go, privval_v0.go,
+// privval_v1.go).
+func reencodeOf[M any, P gogoMessage[M]]() func([]byte) ([]byte, error) {
+	return func(body []byte) ([]byte, error) {
+		var m M
+		if err := P(&m).Unmarshal(body); err != nil {
+			return nil, err
+		}
+		return P(&m).Marshal()
+	}
+}
+
+// privvalReencodeLines is the privval-reencode subcommand.
+func privvalReencodeLines(in io.Reader, out io.Writer) error {
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	w := bufio.NewWriter(out)
+	for scanner.Scan() {
+		body, err := hex.DecodeString(strings.TrimSpace(scanner.Text()))
+		if err != nil {
+			return fmt.Errorf("privval-reencode: %w", err)
+		}
+		again, err := privvalReencode(body)
+		if err != nil {
+			fmt.Fprintln(w, "error:", strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		fmt.Fprintln(w, hex.EncodeToString(again))
+	}
+	if err := scanner.Err(); err != nil {
+		return fmt.Errorf("privval-reencode: %w", err)
 	}
 	return w.Flush()
 }

@@ -9,7 +9,9 @@
 //! `cometbft.go` for `compat_v034.go` (Tendermint's import paths), and
 //! v0.37.18 the tag `cometbft_v037`. Both lines have no vote extensions to
 //! sign, so their tags also pick `signbytes_noext.go` over
-//! `signbytes_ext.go` (`VoteExtensionSignBytes`, from v0.38). Binaries
+//! `signbytes_ext.go` (`VoteExtensionSignBytes`, from v0.38). v1.0.1 builds
+//! with `cometbft_v1`, which picks `privval_v1.go` (its privval messages are
+//! in the api module) over `privval_v0.go`. Binaries
 //! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
 //! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
 //! Go build cache makes a rebuild cheap; the first build downloads the
@@ -57,6 +59,9 @@ struct Line {
     /// The file with `VoteExtensionSignBytes`, or its absence before v0.38
     /// (the build tag picks it).
     extension: &'static str,
+    /// The file with the line's privval `Message` type (the build tag picks
+    /// it).
+    privval: &'static str,
     announces: &'static str,
     p2p_protocol: u64,
     buffered: bool,
@@ -71,6 +76,7 @@ const LINES: [Line; 6] = [
         tags: Some("cometbft_v034"),
         api: "compat_v034.go",
         extension: "signbytes_noext.go",
+        privval: "privval_v034.go",
         announces: "0.34.35",
         p2p_protocol: 8,
         buffered: false,
@@ -83,6 +89,7 @@ const LINES: [Line; 6] = [
         tags: Some("cometbft_v037"),
         api: "cometbft.go",
         extension: "signbytes_noext.go",
+        privval: "privval_v0.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.37.16",
         p2p_protocol: 8,
@@ -96,6 +103,7 @@ const LINES: [Line; 6] = [
         tags: None,
         api: "cometbft.go",
         extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         announces: "0.38.26",
         p2p_protocol: 8,
         buffered: false,
@@ -108,6 +116,7 @@ const LINES: [Line; 6] = [
         tags: None,
         api: "cometbft.go",
         extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         announces: "0.39.4",
         p2p_protocol: 8,
         buffered: true,
@@ -120,6 +129,7 @@ const LINES: [Line; 6] = [
         tags: None,
         api: "cometbft.go",
         extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.39.0",
         p2p_protocol: 8,
@@ -130,9 +140,10 @@ const LINES: [Line; 6] = [
         line: "v1",
         modfile: "go.mod",
         sumfile: "go.sum",
-        tags: None,
+        tags: Some("cometbft_v1"),
         api: "cometbft.go",
         extension: "signbytes_ext.go",
+        privval: "privval_v1.go",
         announces: "1.0.1",
         p2p_protocol: 9,
         buffered: true,
@@ -201,15 +212,23 @@ impl GoVersion {
 
     /// Every file (in the source folder) this version's build reads: the
     /// program, the file with the line's import paths, the file with (or
-    /// without) `VoteExtensionSignBytes` and the module and checksum files.
-    pub fn inputs(self) -> [&'static str; 5] {
+    /// without) `VoteExtensionSignBytes`, the file with its privval
+    /// `Message`, and the module and checksum files.
+    pub fn inputs(self) -> [&'static str; 6] {
         let row = self.row();
-        ["main.go", row.api, row.extension, row.modfile, row.sumfile]
+        [
+            "main.go",
+            row.api,
+            row.extension,
+            row.privval,
+            row.modfile,
+            row.sumfile,
+        ]
     }
 
     /// The `go build` / `go vet` flags that select this version:
-    /// `-modfile=...` and, at v0.34 and v0.37, `-tags=cometbft_v034` or
-    /// `-tags=cometbft_v037`.
+    /// `-modfile=...` and, at v0.34, v0.37 and v1, `-tags=cometbft_v034`,
+    /// `-tags=cometbft_v037` or `-tags=cometbft_v1`.
     pub fn go_flags(self) -> Vec<String> {
         let mut flags = vec![format!("-modfile={}", self.modfile())];
         flags.extend(self.tags().map(|t| format!("-tags={t}")));
@@ -370,6 +389,11 @@ mod tests {
         );
         assert_eq!(GoVersion::V037.inputs()[2], "signbytes_noext.go");
         assert_eq!(GoVersion::V038.inputs()[2], "signbytes_ext.go");
-        assert_eq!(GoVersion::V1.go_flags(), ["-modfile=go.mod"]);
+        assert_eq!(
+            GoVersion::V1.go_flags(),
+            ["-modfile=go.mod", "-tags=cometbft_v1"]
+        );
+        assert_eq!(GoVersion::V1.inputs()[3], "privval_v1.go");
+        assert_eq!(GoVersion::V040.inputs()[3], "privval_v0.go");
     }
 }

@@ -17,9 +17,8 @@
 //! - [`PubKeyResponse`]: `pub_key` 1 and `error` 2 up to v0.40.0; v1.0.1
 //!   reserves 1 and reads `pub_key_bytes` 3 and `pub_key_type` 4.
 //! - [`SignVoteRequest`]: `skip_extension_signing` 3 at v1.0.1 only.
-//! - [`Vote`]: `extension` 9 and `extension_signature` 10 from v0.37.18
-//!   (declared there, used from v0.38.26); absent at v0.34.35, whose
-//!   decoder skips them.
+//! - [`Vote`]: `extension` 9 and `extension_signature` 10 from v0.38.26;
+//!   absent at v0.34.35 and v0.37.18, whose decoders skip them.
 //! - [`PublicKey`]: ed25519 1 and secp256k1 2 at every line; bls12381 3 at
 //!   v0.39.4, v0.40.0 and v1.0.1; mldsa65 4 at v0.38.26 and v0.40.0;
 //!   secp256k1eth 5 at v0.40.0.
@@ -224,7 +223,9 @@ pub struct PubKeyResponse {
 
 impl PubKeyResponse {
     /// An Ed25519 key in both forms: field 1 for v0.34.35 to v0.40.0,
-    /// fields 3 and 4 (`"ed25519"`) for v1.0.1.
+    /// fields 3 and 4 (`"ed25519"`) for v1.0.1. Each line's generated
+    /// decoder keeps its own and drops the others (tested); acceptance by
+    /// real nodes is not yet tested.
     pub fn ed25519(key: [u8; 32]) -> PubKeyResponse {
         PubKeyResponse {
             pub_key: Some(PublicKey {
