@@ -16,13 +16,20 @@ pub fn encode(msg: &Message) -> Vec<u8> {
     msg.encode_length_delimited_to_vec()
 }
 
+/// The most a decoder reserves for a body before its bytes arrive: above
+/// every line's limit but v0.40.0's, so a body within those limits is
+/// read into one allocation.
+const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
+
 /// Sans-IO reader of privval messages.
 ///
 /// Feed it bytes; it takes exactly one message's length prefix and body at
 /// a time and never a byte of the next message, so it can be fed a stream's
 /// buffer in place. It refuses a length above its limit as soon as the
-/// prefix is complete, and only then allocates the body's buffer, so a peer
-/// cannot make it allocate more than the limit. After a message it is ready
+/// prefix is complete, and only then allocates the body's buffer (the
+/// whole body up to 64 KiB, then growing as bytes arrive), so a peer cannot
+/// make it allocate more than the limit, nor more than it sent beyond
+/// 64 KiB. After a message it is ready
 /// for the next; after an error it is spent (the stream is out of step:
 /// drop the connection).
 ///
@@ -114,10 +121,14 @@ impl Decoder {
                             limit: self.limit,
                         });
                     }
-                    let len = len as usize; // at most the limit
+                    // At most the limit, so it fits. Reserve the whole body
+                    // up to INITIAL_BODY_CAPACITY; past that the buffer
+                    // grows with the bytes that arrive, so a large limit
+                    // never lets a prefix alone reserve memory.
+                    let len = len as usize;
                     self.state = State::Body {
                         prefix,
-                        buf: Vec::with_capacity(len),
+                        buf: Vec::with_capacity(len.min(INITIAL_BODY_CAPACITY)),
                         len,
                     };
                 }
@@ -154,7 +165,7 @@ impl Decoder {
             }),
             State::Body { prefix, buf, len } => Some(PrivvalError::Truncated {
                 received: prefix + buf.len(),
-                expected: Some(prefix + len),
+                expected: Some(prefix.saturating_add(*len)),
             }),
             State::Failed => Some(PrivvalError::Spent),
         }
@@ -240,6 +251,24 @@ mod tests {
         assert!(matches!(
             dec.feed(&[0xff; 11]),
             Err(PrivvalError::BadLength)
+        ));
+    }
+
+    /// A limit far above any real one must not let a length prefix alone
+    /// make the decoder reserve that much.
+    #[test]
+    fn huge_limit_reserves_only_what_arrives() {
+        let mut dec = Decoder::with_limit(usize::MAX);
+        // 2^62, announced; three body bytes follow.
+        let prefix = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
+        assert_eq!(dec.feed(&prefix).unwrap(), (9, None));
+        assert_eq!(dec.feed(&[1, 2, 3]).unwrap(), (3, None));
+        assert!(matches!(
+            dec.eof(),
+            Some(PrivvalError::Truncated {
+                received: 12,
+                expected: Some(_)
+            })
         ));
     }
 
