@@ -13,6 +13,7 @@ import (
 	"github.com/cometbft/cometbft/libs/protoio"
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/p2p/conn"
+	"github.com/cometbft/cometbft/types"
 	"github.com/cometbft/cometbft/version"
 )
 
@@ -38,6 +39,10 @@ var (
 	newDelimitedWriter   = protoio.NewDelimitedWriter
 	newDelimitedReader   = protoio.NewDelimitedReader
 	marshalDelimited     = protoio.MarshalDelimited
+	// CometBFT's sign bytes (signbytes mode); VoteExtensionSignBytes is in
+	// signbytes_ext.go, from v0.38.
+	voteSignBytes     = viaJSON(types.VoteSignBytes)
+	proposalSignBytes = viaJSON(types.ProposalSignBytes)
 )
 
 // genPrivKey is a fresh Ed25519 node key.

@@ -14,6 +14,7 @@ import (
 	"github.com/tendermint/tendermint/libs/protoio"
 	"github.com/tendermint/tendermint/p2p"
 	"github.com/tendermint/tendermint/p2p/conn"
+	"github.com/tendermint/tendermint/types"
 	"github.com/tendermint/tendermint/version"
 )
 
@@ -39,6 +40,10 @@ var (
 	newDelimitedWriter   = protoio.NewDelimitedWriter
 	newDelimitedReader   = protoio.NewDelimitedReader
 	marshalDelimited     = protoio.MarshalDelimited
+	// CometBFT's sign bytes (signbytes mode); VoteExtensionSignBytes is in
+	// signbytes_ext.go, from v0.38.
+	voteSignBytes     = viaJSON(types.VoteSignBytes)
+	proposalSignBytes = viaJSON(types.ProposalSignBytes)
 )
 
 // genPrivKey is a fresh Ed25519 node key.

@@ -5,6 +5,12 @@ go 1.23.5
 require github.com/tendermint/tendermint v0.34.35
 
 require (
+	github.com/golang/protobuf v1.5.4 // indirect
+	golang.org/x/text v0.18.0 // indirect
+	google.golang.org/grpc v1.66.1 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/btcsuite/btcd/btcec/v2 v2.3.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -27,6 +33,7 @@ require (
 	golang.org/x/crypto v0.27.0 // indirect
 	golang.org/x/net v0.29.0 // indirect
 	golang.org/x/sys v0.25.0 // indirect
+	google.golang.org/genproto v0.0.0-20230410155749-daa745c078e1 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
 

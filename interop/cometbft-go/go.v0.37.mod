@@ -5,6 +5,12 @@ go 1.23.5
 require github.com/cometbft/cometbft v0.37.18
 
 require (
+	github.com/golang/protobuf v1.5.4 // indirect
+	golang.org/x/text v0.21.0 // indirect
+	google.golang.org/grpc v1.68.0 // indirect
+)
+
+require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cosmos/gogoproto v1.7.0 // indirect
@@ -26,5 +32,6 @@ require (
 	golang.org/x/crypto v0.31.0 // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sys v0.28.0 // indirect
+	google.golang.org/genproto v0.0.0-20230410155749-daa745c078e1 // indirect
 	google.golang.org/protobuf v1.36.1 // indirect
 )

@@ -4,11 +4,11 @@
 // one module file each; the CometBFT API it uses comes through
 // cometbft.go, or compat_v034.go at v0.34 (Tendermint's import paths):
 //
-//	go build -o cometbft-peer .                                          # go.mod: v1.0.1
+//	go build -tags cometbft_v1 -o cometbft-peer .                        # go.mod: v1.0.1
 //	go build -modfile=go.v0.40.mod -o cometbft-peer .                    # v0.40.0
 //	go build -modfile=go.v0.39.mod -o cometbft-peer .                    # v0.39.4
 //	go build -modfile=go.v0.38.mod -o cometbft-peer .                    # v0.38.26
-//	go build -modfile=go.v0.37.mod -o cometbft-peer .                    # v0.37.18
+//	go build -modfile=go.v0.37.mod -tags cometbft_v037 -o cometbft-peer . # v0.37.18
 //	go build -modfile=go.v0.34.mod -tags cometbft_v034 -o cometbft-peer . # v0.34.35
 //
 // Subcommands:
@@ -51,6 +51,20 @@
 //	    blocked in Read (as MConnection's recvRoutine), then send B bytes on
 //	    each, one connection at a time, and wait for the echo. Prints one
 //	    JSON line of RSS figures from /proc/self/status.
+//	signbytes
+//	    read JSON lines from stdin, {"kind": "vote"|"proposal"|"extension",
+//	    "chain_id": S, "msg": M, "seconds": N, "nanos": N}, where M is the
+//	    Vote or Proposal protobuf struct as encoding/json reads it (byte
+//	    fields as arrays of numbers) and the timestamp is seconds and nanos
+//	    after the epoch; print one line each: the hex of CometBFT's
+//	    VoteSignBytes, ProposalSignBytes or VoteExtensionSignBytes,
+//	    "unsupported" (extensions before v0.38), or "error: ..." (what
+//	    CometBFT panicked or failed with).
+//	privval-reencode
+//	    read hex lines from stdin, each the body of a privval Message (no
+//	    length prefix); decode each with the line's own generated Message
+//	    type and print it re-encoded, in hex (fields the line does not
+//	    declare are dropped), or "error: ...".
 package main
 
 import (
@@ -66,6 +80,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -80,7 +95,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold ...")
+		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -101,6 +116,10 @@ func main() {
 		err = handshakeDial(args)
 	case "hold":
 		err = hold(args)
+	case "signbytes":
+		err = signBytes(os.Stdin, os.Stdout)
+	case "privval-reencode":
+		err = privvalReencodeLines(os.Stdin, os.Stdout)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}
@@ -1121,4 +1140,120 @@ func holdConnections(addr string, n, message, concurrency int) error {
 	// The connections must stay referenced until the figures are taken.
 	runtime.KeepAlive(conns)
 	return nil
+}
+
+// signBytesFunc is one of CometBFT's sign-bytes functions, taking its
+// message as JSON and its timestamp apart (encoding/json cannot set
+// time.Time from seconds and nanos).
+type signBytesFunc func(chainID string, msg json.RawMessage, ts time.Time) ([]byte, error)
+
+// viaJSON adapts f (types.VoteSignBytes and the like, whose message type
+// differs between the lines' proto packages) to a signBytesFunc. A panic
+// in f (CometBFT panics on an invalid block ID) is returned as an error.
+func viaJSON[M any](f func(string, *M) []byte) signBytesFunc {
+	return func(chainID string, raw json.RawMessage, ts time.Time) (out []byte, err error) {
+		m := new(M)
+		if err := json.Unmarshal(raw, m); err != nil {
+			return nil, err
+		}
+		field := reflect.ValueOf(m).Elem().FieldByName("Timestamp")
+		if !field.IsValid() || field.Type() != reflect.TypeOf(ts) {
+			return nil, fmt.Errorf("%T has no time.Time Timestamp", m)
+		}
+		field.Set(reflect.ValueOf(ts))
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return f(chainID, m), nil
+	}
+}
+
+// signBytes is the signbytes subcommand.
+func signBytes(in io.Reader, out io.Writer) error {
+	type request struct {
+		Kind    string          `json:"kind"`
+		ChainID string          `json:"chain_id"`
+		Msg     json.RawMessage `json:"msg"`
+		Seconds int64           `json:"seconds"`
+		Nanos   int64           `json:"nanos"`
+	}
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	w := bufio.NewWriter(out)
+	for scanner.Scan() {
+		var req request
+		if err := json.Unmarshal(scanner.Bytes(), &req); err != nil {
+			return fmt.Errorf("signbytes: %w", err)
+		}
+		var f signBytesFunc
+		switch req.Kind {
+		case "vote":
+			f = voteSignBytes
+		case "proposal":
+			f = proposalSignBytes
+		case "extension":
+			f = voteExtensionSignBytes
+		default:
+			return fmt.Errorf("signbytes: unknown kind %q", req.Kind)
+		}
+		if f == nil {
+			fmt.Fprintln(w, "unsupported")
+			continue
+		}
+		bz, err := f(req.ChainID, req.Msg, time.Unix(req.Seconds, req.Nanos).UTC())
+		if err != nil {
+			fmt.Fprintln(w, "error:", strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		fmt.Fprintln(w, hex.EncodeToString(bz))
+	}
+	if err := scanner.Err(); err != nil {
+		return fmt.Errorf("signbytes: %w", err)
+	}
+	return w.Flush()
+}
+
+// gogoMessage is a gogoproto-generated message type M, through its pointer.
+type gogoMessage[M any] interface {
+	*M
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+// reencodeOf returns a function that decodes a body as M and encodes it
+// again (M is the line's privval Message: privval_v034.go, privval_v0.go,
+// privval_v1.go).
+func reencodeOf[M any, P gogoMessage[M]]() func([]byte) ([]byte, error) {
+	return func(body []byte) ([]byte, error) {
+		var m M
+		if err := P(&m).Unmarshal(body); err != nil {
+			return nil, err
+		}
+		return P(&m).Marshal()
+	}
+}
+
+// privvalReencodeLines is the privval-reencode subcommand.
+func privvalReencodeLines(in io.Reader, out io.Writer) error {
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	w := bufio.NewWriter(out)
+	for scanner.Scan() {
+		body, err := hex.DecodeString(strings.TrimSpace(scanner.Text()))
+		if err != nil {
+			return fmt.Errorf("privval-reencode: %w", err)
+		}
+		again, err := privvalReencode(body)
+		if err != nil {
+			fmt.Fprintln(w, "error:", strings.ReplaceAll(err.Error(), "\n", " "))
+			continue
+		}
+		fmt.Fprintln(w, hex.EncodeToString(again))
+	}
+	if err := scanner.Err(); err != nil {
+		return fmt.Errorf("privval-reencode: %w", err)
+	}
+	return w.Flush()
 }

@@ -6,7 +6,12 @@
 //! One Go source builds against one module file per line (`go.mod` for
 //! v1.0.1, `go.v0.NN.mod` for the others), each with its committed checksum
 //! file; v0.34.35 also needs the build tag `cometbft_v034`, which swaps
-//! `cometbft.go` for `compat_v034.go` (Tendermint's import paths). Binaries
+//! `cometbft.go` for `compat_v034.go` (Tendermint's import paths), and
+//! v0.37.18 the tag `cometbft_v037`. Both lines have no vote extensions to
+//! sign, so their tags also pick `signbytes_noext.go` over
+//! `signbytes_ext.go` (`VoteExtensionSignBytes`, from v0.38). v1.0.1 builds
+//! with `cometbft_v1`, which picks `privval_v1.go` (its privval messages are
+//! in the api module) over `privval_v0.go`. Binaries
 //! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
 //! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
 //! Go build cache makes a rebuild cheap; the first build downloads the
@@ -51,6 +56,12 @@ struct Line {
     tags: Option<&'static str>,
     /// The file with the line's import paths (the build tag picks it).
     api: &'static str,
+    /// The file with `VoteExtensionSignBytes`, or its absence before v0.38
+    /// (the build tag picks it).
+    extension: &'static str,
+    /// The file with the line's privval `Message` type (the build tag picks
+    /// it).
+    privval: &'static str,
     announces: &'static str,
     p2p_protocol: u64,
     buffered: bool,
@@ -64,6 +75,8 @@ const LINES: [Line; 6] = [
         sumfile: "go.v0.34.sum",
         tags: Some("cometbft_v034"),
         api: "compat_v034.go",
+        extension: "signbytes_noext.go",
+        privval: "privval_v034.go",
         announces: "0.34.35",
         p2p_protocol: 8,
         buffered: false,
@@ -73,8 +86,10 @@ const LINES: [Line; 6] = [
         line: "v0.37",
         modfile: "go.v0.37.mod",
         sumfile: "go.v0.37.sum",
-        tags: None,
+        tags: Some("cometbft_v037"),
         api: "cometbft.go",
+        extension: "signbytes_noext.go",
+        privval: "privval_v0.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.37.16",
         p2p_protocol: 8,
@@ -87,6 +102,8 @@ const LINES: [Line; 6] = [
         sumfile: "go.v0.38.sum",
         tags: None,
         api: "cometbft.go",
+        extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         announces: "0.38.26",
         p2p_protocol: 8,
         buffered: false,
@@ -98,6 +115,8 @@ const LINES: [Line; 6] = [
         sumfile: "go.v0.39.sum",
         tags: None,
         api: "cometbft.go",
+        extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         announces: "0.39.4",
         p2p_protocol: 8,
         buffered: true,
@@ -109,6 +128,8 @@ const LINES: [Line; 6] = [
         sumfile: "go.v0.40.sum",
         tags: None,
         api: "cometbft.go",
+        extension: "signbytes_ext.go",
+        privval: "privval_v0.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.39.0",
         p2p_protocol: 8,
@@ -119,8 +140,10 @@ const LINES: [Line; 6] = [
         line: "v1",
         modfile: "go.mod",
         sumfile: "go.sum",
-        tags: None,
+        tags: Some("cometbft_v1"),
         api: "cometbft.go",
+        extension: "signbytes_ext.go",
+        privval: "privval_v1.go",
         announces: "1.0.1",
         p2p_protocol: 9,
         buffered: true,
@@ -188,15 +211,24 @@ impl GoVersion {
     }
 
     /// Every file (in the source folder) this version's build reads: the
-    /// program, the file with the line's import paths and the module and
-    /// checksum files.
-    pub fn inputs(self) -> [&'static str; 4] {
+    /// program, the file with the line's import paths, the file with (or
+    /// without) `VoteExtensionSignBytes`, the file with its privval
+    /// `Message`, and the module and checksum files.
+    pub fn inputs(self) -> [&'static str; 6] {
         let row = self.row();
-        ["main.go", row.api, row.modfile, row.sumfile]
+        [
+            "main.go",
+            row.api,
+            row.extension,
+            row.privval,
+            row.modfile,
+            row.sumfile,
+        ]
     }
 
     /// The `go build` / `go vet` flags that select this version:
-    /// `-modfile=...` and, at v0.34, `-tags=cometbft_v034`.
+    /// `-modfile=...` and, at v0.34, v0.37 and v1, `-tags=cometbft_v034`,
+    /// `-tags=cometbft_v037` or `-tags=cometbft_v1`.
     pub fn go_flags(self) -> Vec<String> {
         let mut flags = vec![format!("-modfile={}", self.modfile())];
         flags.extend(self.tags().map(|t| format!("-tags={t}")));
@@ -351,6 +383,17 @@ mod tests {
             GoVersion::V034.go_flags(),
             ["-modfile=go.v0.34.mod", "-tags=cometbft_v034"]
         );
-        assert_eq!(GoVersion::V1.go_flags(), ["-modfile=go.mod"]);
+        assert_eq!(
+            GoVersion::V037.go_flags(),
+            ["-modfile=go.v0.37.mod", "-tags=cometbft_v037"]
+        );
+        assert_eq!(GoVersion::V037.inputs()[2], "signbytes_noext.go");
+        assert_eq!(GoVersion::V038.inputs()[2], "signbytes_ext.go");
+        assert_eq!(
+            GoVersion::V1.go_flags(),
+            ["-modfile=go.mod", "-tags=cometbft_v1"]
+        );
+        assert_eq!(GoVersion::V1.inputs()[3], "privval_v1.go");
+        assert_eq!(GoVersion::V040.inputs()[3], "privval_v0.go");
     }
 }

@@ -22,6 +22,7 @@ pub mod codec_decoder;
 pub mod frames;
 pub mod handshake;
 pub mod nodeinfo;
+pub mod privval;
 pub mod queue_budget;
 pub mod roundtrip;
 pub mod send_queue;
@@ -50,6 +51,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("send_queue", send_queue::check),
     ("nodeinfo", nodeinfo::check),
     ("codec_decoder", codec_decoder::check),
+    ("privval", privval::check),
 ];
 
 /// The check of the target called `name`.

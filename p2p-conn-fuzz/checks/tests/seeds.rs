@@ -72,6 +72,11 @@ fn nodeinfo_seeds() {
 }
 
 #[test]
+fn privval_seeds() {
+    replay("privval");
+}
+
+#[test]
 fn send_queue_seeds() {
     replay("send_queue");
 }

@@ -28,7 +28,7 @@ pub struct UvarintReader {
 
 impl UvarintReader {
     /// Bytes taken so far.
-    #[cfg(feature = "nodeinfo")]
+    #[cfg(any(feature = "nodeinfo", feature = "privval"))]
     pub fn taken(&self) -> usize {
         self.bytes
     }

@@ -1,0 +1,8 @@
+//go:build cometbft_v034 || cometbft_v037
+
+// v0.34.x and v0.37.x have no vote extensions to sign: the signbytes mode
+// answers "unsupported" for them (signbytes_ext.go has the others').
+
+package main
+
+var voteExtensionSignBytes signBytesFunc

@@ -1,0 +1,58 @@
+//! privval messages over a tokio stream: a
+//! [`crate::io::tokio::SecretConnection`] (`tcp://`) or any `AsyncBufRead`,
+//! such as a `tokio::io::BufReader` over a `UnixStream` (`unix://`).
+
+use std::future::poll_fn;
+use std::pin::Pin;
+
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
+
+use super::{encode, Decoder, Message, PrivvalError};
+
+/// Reads the next message, taking only its bytes from the stream's buffer.
+/// A clean end of stream between messages is
+/// [`std::io::ErrorKind::UnexpectedEof`] in [`PrivvalError::Io`]; inside a
+/// message it is [`PrivvalError::Truncated`].
+///
+/// Cancel-safe: the partial message lives in `decoder`, and only bytes fed
+/// to it are consumed. Call again with the same decoder to resume.
+pub async fn read<S>(stream: &mut S, decoder: &mut Decoder) -> Result<Message, PrivvalError>
+where
+    S: AsyncBufRead + Unpin,
+{
+    poll_fn(|cx| {
+        let mut s = Pin::new(&mut *stream);
+        loop {
+            let buf = match s.as_mut().poll_fill_buf(cx) {
+                std::task::Poll::Ready(Ok(buf)) => buf,
+                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e.into())),
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            };
+            if buf.is_empty() {
+                let err = decoder.eof().unwrap_or_else(|| {
+                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()
+                });
+                return std::task::Poll::Ready(Err(err));
+            }
+            let (used, done) = decoder.feed(buf)?;
+            s.as_mut().consume(used);
+            if let Some(msg) = done {
+                return std::task::Poll::Ready(Ok(msg));
+            }
+        }
+    })
+    .await
+}
+
+/// Writes `msg` with its length prefix and flushes it.
+///
+/// Not cancel-safe: dropped mid-write, part of the message may have been
+/// sent and the stream is out of step.
+pub async fn write<S>(stream: &mut S, msg: &Message) -> Result<(), PrivvalError>
+where
+    S: AsyncWrite + Unpin,
+{
+    stream.write_all(&encode(msg)).await?;
+    stream.flush().await?;
+    Ok(())
+}
