@@ -76,6 +76,7 @@
 
 mod config;
 mod error;
+mod inbox;
 mod sender;
 mod writer;
 
