@@ -116,6 +116,20 @@ impl WriteCore {
             .map_err(io::Error::from)?;
         Ok(total)
     }
+
+    /// As [`Self::seal`], over a sequence of slices whose summed length is
+    /// `total` or more.
+    pub fn seal_parts<'a, I, B>(&mut self, parts: I, total: usize, out: &mut B) -> io::Result<usize>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+        B: SealBuf + ?Sized,
+    {
+        self.check()?;
+        self.sealer
+            .seal_append_parts(parts, total, out)
+            .map_err(io::Error::from)?;
+        Ok(total)
+    }
 }
 
 /// Messages waiting for [`FrameWriter::poll_write_backlog_with`], oldest
@@ -442,24 +456,33 @@ impl FrameWriter {
         done: &mut Vec<M>,
     ) -> io::Result<(usize, Stamp)> {
         let budget = self.core.max_chunk();
-        let mut parts: Vec<&[u8]> = Vec::new();
+        let offset = backlog.offset;
+        // The front message's unsealed rest, then whole messages: walked
+        // twice (to size the batch, then to seal it), never collected.
+        let parts = || {
+            backlog.queue.iter().enumerate().map(move |(i, m)| {
+                let m = m.as_ref();
+                if i == 0 {
+                    &m[offset..]
+                } else {
+                    m
+                }
+            })
+        };
+        let mut items = 0;
         let mut total = 0;
-        for (i, m) in backlog.queue.iter().enumerate() {
-            let rest = if i == 0 {
-                &m.as_ref()[backlog.offset..]
-            } else {
-                m.as_ref()
-            };
-            if parts.len() == max_messages.max(1) || (i > 0 && total + rest.len() > budget) {
+        for (i, rest) in parts().enumerate() {
+            if items == max_messages.max(1) || (i > 0 && total + rest.len() > budget) {
                 break;
             }
             total += rest.len();
-            parts.push(rest);
+            items += 1;
         }
-        let items = parts.len();
         let start = stats::now();
         let before = self.buf.len();
-        let n = self.core.seal(&parts, budget, &mut self.buf)?;
+        let n = self
+            .core
+            .seal_parts(parts().take(items), total.min(budget), &mut self.buf)?;
         let sealed = self.sealed_step(start, before, n);
         backlog.consume(n, items, done);
         Ok((n, sealed))

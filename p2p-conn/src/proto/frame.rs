@@ -260,6 +260,22 @@ impl Sealer {
         B: SealBuf + ?Sized,
     {
         let total = len.min(parts.iter().map(|p| p.len()).sum());
+        self.seal_append_parts(parts.iter().map(|p| &p[..]), total, out)
+    }
+
+    /// As [`Self::seal_append_prefix`], over any sequence of slices (the
+    /// send queue's backlog, without a list of its own); `total` must not
+    /// exceed their summed length.
+    pub(crate) fn seal_append_parts<'a, I, B>(
+        &mut self,
+        parts: I,
+        total: usize,
+        out: &mut B,
+    ) -> Result<usize, ProtocolError>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+        B: SealBuf + ?Sized,
+    {
         let frames = self.frames_for(total);
         if (frames as u128) > self.counter.remaining() {
             return Err(ProtocolError::NonceExhausted);
@@ -271,7 +287,7 @@ impl Sealer {
         // end by the multi-frame engine; the rest one at a time as we go.
         let grouped = self.grouped_frames(frames);
         let mut index = 0;
-        let mut parts = parts.iter().map(|p| &p[..]).filter(|p| !p.is_empty());
+        let mut parts = parts.into_iter().filter(|p| !p.is_empty());
         let mut current: &[u8] = parts.next().unwrap_or(&[]);
         let mut left = total;
         while left > 0 {
@@ -283,7 +299,9 @@ impl Sealer {
             let mut need = take;
             while need > 0 {
                 if current.is_empty() {
-                    current = parts.next().unwrap_or(&[]);
+                    // A caller's `total` beyond the parts is a bug here, not
+                    // a loop without end.
+                    current = parts.next().expect("seal: total exceeds the parts");
                     continue;
                 }
                 let k = need.min(current.len());

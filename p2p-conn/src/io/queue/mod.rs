@@ -32,7 +32,11 @@
 //!   is counted apart, one at a time, so a large message never trips the cap
 //!   by itself. Memory held for queued messages is therefore at most the
 //!   cap, plus one such large message, plus the batch being written.
-//! * **Lazy.** No writer task and no write buffer until the first message.
+//! * **Lazy.** No writer task, no write buffer and no channel memory until
+//!   the first message; the writer gives its batch lists back whenever it
+//!   runs out of work.
+//! * **No allocation per message** beyond what the caller hands in: one
+//!   message is one command, a bundle one list (`tests/queue_allocations.rs`).
 //! * **Shutdown.** [`Sender::shutdown`] returns at once. The writer
 //!   finishes what is queued, then half-closes the transport (TCP FIN); if
 //!   that takes longer than [`QueueConfig::shutdown_timeout`] it stops writing
@@ -63,6 +67,7 @@
 //! |---|---|
 //! | `config.rs` | [`QueueConfig`] and [`Overflow`], validated when a queue is made |
 //! | `error.rs` | [`SendError`] and [`CloseReason`] |
+//! | `inbox.rs` | the channel to the writer: a `VecDeque` under a lock, taken whole |
 //! | `sender.rs` | [`Sender`]: the producers' side, the cap and the waiting |
 //! | `writer.rs` | the writer task: batches, writes, shutdown bound |
 //!
@@ -76,6 +81,7 @@
 
 mod config;
 mod error;
+mod inbox;
 mod sender;
 mod writer;
 

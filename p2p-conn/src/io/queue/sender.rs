@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 
+use super::inbox::{self, Rx, Tx};
 use super::writer::{run, Settings};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
@@ -50,6 +51,9 @@ impl AsRef<[u8]> for Item {
 }
 
 pub(super) enum Command {
+    /// One message (or flush marker): the common case, without a list.
+    Message(Item),
+    /// A bundle: contiguous on the wire.
     Messages(Vec<Item>),
     Shutdown,
     /// Drop what is queued, finish the batch on the wire (within the
@@ -71,14 +75,14 @@ pub(super) struct Counters {
     pub(super) send: Mutex<SendStats>,
 }
 
-pub(super) type Starter = Box<dyn FnOnce(mpsc::UnboundedReceiver<Command>) + Send>;
+pub(super) type Starter = Box<dyn FnOnce(Rx<Command>) + Send>;
 
 pub(super) struct Shared {
     pub(super) peer: NodeId,
     pub(super) addr: Option<SocketAddr>,
     pub(super) max: usize,
     pub(super) overflow: Overflow,
-    pub(super) tx: mpsc::UnboundedSender<Command>,
+    pub(super) tx: Tx<Command>,
     /// Message bytes queued and not sealed, against the cap (sans-IO), and
     /// how many producers wait for room, under one lock so that a release
     /// never misses a waiter.
@@ -92,7 +96,7 @@ pub(super) struct Shared {
 
 pub(super) struct State {
     /// Spawns the writer task; taken by the first command.
-    pub(super) starter: Option<(Starter, mpsc::UnboundedReceiver<Command>)>,
+    pub(super) starter: Option<(Starter, Rx<Command>)>,
     /// Set once, when the queue stops.
     pub(super) closed: Option<CloseReason>,
 }
@@ -153,7 +157,7 @@ impl Sender {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         config.validate()?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = inbox::channel();
         let peer = half.remote_node_id();
         let settings = Settings {
             max_batch_messages: config.max_batch_messages,
@@ -161,6 +165,10 @@ impl Sender {
         };
         let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
             let weak = weak.clone();
+            // The half is boxed: the task's future then holds a pointer,
+            // not the 900-byte half (twice, as an `async fn` argument and
+            // the local it moves into).
+            let half = Box::new(half);
             let starter: Starter = Box::new(move |rx| {
                 tokio::spawn(run(half, rx, settings, weak));
             });
@@ -189,7 +197,20 @@ impl Sender {
     /// [`Overflow::Backpressure`], after waiting for room); it is written
     /// later, in order. An empty message queues nothing.
     pub async fn send(&self, msg: impl Into<Bytes>) -> Result<(), SendError> {
-        self.send_bundle([msg.into()]).await
+        let data = msg.into();
+        if data.is_empty() {
+            return self.check_open();
+        }
+        let len = data.len();
+        let permit = self.admit(len).await?;
+        // One message is one command: no list of its own.
+        let item = Item {
+            data,
+            queued: stats::now(),
+            permit: Some(permit),
+            flushed: None,
+        };
+        self.hand_off(Command::Message(item), len, 1)
     }
 
     /// Queue several messages that reach the wire contiguously, never
@@ -199,32 +220,39 @@ impl Sender {
         &self,
         msgs: impl IntoIterator<Item = Bytes>,
     ) -> Result<(), SendError> {
-        let msgs: Vec<Bytes> = msgs.into_iter().filter(|m| !m.is_empty()).collect();
-        let len: usize = msgs.iter().map(Bytes::len).sum();
+        // One list for the bundle; its stamp is set again once admitted.
+        // Sized once from the caller's iterator (the filter would hide its
+        // length and make the list grow step by step).
+        let unset = stats::now();
+        let msgs = msgs.into_iter();
+        let mut items: Vec<Item> = Vec::with_capacity(msgs.size_hint().0);
+        items.extend(msgs.filter(|m| !m.is_empty()).map(|data| Item {
+            data,
+            queued: unset,
+            permit: None,
+            flushed: None,
+        }));
+        let len: usize = items.iter().map(|i| i.data.len()).sum();
         if len == 0 {
             return self.check_open();
         }
         let permit = self.admit(len).await?;
         let queued = stats::now();
-        let n = msgs.len();
-        let last = n - 1;
-        let mut permit = Some(permit);
-        let items = msgs
-            .into_iter()
-            .enumerate()
-            .map(|(i, data)| Item {
-                data,
-                queued,
-                permit: if i == last { permit.take() } else { None },
-                flushed: None,
-            })
-            .collect();
-        // Counted before the hand-off, so the writer's decrement can never
-        // come first; taken back if the queue closed in between.
+        let n = items.len();
+        items.iter_mut().for_each(|i| i.queued = queued);
+        // Cap accounting of the whole entry rides on its last message.
+        items[n - 1].permit = Some(permit);
+        self.hand_off(Command::Messages(items), len, n)
+    }
+
+    /// Count `len` bytes in `n` messages as pending and hand `cmd` to the
+    /// writer. Counted before the hand-off, so the writer's decrement can
+    /// never come first; taken back if the queue closed in between.
+    fn hand_off(&self, cmd: Command, len: usize, n: usize) -> Result<(), SendError> {
         let c = &self.shared.counters;
         c.pending_bytes.fetch_add(len, Ordering::Relaxed);
         c.pending_messages.fetch_add(n, Ordering::Relaxed);
-        let r = self.command(Command::Messages(items));
+        let r = self.command(cmd);
         if r.is_err() {
             // Saturating: a stopping writer may have zeroed them already.
             let take_back = |counter: &AtomicUsize, k: usize| {
@@ -242,12 +270,12 @@ impl Sender {
     /// transport.
     pub async fn flush(&self) -> Result<(), SendError> {
         let (tx, rx) = oneshot::channel();
-        self.command(Command::Messages(vec![Item {
+        self.command(Command::Message(Item {
             data: Bytes::new(),
             queued: stats::now(),
             permit: None,
             flushed: Some(tx),
-        }]))?;
+        }))?;
         rx.await.map_err(|_| self.closed_error())
     }
 

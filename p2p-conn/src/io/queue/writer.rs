@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::inbox::Rx;
 use super::sender::{Command, Item, Shared};
 use super::{lock, CloseReason};
 use crate::engine::writer::Backlog;
@@ -25,8 +26,8 @@ pub(super) struct Settings {
 
 /// The writer task: owns the write half, drains the queue in batches.
 pub(super) async fn run<W>(
-    mut half: WriteHalf<W>,
-    mut rx: mpsc::UnboundedReceiver<Command>,
+    mut half: Box<WriteHalf<W>>,
+    mut rx: Rx<Command>,
     settings: Settings,
     shared: std::sync::Weak<Shared>,
 ) where
@@ -45,7 +46,7 @@ pub(super) async fn run<W>(
     let outcome: Result<(), CloseReason> = loop {
         // Take every command already queued.
         let mut close_now = false;
-        while let Ok(cmd) = rx.try_recv() {
+        while let Some(cmd) = rx.try_recv() {
             close_now |= apply(cmd, &mut backlog, &mut ctl);
         }
         if close_now {
@@ -60,6 +61,12 @@ pub(super) async fn run<W>(
             if ctl.deadline.is_some() || senders_gone {
                 break Ok(());
             }
+            // Idle: give the batch lists' memory back (the write buffer
+            // keeps its own rule); the next message allocates them again.
+            backlog = Backlog::new();
+            done = Vec::new();
+            waiting = VecDeque::new();
+            rx.release();
             match rx.recv().await {
                 Some(cmd) => {
                     if apply(cmd, &mut backlog, &mut ctl) {
@@ -92,7 +99,7 @@ pub(super) async fn run<W>(
         // Write it (or finish the last one), while watching for `close` and
         // the shutdown bound.
         let write = poll_fn(|cx| {
-            let me = &mut half;
+            let me = &mut *half;
             me.engines.poll_flush_with(writer_io(&mut me.io, cx))
         });
         let result = tokio::select! {
@@ -186,6 +193,12 @@ fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
         // After an overflow disconnect nothing new is queued (a producer
         // that raced it is dropped here; its permit goes with it). Flush
         // markers stay, so their waiters learn the outcome.
+        Command::Message(item) if ctl.abandoned => {
+            if item.flushed.is_some() {
+                backlog.push(item);
+            }
+        }
+        Command::Message(item) => backlog.push(item),
         Command::Messages(items) if ctl.abandoned => items
             .into_iter()
             .filter(|i| i.flushed.is_some())
@@ -211,7 +224,14 @@ fn apply(cmd: Command, backlog: &mut Backlog<Item>, ctl: &mut Control) -> bool {
 fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sender<()>>) {
     let mut bytes = 0;
     let mut messages = 0;
-    let mut room = Vec::new();
+    // The batch's room goes back under one lock, with at most one wake-up
+    // (taken from the items in place: no list of its own).
+    if done.iter().any(|i| i.permit.is_some()) {
+        s.release(
+            done.iter_mut()
+                .filter_map(|i| i.permit.as_mut().and_then(|p| p.admission.take())),
+        );
+    }
     // One clock reading per batch; each message's wait is measured to it.
     let sealed = (!done.is_empty()).then(stats::now);
     let mut waited = Duration::ZERO;
@@ -225,11 +245,6 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
                 waited += stats::recorder::between(item.queued, t);
             }
         }
-        room.extend(item.permit.as_mut().and_then(|p| p.admission.take()));
-    }
-    // The batch's room goes back under one lock, with at most one wake-up.
-    if !room.is_empty() {
-        s.release(room);
     }
     let c = &s.counters;
     c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
