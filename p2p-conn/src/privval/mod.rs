@@ -44,6 +44,7 @@
 //!   functions at every tested line, and has each line's generated Go code
 //!   decode and re-encode every message form.
 //! - [`tokio`] reads and writes one message over a tokio stream.
+//! - [`guard`]: CometBFT FilePV's double-sign rules, sans-IO.
 //!
 //! # Guarantees
 //! - No input panics the decoder, and it never allocates more than its
@@ -52,14 +53,15 @@
 //!
 //! # Not provided
 //! - The endpoints (a signer that dials, retries and reconnects; a node
-//!   side that listens, pings and times out), a `Signer` trait, double-sign
-//!   protection and its state file: the layer above this one.
+//!   side that listens, pings and times out), a `Signer` trait and the
+//!   guard's state file: the layer above this one.
 //! - Validation of the messages' contents (block ID hash lengths, heights,
 //!   the chain ID): the sign-bytes functions encode what they are given.
 //! - Timeouts: bound reads and writes with `tokio::time::timeout` (the node
 //!   gives each read and write 5 s; `spec/privval.md`).
 
 mod codec;
+pub mod guard;
 mod messages;
 mod sign_bytes;
 #[cfg(feature = "tokio")]
