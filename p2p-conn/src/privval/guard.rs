@@ -9,7 +9,7 @@
 //! [`Decision`]; nothing here signs, reads a clock or touches a file. The
 //! caller signs, persists the new state ([`SignState::new`], FilePV's
 //! `saveSigned`) with a durable write, and only then releases the signature
-//! (the signer layer above does this).
+//! ([`super::GuardedSigner`] does this).
 //!
 //! The rules are `FilePVLastSignState.CheckHRS`, `signVote`,
 //! `signProposal`, `checkVotesOnlyDifferByTimestamp` and
@@ -41,7 +41,7 @@
 //! # Not provided
 //! - Checks of heights, rounds or the chain ID beyond the ordering (FilePV
 //!   has none either); the chain ID is the signer's to check.
-//! - Persistence: the state file is the layer above.
+//! - Persistence: [`super::state_file`].
 
 use super::messages::{signed_msg_type, Proposal, Timestamp, Vote};
 use super::sign_bytes::{
