@@ -118,7 +118,9 @@ pub trait Signer {
     /// its `signature` (and, when `sign_extension` and the vote is a
     /// non-nil precommit, its `extension_signature`) set. The timestamp may
     /// be replaced by an earlier one (a re-served signature). MUST refuse
-    /// anything that could be a double sign.
+    /// anything that could be a double sign. `sign_extension` is true for
+    /// v0.38.26-line nodes, `!skip_extension_signing` for v1.0.1, and
+    /// false for v0.34.35 and v0.37.18, which have no extensions.
     fn sign_vote(
         &mut self,
         chain_id: &str,
@@ -289,38 +291,56 @@ impl Signer for GuardedSigner {
 /// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and
 /// `priv_key`, each Ed25519 key as `{"type":..., "value": base64}`). The
 /// private key is read as [`crate::keyfile::load`] reads a node key (its
-/// checks and zeroization); `pub_key.value` and `address`, when present,
-/// must belong to it.
+/// checks, size limit and zeroization); `pub_key.value` and `address`, when
+/// present, must belong to it. The second pass, for the public parts,
+/// skips `priv_key` without copying it and zeroizes the text it read.
 pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
     use base64::Engine;
+    use std::io::Read;
+
+    #[derive(serde::Deserialize)]
+    struct PubKey {
+        value: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Public {
+        address: Option<String>,
+        pub_key: Option<PubKey>,
+    }
+
     let path = path.as_ref();
     let key = crate::keyfile::load(path)?;
-    // The public parts: read again, no secret is kept from this pass
-    // beyond what serde_json's tree holds until it is dropped.
-    let text = std::fs::read_to_string(path).map_err(|source| {
+    let read_err = |source| {
         SignerError::Key(KeyFileError::Read {
             path: path.to_path_buf(),
             source,
         })
-    })?;
-    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    drop(zeroize::Zeroizing::new(text));
-    if let Some(priv_key) = value.get_mut("priv_key") {
-        *priv_key = serde_json::Value::Null;
-    }
-    let public = key.public_key();
-    if let Some(pk) = value.pointer("/pub_key/value").and_then(|v| v.as_str()) {
+    };
+    let mut text = zeroize::Zeroizing::new(Vec::new());
+    std::fs::File::open(path)
+        .map_err(read_err)?
+        .take(crate::keyfile::MAX_KEY_FILE_BYTES as u64)
+        .read_to_end(&mut text)
+        .map_err(read_err)?;
+    // keyfile::load accepted the file, so this parses unless it changed
+    // in between; then there is nothing public to check against.
+    let public: Option<Public> = serde_json::from_slice(&text).ok();
+    let Some(public) = public else {
+        return Ok(key);
+    };
+    let ours = key.public_key();
+    if let Some(pk) = public.pub_key.and_then(|p| p.value) {
         let decoded = base64::engine::general_purpose::STANDARD.decode(pk.trim());
-        if decoded.ok().as_deref() != Some(&public.as_bytes()[..]) {
+        if decoded.ok().as_deref() != Some(&ours.as_bytes()[..]) {
             return Err(SignerError::KeyMismatch {
                 path: path.to_path_buf(),
                 field: "pub_key.value",
             });
         }
     }
-    if let Some(addr) = value.get("address").and_then(|v| v.as_str()) {
+    if let Some(addr) = public.address {
         let decoded = hex::decode(addr.trim());
-        if decoded.ok().as_deref() != Some(&public.node_id().as_bytes()[..]) {
+        if decoded.ok().as_deref() != Some(&ours.node_id().as_bytes()[..]) {
             return Err(SignerError::KeyMismatch {
                 path: path.to_path_buf(),
                 field: "address",
