@@ -12,7 +12,7 @@
 //! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] holds the wire's sizes |
 //! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
 //! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
-//! | `privval` (feature `privval`) | the remote-signer protocol's wire core: its messages at every tested CometBFT line, the length-prefixed message stream, and CometBFT's sign bytes |
+//! | `privval` (feature `privval`) | the remote-signer protocol's wire core: its messages at every tested CometBFT line, the length-prefixed message stream, CometBFT's sign bytes, and the signer's safety core (double-sign guard, FilePV state file, `Signer`, `GuardedSigner`) |
 //! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
 //! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core |
 //! | `testkit` (feature `testkit`) | test doubles, handshake pumps and, in `testkit::internals`, the engine and test hooks for tests and fuzz targets; no stability promise, never for production |

@@ -44,6 +44,12 @@
 //!   functions at every tested line, and has each line's generated Go code
 //!   decode and re-encode every message form.
 //! - [`tokio`] reads and writes one message over a tokio stream.
+//! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
+//!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
+//!   `priv_validator_state.json` format, written atomically and synced;
+//!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
+//!   Ed25519 software signer that persists each signature's state before
+//!   returning it.
 //!
 //! # Guarantees
 //! - No input panics the decoder, and it never allocates more than its
@@ -51,17 +57,19 @@
 //! - The decoder never takes a byte past the message it returns.
 //!
 //! # Not provided
-//! - The endpoints (a signer that dials, retries and reconnects; a node
-//!   side that listens, pings and times out), a `Signer` trait, double-sign
-//!   protection and its state file: the layer above this one.
+//! - The endpoints (a signer that dials, retries and reconnects and serves
+//!   a [`Signer`]; a node side that listens, pings and times out).
 //! - Validation of the messages' contents (block ID hash lengths, heights,
 //!   the chain ID): the sign-bytes functions encode what they are given.
 //! - Timeouts: bound reads and writes with `tokio::time::timeout` (the node
 //!   gives each read and write 5 s; `spec/privval.md`).
 
 mod codec;
+pub mod guard;
 mod messages;
 mod sign_bytes;
+mod signer;
+pub mod state_file;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
@@ -73,6 +81,7 @@ pub use messages::{
     SignedProposalResponse, SignedVoteResponse, Timestamp, Vote,
 };
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
+pub use signer::{load_validator_key, GuardedSigner, Signer, SignerError};
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

@@ -137,6 +137,22 @@ pub fn vote_extension_sign_bytes(chain_id: &str, vote: &Vote) -> Vec<u8> {
     .encode_length_delimited_to_vec()
 }
 
+/// Split canonical vote sign bytes into their timestamp and the rest
+/// (re-encoded with the epoch timestamp), for the guard's "only the
+/// timestamp differs" check. `None` if they do not decode.
+pub(crate) fn vote_timestamp_and_rest(bytes: &[u8]) -> Option<(Timestamp, Vec<u8>)> {
+    let mut vote = CanonicalVote::decode_length_delimited(bytes).ok()?;
+    let timestamp = std::mem::take(&mut vote.timestamp);
+    Some((timestamp, vote.encode_to_vec()))
+}
+
+/// As [`vote_timestamp_and_rest`], for canonical proposal sign bytes.
+pub(crate) fn proposal_timestamp_and_rest(bytes: &[u8]) -> Option<(Timestamp, Vec<u8>)> {
+    let mut proposal = CanonicalProposal::decode_length_delimited(bytes).ok()?;
+    let timestamp = std::mem::take(&mut proposal.timestamp);
+    Some((timestamp, proposal.encode_to_vec()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,351 @@
+//! The [`Signer`] trait a remote signer implements, and [`GuardedSigner`],
+//! a software Ed25519 signer with the double-sign guard and a state file.
+//!
+//! # Design
+//! - [`Signer`] is what a signer-side endpoint (a later part) serves: one
+//!   method per request the node sends. It knows no wire format beyond the
+//!   message types, and no connection.
+//! - [`GuardedSigner`] holds an Ed25519 key ([`Identity`], loaded from a
+//!   CometBFT `priv_validator_key.json` with [`load_validator_key`]), the
+//!   [`SignState`] and the state file's path. For each vote or proposal it
+//!   asks the [`guard`](super::guard), and for a new HRS it signs, writes
+//!   the new state with [`state_file::save`] (synced and renamed into
+//!   place), and only then returns the signature. A failed write returns
+//!   an error and leaves the state in memory as it was: the signature made
+//!   is dropped, never released.
+//! - Vote extensions follow FilePV (v0.38.26, v1.0.1): a non-nil
+//!   precommit's extension is signed afresh on every request, re-served
+//!   votes included; an extension on any other vote is refused. With
+//!   `sign_extension` false (v1's `skip_extension_signing`) nothing is
+//!   checked or signed, and the returned `extension_signature` is empty
+//!   (FilePV leaves whatever the request carried).
+//!
+//! # Guarantees
+//! - Every vote and proposal signature [`GuardedSigner`] returns was
+//!   allowed by the guard and its state is on disk first.
+//! - A [`SignerError`] never contains key material.
+//!
+//! # Not provided
+//! - [`Signer::sign_bytes`] (v1's `SignBytesRequest`) signs arbitrary
+//!   bytes, unguarded, as FilePV does: the endpoint decides whether to
+//!   serve it.
+//! - Key types other than Ed25519.
+
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::Signer as _;
+
+use super::guard::{self, Decision, GuardError, SignState};
+use super::messages::{public_key, Proposal, PublicKey, Vote};
+use super::sign_bytes::vote_extension_sign_bytes;
+use super::state_file::{self, StateFileProblem};
+use crate::keyfile::KeyFileError;
+use crate::Identity;
+
+/// Errors of the signer layer: the guard's refusals, the state file's and
+/// the key file's errors, and the application's own.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignerError {
+    /// The double-sign guard refused the request.
+    #[error("refused: {0}")]
+    Refused(#[from] GuardError),
+    /// The request is for another chain than the signer serves.
+    #[error("the request is for chain {got:?}, this signer serves {expected:?}")]
+    WrongChainId {
+        /// The chain the signer serves.
+        expected: String,
+        /// The request's chain.
+        got: String,
+    },
+    /// The state file could not be opened or read.
+    #[error("cannot read state file {}: {source}", .path.display())]
+    StateRead {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The state file is larger than [`state_file::MAX_STATE_FILE_BYTES`].
+    #[error("state file {} is larger than {max_bytes} bytes; check the path", .path.display())]
+    StateTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        max_bytes: usize,
+    },
+    /// The state file's content is not a `priv_validator_state.json`.
+    #[error("state file {}: {problem}", .path.display())]
+    StateInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: StateFileProblem,
+    },
+    /// The state file could not be written: nothing was released.
+    #[error("cannot write state file {}: {source}", .path.display())]
+    StateWrite {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The validator key file could not be loaded.
+    #[error("{0}")]
+    Key(#[from] KeyFileError),
+    /// The validator key file's `pub_key` or `address` does not belong to
+    /// its private key.
+    #[error("validator key file {}: {field} does not match priv_key", .path.display())]
+    KeyMismatch {
+        /// The file.
+        path: PathBuf,
+        /// `pub_key.value` or `address`.
+        field: &'static str,
+    },
+    /// The application's signer failed (an HSM, a remote KMS...).
+    #[error("signer failed: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// What a remote signer does for its node. A signer-side endpoint calls
+/// these methods, one request at a time, and sends the result (or the
+/// error as a `RemoteSignerError`) back.
+pub trait Signer {
+    /// The validator's public key (`PubKeyRequest`, for `chain_id`).
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError>;
+
+    /// Sign `vote` on `chain_id` (`SignVoteRequest`), returning it with
+    /// its `signature` (and, when `sign_extension` and the vote is a
+    /// non-nil precommit, its `extension_signature`) set. The timestamp may
+    /// be replaced by an earlier one (a re-served signature). MUST refuse
+    /// anything that could be a double sign. `sign_extension` is true for
+    /// v0.38.26-line nodes, `!skip_extension_signing` for v1.0.1, and
+    /// false for v0.34.35 and v0.37.18, which have no extensions.
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError>;
+
+    /// Sign `proposal` on `chain_id` (`SignProposalRequest`), as
+    /// [`Signer::sign_vote`].
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        proposal: Proposal,
+    ) -> Result<Proposal, SignerError>;
+
+    /// Sign raw bytes (v1's `SignBytesRequest`). Unguarded.
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError>;
+
+    /// Answer a `PingRequest`. The default does nothing.
+    fn ping(&mut self) -> Result<(), SignerError> {
+        Ok(())
+    }
+}
+
+/// A software Ed25519 signer that guards every vote and proposal against
+/// double signing and persists its high-water mark before a signature
+/// leaves (module docs). For tests and testnets: the key is in memory.
+pub struct GuardedSigner {
+    key: Identity,
+    state: SignState,
+    state_path: PathBuf,
+    chain_id: Option<String>,
+}
+
+impl std::fmt::Debug for GuardedSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedSigner")
+            .field("public_key", &self.key.public_key())
+            .field("state", &self.state)
+            .field("state_path", &self.state_path)
+            .field("chain_id", &self.chain_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuardedSigner {
+    /// A signer with `key` and the state file at `state_path`, which must
+    /// exist (create one with [`state_file::create_new`], or bring FilePV's).
+    pub fn open(key: Identity, state_path: impl AsRef<Path>) -> Result<Self, SignerError> {
+        let state_path = state_path.as_ref().to_path_buf();
+        let state = state_file::load(&state_path)?;
+        Ok(GuardedSigner {
+            key,
+            state,
+            state_path,
+            chain_id: None,
+        })
+    }
+
+    /// Serve only `chain_id`: requests for other chains are refused with
+    /// [`SignerError::WrongChainId`].
+    pub fn with_chain_id(mut self, chain_id: impl Into<String>) -> Self {
+        self.chain_id = Some(chain_id.into());
+        self
+    }
+
+    /// The high-water mark (as last persisted).
+    pub fn state(&self) -> &SignState {
+        &self.state
+    }
+
+    /// The Ed25519 public key.
+    pub fn ed25519_public_key(&self) -> [u8; 32] {
+        *self.key.public_key().as_bytes()
+    }
+
+    fn check_chain(&self, chain_id: &str) -> Result<(), SignerError> {
+        match &self.chain_id {
+            Some(expected) if expected != chain_id => Err(SignerError::WrongChainId {
+                expected: expected.clone(),
+                got: chain_id.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn sign_raw(&self, bytes: &[u8]) -> Vec<u8> {
+        self.key.signing_key().sign(bytes).to_bytes().to_vec()
+    }
+
+    /// Sign `sign_bytes` at a new HRS, persist, then hand the signature out.
+    fn sign_and_persist(
+        &mut self,
+        hrs: guard::Hrs,
+        sign_bytes: Vec<u8>,
+    ) -> Result<Vec<u8>, SignerError> {
+        let signature = self.sign_raw(&sign_bytes);
+        let next = SignState::new(hrs, sign_bytes, signature.clone());
+        state_file::save(&self.state_path, &next)?;
+        self.state = next;
+        Ok(signature)
+    }
+}
+
+impl Signer for GuardedSigner {
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+        self.check_chain(chain_id)?;
+        Ok(PublicKey {
+            sum: Some(public_key::Sum::Ed25519(self.ed25519_public_key().to_vec())),
+        })
+    }
+
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        mut vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError> {
+        self.check_chain(chain_id)?;
+        let decision = guard::check_vote(&self.state, chain_id, &vote)?;
+        let extension_signature = if sign_extension && guard::check_extension(&vote)? {
+            self.sign_raw(&vote_extension_sign_bytes(chain_id, &vote))
+        } else {
+            Vec::new()
+        };
+        match decision {
+            Decision::Sign { hrs, sign_bytes } => {
+                vote.signature = self.sign_and_persist(hrs, sign_bytes)?;
+            }
+            Decision::Reuse {
+                signature,
+                timestamp,
+            } => {
+                vote.signature = signature;
+                vote.timestamp = timestamp;
+            }
+        }
+        vote.extension_signature = extension_signature;
+        Ok(vote)
+    }
+
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        mut proposal: Proposal,
+    ) -> Result<Proposal, SignerError> {
+        self.check_chain(chain_id)?;
+        match guard::check_proposal(&self.state, chain_id, &proposal)? {
+            Decision::Sign { hrs, sign_bytes } => {
+                proposal.signature = self.sign_and_persist(hrs, sign_bytes)?;
+            }
+            Decision::Reuse {
+                signature,
+                timestamp,
+            } => {
+                proposal.signature = signature;
+                proposal.timestamp = timestamp;
+            }
+        }
+        Ok(proposal)
+    }
+
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        Ok(self.sign_raw(bytes))
+    }
+}
+
+/// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and
+/// `priv_key`, each Ed25519 key as `{"type":..., "value": base64}`). The
+/// private key is read as [`crate::keyfile::load`] reads a node key (its
+/// checks, size limit and zeroization); `pub_key.value` and `address`, when
+/// present, must belong to it. The second pass, for the public parts,
+/// skips `priv_key` without copying it and zeroizes the text it read.
+pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
+    use base64::Engine;
+    use std::io::Read;
+
+    #[derive(serde::Deserialize)]
+    struct PubKey {
+        value: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Public {
+        address: Option<String>,
+        pub_key: Option<PubKey>,
+    }
+
+    let path = path.as_ref();
+    let key = crate::keyfile::load(path)?;
+    let read_err = |source| {
+        SignerError::Key(KeyFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let mut text = zeroize::Zeroizing::new(Vec::new());
+    std::fs::File::open(path)
+        .map_err(read_err)?
+        .take(crate::keyfile::MAX_KEY_FILE_BYTES as u64)
+        .read_to_end(&mut text)
+        .map_err(read_err)?;
+    // keyfile::load accepted the file, so this parses unless it changed
+    // in between; then there is nothing public to check against.
+    let public: Option<Public> = serde_json::from_slice(&text).ok();
+    let Some(public) = public else {
+        return Ok(key);
+    };
+    let ours = key.public_key();
+    if let Some(pk) = public.pub_key.and_then(|p| p.value) {
+        let decoded = base64::engine::general_purpose::STANDARD.decode(pk.trim());
+        if decoded.ok().as_deref() != Some(&ours.as_bytes()[..]) {
+            return Err(SignerError::KeyMismatch {
+                path: path.to_path_buf(),
+                field: "pub_key.value",
+            });
+        }
+    }
+    if let Some(addr) = public.address {
+        let decoded = hex::decode(addr.trim());
+        if decoded.ok().as_deref() != Some(&ours.node_id().as_bytes()[..]) {
+            return Err(SignerError::KeyMismatch {
+                path: path.to_path_buf(),
+                field: "address",
+            });
+        }
+    }
+    Ok(key)
+}

@@ -1,0 +1,386 @@
+//! The double-sign guard (`privval::guard`): FilePV's rules, case by case,
+//! and a property test over request sequences.
+
+use std::collections::HashMap;
+
+use p2p_conn::privval::guard::{
+    check_extension, check_hrs, check_proposal, check_vote, Decision, GuardError, Hrs, SignState,
+    Step,
+};
+use p2p_conn::privval::{
+    proposal_sign_bytes, signed_msg_type, vote_sign_bytes, BlockId, PartSetHeader, Proposal,
+    Timestamp, Vote,
+};
+use proptest::prelude::*;
+
+const CHAIN: &str = "test-chain";
+
+fn block(n: u8) -> BlockId {
+    if n == 0 {
+        return BlockId::default();
+    }
+    let mut id = BlockId::default();
+    id.hash = vec![n; 32];
+    let mut psh = PartSetHeader::default();
+    psh.total = 1;
+    psh.hash = vec![n ^ 0xff; 32];
+    id.part_set_header = psh;
+    id
+}
+
+fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> Vote {
+    let mut v = Vote::default();
+    v.msg_type = msg_type;
+    v.height = height;
+    v.round = round;
+    v.block_id = block(block_n);
+    v.timestamp = Timestamp::new(secs, 0);
+    v
+}
+
+fn proposal(height: i64, round: i32, pol_round: i32, block_n: u8, secs: i64) -> Proposal {
+    let mut p = Proposal::default();
+    p.msg_type = signed_msg_type::PROPOSAL;
+    p.height = height;
+    p.round = round;
+    p.pol_round = pol_round;
+    p.block_id = block(block_n);
+    p.timestamp = Timestamp::new(secs, 0);
+    p
+}
+
+/// The state after signing `v` (a fake signature: what matters is that it
+/// is re-served).
+fn signed_vote(v: &Vote) -> SignState {
+    let step = Step::of_vote_type(v.msg_type).unwrap();
+    let bytes = vote_sign_bytes(CHAIN, v);
+    let sig = fake_sig(&bytes);
+    SignState::new(Hrs::new(v.height, v.round, step), bytes, sig)
+}
+
+fn signed_proposal(p: &Proposal) -> SignState {
+    let bytes = proposal_sign_bytes(CHAIN, p);
+    let sig = fake_sig(&bytes);
+    SignState::new(Hrs::new(p.height, p.round, Step::Propose), bytes, sig)
+}
+
+fn fake_sig(bytes: &[u8]) -> Vec<u8> {
+    let mut s = vec![0xAB; 64];
+    for (i, b) in bytes.iter().enumerate() {
+        s[i % 64] ^= b.wrapping_add(i as u8);
+    }
+    s
+}
+
+#[test]
+fn step_numbers_are_filepv_s() {
+    assert_eq!(Step::None.as_i8(), 0);
+    assert_eq!(Step::Propose.as_i8(), 1);
+    assert_eq!(Step::Prevote.as_i8(), 2);
+    assert_eq!(Step::Precommit.as_i8(), 3);
+    for n in -1i8..=4 {
+        assert_eq!(
+            Step::from_i8(n).map(Step::as_i8),
+            (0..=3).contains(&n).then_some(n)
+        );
+    }
+    assert_eq!(
+        Step::of_vote_type(signed_msg_type::PREVOTE),
+        Some(Step::Prevote)
+    );
+    assert_eq!(
+        Step::of_vote_type(signed_msg_type::PRECOMMIT),
+        Some(Step::Precommit)
+    );
+    assert_eq!(Step::of_vote_type(signed_msg_type::PROPOSAL), None);
+    assert!(Hrs::new(1, 0, Step::Precommit) < Hrs::new(1, 1, Step::Propose));
+    assert!(Hrs::new(1, 5, Step::Precommit) < Hrs::new(2, 0, Step::None));
+}
+
+#[test]
+fn initial_state_signs_and_gives_the_sign_bytes() {
+    let v = vote(signed_msg_type::PREVOTE, 1, 0, 1, 10);
+    assert_eq!(
+        check_vote(&SignState::default(), CHAIN, &v).unwrap(),
+        Decision::Sign {
+            hrs: Hrs::new(1, 0, Step::Prevote),
+            sign_bytes: vote_sign_bytes(CHAIN, &v),
+        }
+    );
+    let p = proposal(1, 0, -1, 1, 10);
+    assert!(matches!(
+        check_proposal(&SignState::default(), CHAIN, &p).unwrap(),
+        Decision::Sign { .. }
+    ));
+}
+
+#[test]
+fn higher_hrs_signs() {
+    let state = signed_vote(&vote(signed_msg_type::PREVOTE, 5, 1, 1, 10));
+    for v in [
+        vote(signed_msg_type::PRECOMMIT, 5, 1, 2, 0),
+        vote(signed_msg_type::PREVOTE, 5, 2, 2, 0),
+        vote(signed_msg_type::PREVOTE, 6, 0, 2, 0),
+    ] {
+        assert!(matches!(
+            check_vote(&state, CHAIN, &v),
+            Ok(Decision::Sign { .. })
+        ));
+    }
+    assert!(matches!(
+        check_proposal(&state, CHAIN, &proposal(5, 2, -1, 3, 0)),
+        Ok(Decision::Sign { .. })
+    ));
+}
+
+#[test]
+fn regressions_are_refused_by_name() {
+    let state = signed_vote(&vote(signed_msg_type::PREVOTE, 5, 1, 1, 10));
+    assert_eq!(
+        check_vote(
+            &state,
+            CHAIN,
+            &vote(signed_msg_type::PRECOMMIT, 4, 9, 1, 10)
+        ),
+        Err(GuardError::HeightRegression {
+            height: 4,
+            last_height: 5
+        })
+    );
+    assert_eq!(
+        check_vote(
+            &state,
+            CHAIN,
+            &vote(signed_msg_type::PRECOMMIT, 5, 0, 1, 10)
+        ),
+        Err(GuardError::RoundRegression {
+            height: 5,
+            round: 0,
+            last_round: 1
+        })
+    );
+    // A proposal after a prevote at the same height and round.
+    assert_eq!(
+        check_proposal(&state, CHAIN, &proposal(5, 1, -1, 1, 10)),
+        Err(GuardError::StepRegression {
+            height: 5,
+            round: 1,
+            step: Step::Propose,
+            last_step: Step::Prevote
+        })
+    );
+    let state = signed_vote(&vote(signed_msg_type::PRECOMMIT, 5, 1, 1, 10));
+    assert_eq!(
+        check_vote(&state, CHAIN, &vote(signed_msg_type::PREVOTE, 5, 1, 1, 10)),
+        Err(GuardError::StepRegression {
+            height: 5,
+            round: 1,
+            step: Step::Prevote,
+            last_step: Step::Precommit
+        })
+    );
+}
+
+#[test]
+fn same_hrs_identical_reserves_the_signature() {
+    let v = vote(signed_msg_type::PRECOMMIT, 3, 0, 1, 10);
+    let state = signed_vote(&v);
+    assert_eq!(
+        check_vote(&state, CHAIN, &v).unwrap(),
+        Decision::Reuse {
+            signature: state.signature().to_vec(),
+            timestamp: v.timestamp
+        }
+    );
+    let p = proposal(3, 0, -1, 1, 10);
+    let state = signed_proposal(&p);
+    assert_eq!(
+        check_proposal(&state, CHAIN, &p).unwrap(),
+        Decision::Reuse {
+            signature: state.signature().to_vec(),
+            timestamp: p.timestamp
+        }
+    );
+}
+
+#[test]
+fn same_hrs_only_timestamp_differs_reserves_the_earlier_timestamp() {
+    let v = vote(signed_msg_type::PREVOTE, 3, 0, 1, 10);
+    let state = signed_vote(&v);
+    let later = vote(signed_msg_type::PREVOTE, 3, 0, 1, 99);
+    assert_eq!(
+        check_vote(&state, CHAIN, &later).unwrap(),
+        Decision::Reuse {
+            signature: state.signature().to_vec(),
+            timestamp: Timestamp::new(10, 0)
+        }
+    );
+    let p = proposal(3, 0, 1, 1, 10);
+    let state = signed_proposal(&p);
+    assert_eq!(
+        check_proposal(&state, CHAIN, &proposal(3, 0, 1, 1, 77)).unwrap(),
+        Decision::Reuse {
+            signature: state.signature().to_vec(),
+            timestamp: Timestamp::new(10, 0)
+        }
+    );
+}
+
+#[test]
+fn same_hrs_different_content_is_a_conflict() {
+    let hrs = Hrs::new(3, 0, Step::Prevote);
+    let state = signed_vote(&vote(signed_msg_type::PREVOTE, 3, 0, 1, 10));
+    // Another block, nil, another chain: with or without a new timestamp.
+    for (v, chain) in [
+        (vote(signed_msg_type::PREVOTE, 3, 0, 2, 10), CHAIN),
+        (vote(signed_msg_type::PREVOTE, 3, 0, 0, 10), CHAIN),
+        (vote(signed_msg_type::PREVOTE, 3, 0, 2, 11), CHAIN),
+        (vote(signed_msg_type::PREVOTE, 3, 0, 1, 10), "other-chain"),
+    ] {
+        assert_eq!(
+            check_vote(&state, chain, &v),
+            Err(GuardError::Conflict { hrs })
+        );
+    }
+    let state = signed_proposal(&proposal(3, 0, -1, 1, 10));
+    let hrs = Hrs::new(3, 0, Step::Propose);
+    for p in [proposal(3, 0, 0, 1, 10), proposal(3, 0, -1, 2, 12)] {
+        assert_eq!(
+            check_proposal(&state, CHAIN, &p),
+            Err(GuardError::Conflict { hrs })
+        );
+    }
+}
+
+#[test]
+fn a_mark_without_sign_bytes_refuses_its_own_hrs() {
+    let hrs = Hrs::new(3, 0, Step::Prevote);
+    let state = SignState::new(hrs, Vec::new(), Vec::new());
+    assert_eq!(check_hrs(&state, hrs), Err(GuardError::NoSignBytes { hrs }));
+    assert_eq!(
+        check_vote(&state, CHAIN, &vote(signed_msg_type::PREVOTE, 3, 0, 1, 10)),
+        Err(GuardError::NoSignBytes { hrs })
+    );
+    // Sign bytes but no signature: FilePV panics; the guard refuses.
+    let state = SignState::new(hrs, vec![1, 2, 3], Vec::new());
+    assert_eq!(check_hrs(&state, hrs), Err(GuardError::NoSignBytes { hrs }));
+    assert_eq!(
+        check_hrs(&state, Hrs::new(3, 0, Step::Precommit)),
+        Ok(false)
+    );
+}
+
+#[test]
+fn corrupt_stored_sign_bytes_are_an_error_not_a_panic() {
+    let hrs = Hrs::new(3, 0, Step::Prevote);
+    let state = SignState::new(hrs, vec![0xff; 5], vec![1; 64]);
+    assert_eq!(
+        check_vote(&state, CHAIN, &vote(signed_msg_type::PREVOTE, 3, 0, 1, 10)),
+        Err(GuardError::CorruptSignBytes { hrs, kind: "vote" })
+    );
+}
+
+#[test]
+fn unknown_vote_type_is_refused() {
+    for t in [0, 3, signed_msg_type::PROPOSAL, -1] {
+        assert_eq!(
+            check_vote(&SignState::default(), CHAIN, &vote(t, 1, 0, 1, 0)),
+            Err(GuardError::UnknownVoteType { msg_type: t })
+        );
+    }
+}
+
+#[test]
+fn extension_rule() {
+    let mut v = vote(signed_msg_type::PRECOMMIT, 1, 0, 1, 0);
+    assert_eq!(check_extension(&v), Ok(true));
+    v.extension = b"ext".to_vec();
+    assert_eq!(check_extension(&v), Ok(true));
+    let mut nil = vote(signed_msg_type::PRECOMMIT, 1, 0, 0, 0);
+    assert_eq!(check_extension(&nil), Ok(false));
+    nil.extension = b"ext".to_vec();
+    assert_eq!(check_extension(&nil), Err(GuardError::UnexpectedExtension));
+    let mut pv = vote(signed_msg_type::PREVOTE, 1, 0, 1, 0);
+    assert_eq!(check_extension(&pv), Ok(false));
+    pv.extension = b"ext".to_vec();
+    assert_eq!(check_extension(&pv), Err(GuardError::UnexpectedExtension));
+}
+
+#[derive(Debug, Clone)]
+enum Req {
+    Vote(Vote),
+    Proposal(Proposal),
+}
+
+fn req() -> impl Strategy<Value = Req> {
+    (0u8..3, 0i64..4, 0i32..3, -1i32..2, 0u8..3, 0i64..3).prop_map(|(kind, h, r, pol, b, t)| {
+        match kind {
+            0 => Req::Vote(vote(signed_msg_type::PREVOTE, h, r, b, t)),
+            1 => Req::Vote(vote(signed_msg_type::PRECOMMIT, h, r, b, t)),
+            _ => Req::Proposal(proposal(h, r, pol, b, t)),
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// For any sequence of requests, with every allowed signature recorded:
+    /// a new signature is only ever made strictly above the mark, never
+    /// twice for one HRS, and a re-served signature is the one made for
+    /// exactly the response's content (the request with the earlier
+    /// timestamp).
+    #[test]
+    fn never_two_sign_bytes_per_hrs_never_below_the_mark(reqs in proptest::collection::vec(req(), 1..60)) {
+        let mut state = SignState::default();
+        let mut signed: HashMap<Hrs, (Vec<u8>, Vec<u8>)> = HashMap::new();
+        for r in reqs {
+            let (decision, hrs, bytes_with) = match &r {
+                Req::Vote(v) => {
+                    let hrs = Hrs::new(v.height, v.round, Step::of_vote_type(v.msg_type).unwrap());
+                    let v = v.clone();
+                    (check_vote(&state, CHAIN, &v), hrs, Box::new(move |t: Timestamp| {
+                        let mut v = v.clone();
+                        v.timestamp = t;
+                        vote_sign_bytes(CHAIN, &v)
+                    }) as Box<dyn Fn(Timestamp) -> Vec<u8>>)
+                }
+                Req::Proposal(p) => {
+                    let hrs = Hrs::new(p.height, p.round, Step::Propose);
+                    let p = p.clone();
+                    (check_proposal(&state, CHAIN, &p), hrs, Box::new(move |t: Timestamp| {
+                        let mut p = p.clone();
+                        p.timestamp = t;
+                        proposal_sign_bytes(CHAIN, &p)
+                    }) as Box<dyn Fn(Timestamp) -> Vec<u8>>)
+                }
+            };
+            match decision {
+                Ok(Decision::Sign { hrs: h, sign_bytes }) => {
+                    prop_assert_eq!(h, hrs);
+                    prop_assert!(h > state.hrs(), "signed {} at or below the mark {}", h, state.hrs());
+                    prop_assert!(!signed.contains_key(&h), "signed {} twice", h);
+                    let sig = fake_sig(&sign_bytes);
+                    signed.insert(h, (sign_bytes.clone(), sig.clone()));
+                    state = SignState::new(h, sign_bytes, sig);
+                }
+                Ok(Decision::Reuse { signature, timestamp }) => {
+                    let (bytes, sig) = signed.get(&hrs).expect("re-served an HRS never signed");
+                    prop_assert_eq!(&signature, sig);
+                    prop_assert_eq!(&bytes_with(timestamp), bytes);
+                }
+                Ok(other) => prop_assert!(false, "unexpected decision {:?}", other),
+                Err(GuardError::Conflict { hrs: h }) => {
+                    prop_assert_eq!(h, hrs);
+                    prop_assert!(signed.contains_key(&h));
+                }
+                Err(GuardError::HeightRegression { .. })
+                | Err(GuardError::RoundRegression { .. })
+                | Err(GuardError::StepRegression { .. }) => {
+                    prop_assert!(hrs < state.hrs());
+                }
+                Err(e) => prop_assert!(false, "unexpected error {}", e),
+            }
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! `GuardedSigner` and the state file: signatures verify, double signs are
+//! refused, the state is on disk before a signature is returned, and
+//! CometBFT's `priv_validator_state.json` / `priv_validator_key.json`
+//! formats load.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use ed25519_dalek::Verifier;
+use p2p_conn::privval::guard::{GuardError, Hrs, SignState, Step};
+use p2p_conn::privval::{
+    load_validator_key, proposal_sign_bytes, public_key, signed_msg_type, state_file,
+    vote_extension_sign_bytes, vote_sign_bytes, BlockId, GuardedSigner, PartSetHeader, Proposal,
+    Signer, SignerError, Timestamp, Vote,
+};
+use p2p_conn::Identity;
+
+const CHAIN: &str = "test-chain";
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "p2p-conn-signer-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn block(n: u8) -> BlockId {
+    let mut id = BlockId::default();
+    if n == 0 {
+        return id;
+    }
+    id.hash = vec![n; 32];
+    let mut psh = PartSetHeader::default();
+    psh.total = 1;
+    psh.hash = vec![n ^ 0xff; 32];
+    id.part_set_header = psh;
+    id
+}
+
+fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> Vote {
+    let mut v = Vote::default();
+    v.msg_type = msg_type;
+    v.height = height;
+    v.round = round;
+    v.block_id = block(block_n);
+    v.timestamp = Timestamp::new(secs, 0);
+    v
+}
+
+fn key() -> Identity {
+    Identity::from_seed(&[7; 32])
+}
+
+fn new_signer(dir: &Path) -> (GuardedSigner, PathBuf) {
+    let path = dir.join("priv_validator_state.json");
+    state_file::create_new(&path).unwrap();
+    (GuardedSigner::open(key(), &path).unwrap(), path)
+}
+
+fn verify(bytes: &[u8], sig: &[u8]) -> bool {
+    let vk = ed25519_dalek::VerifyingKey::from_bytes(key().public_key().as_bytes()).unwrap();
+    let Ok(sig) = ed25519_dalek::Signature::from_slice(sig) else {
+        return false;
+    };
+    vk.verify(bytes, &sig).is_ok()
+}
+
+#[test]
+fn signed_vote_and_proposal_verify_and_state_is_persisted() {
+    let dir = temp_dir("verify");
+    let (mut s, path) = new_signer(&dir);
+    let pk = s.public_key(CHAIN).unwrap();
+    assert_eq!(
+        pk.sum,
+        Some(public_key::Sum::Ed25519(
+            key().public_key().as_bytes().to_vec()
+        ))
+    );
+
+    let mut p = Proposal::default();
+    p.height = 1;
+    p.pol_round = -1;
+    p.block_id = block(1);
+    p.timestamp = Timestamp::new(5, 0);
+    let signed = s.sign_proposal(CHAIN, p.clone()).unwrap();
+    assert!(verify(&proposal_sign_bytes(CHAIN, &p), &signed.signature));
+
+    let v = vote(signed_msg_type::PREVOTE, 1, 0, 1, 6);
+    let signed = s.sign_vote(CHAIN, v.clone(), true).unwrap();
+    assert!(verify(&vote_sign_bytes(CHAIN, &v), &signed.signature));
+    assert!(signed.extension_signature.is_empty());
+    assert!(!verify(&vote_sign_bytes("other", &v), &signed.signature));
+
+    let on_disk = state_file::load(&path).unwrap();
+    assert_eq!(on_disk.hrs(), Hrs::new(1, 0, Step::Prevote));
+    assert_eq!(on_disk.sign_bytes(), vote_sign_bytes(CHAIN, &v));
+    assert_eq!(on_disk.signature(), signed.signature);
+    assert_eq!(&on_disk, s.state());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn double_sign_is_refused_and_state_unchanged() {
+    let dir = temp_dir("double");
+    let (mut s, path) = new_signer(&dir);
+    let first = s
+        .sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 4, 0, 1, 10), false)
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    match s.sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 4, 0, 2, 10), false) {
+        Err(SignerError::Refused(GuardError::Conflict { hrs })) => {
+            assert_eq!(hrs, Hrs::new(4, 0, Step::Precommit))
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    // Only the timestamp differs: the earlier signature and timestamp.
+    let again = s
+        .sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 4, 0, 1, 99), false)
+        .unwrap();
+    assert_eq!(again.signature, first.signature);
+    assert_eq!(again.timestamp, Timestamp::new(10, 0));
+    assert!(verify(&vote_sign_bytes(CHAIN, &again), &again.signature));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A signer restarted on the same state file refuses to go below it.
+#[test]
+fn reload_refuses_to_go_backwards() {
+    let dir = temp_dir("reload");
+    let (mut s, path) = new_signer(&dir);
+    s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 9, 2, 1, 10), false)
+        .unwrap();
+    drop(s);
+    let mut s = GuardedSigner::open(key(), &path).unwrap();
+    assert_eq!(s.state().hrs(), Hrs::new(9, 2, Step::Prevote));
+    match s.sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 8, 0, 1, 10), false) {
+        Err(SignerError::Refused(GuardError::HeightRegression {
+            height: 8,
+            last_height: 9,
+        })) => {}
+        other => panic!("expected a height regression, got {other:?}"),
+    }
+    match s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 9, 2, 3, 10), false) {
+        Err(SignerError::Refused(GuardError::Conflict { .. })) => {}
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(s
+        .sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 9, 2, 1, 10), false)
+        .is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// When the state cannot be written, no signature is returned and the
+/// mark in memory stays where it was.
+#[test]
+fn no_signature_without_a_persisted_state() {
+    let dir = temp_dir("nowrite");
+    let (mut s, _path) = new_signer(&dir);
+    s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 2, 0, 1, 10), false)
+        .unwrap();
+    let mark = s.state().clone();
+    std::fs::remove_dir_all(&dir).unwrap();
+    match s.sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 2, 0, 1, 10), false) {
+        Err(SignerError::StateWrite { .. }) => {}
+        other => panic!("expected a state write error, got {other:?}"),
+    }
+    assert_eq!(s.state(), &mark);
+}
+
+#[test]
+fn extensions_follow_filepv() {
+    let dir = temp_dir("ext");
+    let (mut s, _) = new_signer(&dir);
+    let mut v = vote(signed_msg_type::PRECOMMIT, 3, 0, 1, 10);
+    v.extension = b"vote extension".to_vec();
+    let signed = s.sign_vote(CHAIN, v.clone(), true).unwrap();
+    assert!(verify(
+        &vote_extension_sign_bytes(CHAIN, &v),
+        &signed.extension_signature
+    ));
+    // Re-served vote, new extension: signed afresh.
+    let mut v2 = v.clone();
+    v2.extension = b"another".to_vec();
+    let again = s.sign_vote(CHAIN, v2.clone(), true).unwrap();
+    assert_eq!(again.signature, signed.signature);
+    assert!(verify(
+        &vote_extension_sign_bytes(CHAIN, &v2),
+        &again.extension_signature
+    ));
+    // Skipped (v1's skip_extension_signing).
+    let skipped = s.sign_vote(CHAIN, v.clone(), false).unwrap();
+    assert!(skipped.extension_signature.is_empty());
+    // An extension on a prevote.
+    let mut pv = vote(signed_msg_type::PREVOTE, 4, 0, 1, 10);
+    pv.extension = b"x".to_vec();
+    match s.sign_vote(CHAIN, pv, true) {
+        Err(SignerError::Refused(GuardError::UnexpectedExtension)) => {}
+        other => panic!("expected UnexpectedExtension, got {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn wrong_chain_id_is_refused() {
+    let dir = temp_dir("chain");
+    let (s, _) = new_signer(&dir);
+    let mut s = s.with_chain_id(CHAIN);
+    match s.sign_vote("other", vote(signed_msg_type::PREVOTE, 1, 0, 1, 0), false) {
+        Err(SignerError::WrongChainId { expected, got }) => {
+            assert_eq!((expected.as_str(), got.as_str()), (CHAIN, "other"))
+        }
+        other => panic!("expected WrongChainId, got {other:?}"),
+    }
+    assert_eq!(s.state(), &SignState::default());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A state file as CometBFT's FilePV writes it (`cmtjson.MarshalIndent`,
+/// two-space indent: height a string, signature base64, signbytes
+/// upper-case hex), here for a precommit at 12/0.
+#[test]
+fn filepv_state_file_round_trips() {
+    let v = vote(signed_msg_type::PRECOMMIT, 12, 0, 1, 1_700_000_000);
+    let bytes = vote_sign_bytes(CHAIN, &v);
+    let sig = vec![0x5a; 64];
+    let json = format!(
+        "{{\n  \"height\": \"12\",\n  \"round\": 0,\n  \"step\": 3,\n  \"signature\": \"{}\",\n  \"signbytes\": \"{}\"\n}}",
+        base64::engine::general_purpose::STANDARD.encode(&sig),
+        hex::encode_upper(&bytes)
+    );
+    let state = state_file::parse(&json).unwrap();
+    assert_eq!(state.hrs(), Hrs::new(12, 0, Step::Precommit));
+    assert_eq!(state.sign_bytes(), bytes);
+    assert_eq!(state.signature(), sig);
+    assert_eq!(state_file::to_json(&state), json);
+    // `cometbft init`'s initial state.
+    let init = "{\n  \"height\": \"0\",\n  \"round\": 0,\n  \"step\": 0\n}";
+    assert_eq!(state_file::parse(init).unwrap(), SignState::default());
+    assert_eq!(state_file::to_json(&SignState::default()), init);
+}
+
+#[test]
+fn state_file_load_errors_are_typed() {
+    use state_file::StateFileProblem as P;
+    let cases: [(&str, P); 6] = [
+        ("{", P::NotJson { line: 1, column: 1 }),
+        ("[]", P::NotObject),
+        (
+            r#"{"height":"x","round":0,"step":0}"#,
+            P::BadField {
+                field: "height",
+                expected: "an int64 (a decimal string)",
+            },
+        ),
+        (
+            r#"{"height":"1","round":0,"step":4}"#,
+            P::BadStep { step: 4 },
+        ),
+        (
+            r#"{"height":"1","round":0,"step":1,"signbytes":"zz"}"#,
+            P::BadField {
+                field: "signbytes",
+                expected: "hex",
+            },
+        ),
+        (
+            r#"{"height":"1","round":0,"step":1,"signbytes":"0A"}"#,
+            P::SignBytesWithoutSignature,
+        ),
+    ];
+    for (json, want) in cases {
+        assert_eq!(state_file::parse(json), Err(want), "{json}");
+    }
+    let dir = temp_dir("loaderr");
+    let path = dir.join("s.json");
+    match state_file::load(&path) {
+        Err(SignerError::StateRead { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+        }
+        other => panic!("expected StateRead, got {other:?}"),
+    }
+    std::fs::write(&path, "not json").unwrap();
+    assert!(matches!(
+        GuardedSigner::open(key(), &path),
+        Err(SignerError::StateInvalid { .. })
+    ));
+    std::fs::write(&path, vec![b' '; state_file::MAX_STATE_FILE_BYTES + 1]).unwrap();
+    assert!(matches!(
+        state_file::load(&path),
+        Err(SignerError::StateTooLarge { .. })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `priv_validator_key.json` as `cometbft init` writes it.
+#[test]
+fn validator_key_file_loads_and_checks_its_public_parts() {
+    let dir = temp_dir("key");
+    let id = key();
+    let mut raw = [7u8; 32].to_vec();
+    raw.extend_from_slice(id.public_key().as_bytes());
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let file = |address: &str, pub_key: &str| {
+        format!(
+            "{{\n  \"address\": \"{address}\",\n  \"pub_key\": {{\n    \"type\": \"tendermint/PubKeyEd25519\",\n    \"value\": \"{pub_key}\"\n  }},\n  \"priv_key\": {{\n    \"type\": \"tendermint/PrivKeyEd25519\",\n    \"value\": \"{}\"\n  }}\n}}",
+            b64(&raw)
+        )
+    };
+    let address = hex::encode_upper(id.node_id().as_bytes());
+    let path = dir.join("priv_validator_key.json");
+    std::fs::write(&path, file(&address, &b64(id.public_key().as_bytes()))).unwrap();
+    let loaded = load_validator_key(&path).unwrap();
+    assert_eq!(loaded.public_key(), id.public_key());
+
+    std::fs::write(&path, file(&address, &b64(&[1; 32]))).unwrap();
+    assert!(matches!(
+        load_validator_key(&path),
+        Err(SignerError::KeyMismatch {
+            field: "pub_key.value",
+            ..
+        })
+    ));
+    std::fs::write(
+        &path,
+        file(&"AB".repeat(20), &b64(id.public_key().as_bytes())),
+    )
+    .unwrap();
+    assert!(matches!(
+        load_validator_key(&path),
+        Err(SignerError::KeyMismatch {
+            field: "address",
+            ..
+        })
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const FILEPV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/filepv-v1.0.1");
+const FILEPV_VOTE_SIG: &str = "7c87114e6bd1bc6f32d7ce38d3b5df9bfd9b925b901e4743920436e696ec0d3e9c88c98205908f2f8e444fe23620a5ea712cc214d521ddf0d2d40ad210b36e0d";
+const FILEPV_EXT_SIG: &str = "0431d6f5ec89b3df9f3ea738e0b6424da45f3ee2dde06bb97d2b55a7c57688c4c11b5ea23413440d749eac43afbffeaa1386fcc8ec1ba7b7203c0f547e81350d";
+
+/// The vote FilePV signed for `tests/data/filepv-v1.0.1` (its README).
+fn filepv_vote() -> Vote {
+    let mut v = Vote::default();
+    v.msg_type = signed_msg_type::PRECOMMIT;
+    v.height = 12;
+    v.block_id.hash = vec![1; 32];
+    v.block_id.part_set_header.total = 1;
+    v.block_id.part_set_header.hash = vec![0xfe; 32];
+    v.timestamp = Timestamp::new(1_700_000_000, 0);
+    v.extension = b"vote extension".to_vec();
+    v
+}
+
+/// Files CometBFT v1.0.1's FilePV wrote: they load, re-serialise byte for
+/// byte, and a GuardedSigner started from FilePV's initial state signs
+/// FilePV's vote into the same signatures and the same state file.
+#[test]
+fn filepv_files_move_to_us_and_back() {
+    let key_path = Path::new(FILEPV).join("priv_validator_key.json");
+    let key = load_validator_key(&key_path).unwrap();
+    assert_eq!(key.public_key(), self::key().public_key());
+
+    let filepv_state =
+        std::fs::read_to_string(Path::new(FILEPV).join("priv_validator_state.json")).unwrap();
+    let parsed = state_file::parse(&filepv_state).unwrap();
+    assert_eq!(state_file::to_json(&parsed), filepv_state);
+    assert_eq!(parsed.hrs(), Hrs::new(12, 0, Step::Precommit));
+    assert_eq!(parsed.sign_bytes(), vote_sign_bytes(CHAIN, &filepv_vote()));
+    assert_eq!(hex::encode(parsed.signature()), FILEPV_VOTE_SIG);
+    let init =
+        std::fs::read_to_string(Path::new(FILEPV).join("priv_validator_state_init.json")).unwrap();
+    assert_eq!(state_file::parse(&init).unwrap(), SignState::default());
+    assert_eq!(state_file::to_json(&SignState::default()), init);
+
+    // From FilePV's initial state to FilePV's state after the vote.
+    let dir = temp_dir("filepv");
+    let path = dir.join("priv_validator_state.json");
+    std::fs::write(&path, &init).unwrap();
+    let mut s = GuardedSigner::open(key.clone(), &path).unwrap();
+    let signed = s.sign_vote(CHAIN, filepv_vote(), true).unwrap();
+    assert_eq!(hex::encode(&signed.signature), FILEPV_VOTE_SIG);
+    assert_eq!(hex::encode(&signed.extension_signature), FILEPV_EXT_SIG);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), filepv_state);
+
+    // From FilePV's state: the same HRS re-served, lower refused.
+    std::fs::write(&path, &filepv_state).unwrap();
+    let mut s = GuardedSigner::open(key, &path).unwrap();
+    let mut later = filepv_vote();
+    later.timestamp = Timestamp::new(1_700_000_009, 0);
+    let again = s.sign_vote(CHAIN, later, true).unwrap();
+    assert_eq!(hex::encode(&again.signature), FILEPV_VOTE_SIG);
+    assert_eq!(again.timestamp, Timestamp::new(1_700_000_000, 0));
+    let mut lower = filepv_vote();
+    lower.height = 11;
+    assert!(matches!(
+        s.sign_vote(CHAIN, lower, true),
+        Err(SignerError::Refused(GuardError::HeightRegression { .. }))
+    ));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), filepv_state);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
