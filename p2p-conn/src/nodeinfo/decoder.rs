@@ -1,7 +1,7 @@
 //! The sans-IO reader of one length-prefixed NodeInfo.
 
 use super::{NodeInfo, NodeInfoError, MAX_NODE_INFO_SIZE};
-use crate::proto::varint::{Step, UvarintReader};
+use crate::proto::delimited::{DelimitedReader, PrefixError};
 
 /// Sans-IO reader of one length-prefixed NodeInfo.
 ///
@@ -20,22 +20,8 @@ use crate::proto::varint::{Step, UvarintReader};
 /// ```
 #[derive(Debug)]
 pub struct Decoder {
-    limit: usize,
-    state: State,
-}
-
-#[derive(Debug)]
-enum State {
-    /// Reading the varint length prefix.
-    Prefix(UvarintReader),
-    /// Reading the body into a buffer of exactly its length.
-    Body {
-        prefix: usize,
-        buf: Vec<u8>,
-        len: usize,
-    },
-    /// Finished or failed: feeding more is an error.
-    Done,
+    /// `None` once finished or failed: feeding more is an error.
+    reader: Option<DelimitedReader>,
 }
 
 impl Default for Decoder {
@@ -54,8 +40,7 @@ impl Decoder {
     /// [`MAX_NODE_INFO_SIZE`]).
     pub fn with_limit(limit: usize) -> Decoder {
         Decoder {
-            limit: limit.min(MAX_NODE_INFO_SIZE),
-            state: State::Prefix(UvarintReader::default()),
+            reader: Some(DelimitedReader::new(limit.min(MAX_NODE_INFO_SIZE))),
         }
     }
 
@@ -63,73 +48,30 @@ impl Decoder {
     /// the NodeInfo once complete. Bytes after the message are never taken.
     /// After an error or a complete message, the decoder is spent.
     pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<NodeInfo>), NodeInfoError> {
-        let mut used = 0;
-        loop {
-            match &mut self.state {
-                State::Prefix(reader) => {
-                    let Some(&b) = input.get(used) else {
-                        return Ok((used, None));
-                    };
-                    used += 1;
-                    // Go's binary.ReadUvarint, a byte at a time so that no
-                    // byte past the prefix is taken before it is checked.
-                    let (len, prefix) = match reader.push(b) {
-                        Step::More => continue,
-                        Step::Done(len, prefix) => (len, prefix),
-                        Step::Overflow => {
-                            self.state = State::Done;
-                            return Err(NodeInfoError::BadLength);
-                        }
-                    };
-                    if len > self.limit as u64 {
-                        self.state = State::Done;
-                        return Err(NodeInfoError::TooLarge {
-                            len,
-                            limit: self.limit,
-                        });
-                    }
-                    let len = len as usize; // at most the limit
-                    self.state = State::Body {
-                        prefix,
-                        buf: Vec::with_capacity(len),
-                        len,
-                    };
-                }
-                State::Body { buf, len, .. } => {
-                    let take = (*len - buf.len()).min(input.len() - used);
-                    buf.extend_from_slice(&input[used..used + take]);
-                    used += take;
-                    if buf.len() < *len {
-                        return Ok((used, None));
-                    }
-                    let body = std::mem::take(buf);
-                    self.state = State::Done;
-                    return NodeInfo::decode(&body).map(|info| (used, Some(info)));
-                }
-                State::Done => {
-                    return Err(NodeInfoError::Malformed(
-                        "the decoder was fed after it finished".into(),
-                    ))
-                }
+        let Some(reader) = &mut self.reader else {
+            return Err(NodeInfoError::Malformed(
+                "the decoder was fed after it finished".into(),
+            ));
+        };
+        match reader.feed(input) {
+            Ok((used, None)) => Ok((used, None)),
+            Ok((used, Some(body))) => {
+                self.reader = None;
+                NodeInfo::decode(&body).map(|info| (used, Some(info)))
+            }
+            Err(e) => {
+                self.reader = None;
+                Err(match e {
+                    PrefixError::BadLength => NodeInfoError::BadLength,
+                    PrefixError::TooLarge { len, limit } => NodeInfoError::TooLarge { len, limit },
+                })
             }
         }
     }
 
     /// The error for an end of stream now (the message is incomplete).
     pub fn eof(&self) -> NodeInfoError {
-        match &self.state {
-            State::Prefix(reader) => NodeInfoError::Truncated {
-                received: reader.taken(),
-                expected: None,
-            },
-            State::Body { prefix, buf, len } => NodeInfoError::Truncated {
-                received: prefix + buf.len(),
-                expected: Some(prefix + len),
-            },
-            State::Done => NodeInfoError::Truncated {
-                received: 0,
-                expected: None,
-            },
-        }
+        let (received, expected) = self.reader.as_ref().map_or((0, None), |r| r.progress());
+        NodeInfoError::Truncated { received, expected }
     }
 }

@@ -5,7 +5,7 @@ use prost::Message as _;
 
 use super::messages::Message;
 use super::{PrivvalError, MAX_MESSAGE_BYTES};
-use crate::proto::varint::{Step, UvarintReader};
+use crate::proto::delimited::{DelimitedReader, PrefixError};
 
 /// Encodes `msg` with its uvarint length prefix, as CometBFT's
 /// `protoio.NewDelimitedWriter` writes it.
@@ -15,11 +15,6 @@ use crate::proto::varint::{Step, UvarintReader};
 pub fn encode(msg: &Message) -> Vec<u8> {
     msg.encode_length_delimited_to_vec()
 }
-
-/// The most a decoder reserves for a body before its bytes arrive: above
-/// every line's limit but v0.40.0's, so a body within those limits is
-/// read into one allocation.
-const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
 
 /// Sans-IO reader of privval messages.
 ///
@@ -45,22 +40,9 @@ const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
 /// ```
 #[derive(Debug)]
 pub struct Decoder {
-    limit: usize,
-    state: State,
-}
-
-#[derive(Debug)]
-enum State {
-    /// Reading the varint length prefix.
-    Prefix(UvarintReader),
-    /// Reading the body into a buffer of exactly its length.
-    Body {
-        prefix: usize,
-        buf: Vec<u8>,
-        len: usize,
-    },
-    /// Failed: feeding more is an error.
-    Failed,
+    reader: DelimitedReader,
+    /// An error was returned: the stream is out of step.
+    failed: bool,
 }
 
 impl Default for Decoder {
@@ -80,94 +62,57 @@ impl Decoder {
     /// v0.40.0 node's limit, [`super::MAX_MESSAGE_BYTES_V040`]).
     pub fn with_limit(limit: usize) -> Decoder {
         Decoder {
-            limit,
-            state: State::Prefix(UvarintReader::default()),
+            reader: DelimitedReader::new(limit),
+            failed: false,
         }
     }
 
     /// The limit on a message body, in bytes.
     pub fn limit(&self) -> usize {
-        self.limit
+        self.reader.limit()
     }
 
     /// Whether the decoder is between messages (no byte of a message taken).
     pub fn is_idle(&self) -> bool {
-        matches!(&self.state, State::Prefix(r) if r.taken() == 0)
+        !self.failed && self.reader.is_idle()
     }
 
     /// Consumes what it needs of `input`: returns how many bytes it took and
     /// the message once complete. Bytes after the message are never taken.
     pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), PrivvalError> {
-        let mut used = 0;
-        loop {
-            match &mut self.state {
-                State::Prefix(reader) => {
-                    let Some(&b) = input.get(used) else {
-                        return Ok((used, None));
-                    };
-                    used += 1;
-                    let (len, prefix) = match reader.push(b) {
-                        Step::More => continue,
-                        Step::Done(len, prefix) => (len, prefix),
-                        Step::Overflow => {
-                            self.state = State::Failed;
-                            return Err(PrivvalError::BadLength);
-                        }
-                    };
-                    if len > self.limit as u64 {
-                        self.state = State::Failed;
-                        return Err(PrivvalError::TooLarge {
-                            len,
-                            limit: self.limit,
-                        });
-                    }
-                    // At most the limit, so it fits. Reserve the whole body
-                    // up to INITIAL_BODY_CAPACITY; past that the buffer
-                    // grows with the bytes that arrive, so a large limit
-                    // never lets a prefix alone reserve memory.
-                    let len = len as usize;
-                    self.state = State::Body {
-                        prefix,
-                        buf: Vec::with_capacity(len.min(INITIAL_BODY_CAPACITY)),
-                        len,
-                    };
-                }
-                State::Body { buf, len, .. } => {
-                    let take = (*len - buf.len()).min(input.len() - used);
-                    buf.extend_from_slice(&input[used..used + take]);
-                    used += take;
-                    if buf.len() < *len {
-                        return Ok((used, None));
-                    }
-                    let body = std::mem::take(buf);
-                    self.state = State::Failed;
-                    let msg = Message::decode(body.as_slice())
-                        .map_err(|e| PrivvalError::Malformed(e.to_string()))?;
-                    if msg.sum.is_none() {
-                        return Err(PrivvalError::UnknownMessage);
-                    }
-                    self.state = State::Prefix(UvarintReader::default());
-                    return Ok((used, Some(msg)));
-                }
-                State::Failed => return Err(PrivvalError::Spent),
-            }
+        if self.failed {
+            return Err(PrivvalError::Spent);
         }
+        let r = self.decode(input);
+        self.failed = r.is_err();
+        r
+    }
+
+    fn decode(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), PrivvalError> {
+        let (used, body) = self.reader.feed(input).map_err(|e| match e {
+            PrefixError::BadLength => PrivvalError::BadLength,
+            PrefixError::TooLarge { len, limit } => PrivvalError::TooLarge { len, limit },
+        })?;
+        let Some(body) = body else {
+            return Ok((used, None));
+        };
+        let msg =
+            Message::decode(body.as_slice()).map_err(|e| PrivvalError::Malformed(e.to_string()))?;
+        if msg.sum.is_none() {
+            return Err(PrivvalError::UnknownMessage);
+        }
+        Ok((used, Some(msg)))
     }
 
     /// The error for an end of stream now: `None` between messages (a
     /// clean end), else [`PrivvalError::Truncated`].
     pub fn eof(&self) -> Option<PrivvalError> {
-        match &self.state {
-            State::Prefix(reader) if reader.taken() == 0 => None,
-            State::Prefix(reader) => Some(PrivvalError::Truncated {
-                received: reader.taken(),
-                expected: None,
-            }),
-            State::Body { prefix, buf, len } => Some(PrivvalError::Truncated {
-                received: prefix + buf.len(),
-                expected: Some(prefix.saturating_add(*len)),
-            }),
-            State::Failed => Some(PrivvalError::Spent),
+        if self.failed {
+            return Some(PrivvalError::Spent);
+        }
+        match self.reader.progress() {
+            (0, None) => None,
+            (received, expected) => Some(PrivvalError::Truncated { received, expected }),
         }
     }
 }

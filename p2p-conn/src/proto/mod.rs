@@ -9,6 +9,8 @@
 
 pub mod aead;
 pub mod auth_sig;
+#[cfg(any(feature = "nodeinfo", feature = "privval"))]
+pub(crate) mod delimited;
 mod error;
 pub mod frame;
 pub mod handshake;
