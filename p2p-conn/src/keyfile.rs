@@ -59,6 +59,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use zeroize::{Zeroize, Zeroizing};
 
+use crate::atomic_file::{create_temp, parent_dir, sync_dir};
 use crate::Identity;
 
 /// The `type` of an Ed25519 node key, the only kind CometBFT's p2p layer uses.
@@ -74,9 +75,6 @@ const RAW_KEY_BYTES: usize = 64;
 
 const JSON_PREFIX: &str = r#"{"priv_key":{"type":"tendermint/PrivKeyEd25519","value":""#;
 const JSON_SUFFIX: &str = r#""}}"#;
-
-/// How many temporary names [`save_new`] tries before giving up.
-const TEMP_ATTEMPTS: u32 = 16;
 
 /// What is wrong with the content of a key file. Never carries any of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -273,10 +271,7 @@ pub fn save_new(identity: &Identity, path: impl AsRef<Path>) -> Result<(), KeyFi
             path: path.to_path_buf(),
         });
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     // An early, clearer answer; the hard link below is what guarantees it.
     if std::fs::symlink_metadata(path).is_ok() {
         return Err(KeyFileError::AlreadyExists {
@@ -306,43 +301,11 @@ pub fn save_new(identity: &Identity, path: impl AsRef<Path>) -> Result<(), KeyFi
             temp,
             source,
         })?;
-    #[cfg(unix)]
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| KeyFileError::DirectorySync {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    sync_dir(dir).map_err(|source| KeyFileError::DirectorySync {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(())
-}
-
-/// Create `.NAME.RANDOM.tmp` in `dir`, new (never an existing file) and
-/// owner-only on Unix.
-fn create_temp(
-    dir: &Path,
-    file_name: &std::ffi::OsStr,
-) -> std::io::Result<(PathBuf, std::fs::File)> {
-    use rand_core::RngCore;
-    let mut last = None;
-    for _ in 0..TEMP_ATTEMPTS {
-        let mut name = std::ffi::OsString::from(".");
-        name.push(file_name);
-        name.push(format!(".{:016x}.tmp", rand_core::OsRng.next_u64()));
-        let temp = dir.join(name);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        match opts.open(&temp) {
-            Ok(f) => return Ok((temp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
 }
 
 /// Removes the temporary file on drop (best effort, for error paths);

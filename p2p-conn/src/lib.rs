@@ -66,6 +66,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "keyfile")]
+mod atomic_file;
 mod config;
 mod engine;
 mod error;

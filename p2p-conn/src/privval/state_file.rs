@@ -42,19 +42,17 @@
 //! - Filesystems where rename is not atomic (some network mounts).
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
 use super::signer::SignerError;
+use crate::atomic_file::{create_temp, parent_dir, sync_dir};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
 pub const MAX_STATE_FILE_BYTES: usize = 64 * 1024;
-
-/// How many temporary names [`save`] tries.
-const TEMP_ATTEMPTS: u32 = 16;
 
 /// What is wrong with the content of a state file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -259,11 +257,8 @@ fn write_atomic(
     let name = path.file_name().ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
     })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let (tmp, mut file) = create_temp(&dir, name)?;
+    let dir = parent_dir(path);
+    let (tmp, mut file) = create_temp(dir, name)?;
     let result = (|| {
         write(&mut file, data)?;
         file.sync_all()?;
@@ -274,7 +269,7 @@ fn write_atomic(
             std::fs::hard_link(&tmp, path)?;
             std::fs::remove_file(&tmp)?;
         }
-        sync_dir(&dir)
+        sync_dir(dir)
     })();
     if result.is_err() {
         // Gone already after a successful rename; harmless then.
@@ -283,44 +278,10 @@ fn write_atomic(
     result
 }
 
-fn create_temp(dir: &Path, name: &std::ffi::OsStr) -> std::io::Result<(PathBuf, std::fs::File)> {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut last_err = None;
-    for _ in 0..TEMP_ATTEMPTS {
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp.{}.{n}", std::process::id()));
-        let tmp = dir.join(tmp_name);
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        match opts.open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last_err.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> std::io::Result<()> {
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
