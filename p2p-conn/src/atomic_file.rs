@@ -1,10 +1,11 @@
-//! Files that appear whole: the temporary name and the directory sync that
-//! `keyfile::save_new` (a new `node_key.json`) and the privval state file
-//! (a signer's high-water mark) share. A file is written under a new,
+//! Small files read with a bound and written so that they appear whole: what
+//! `keyfile` (`node_key.json`) and the privval state file (a signer's
+//! high-water mark) share. A file is read into memory only up to its limit. A file is written under a new,
 //! owner-only temporary name in its own directory, synced, then put in
 //! place by the caller (a hard link that never replaces, or a rename that
 //! does), and the directory is synced so the new name survives a crash.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// How many temporary names [`create_temp`] tries before giving up.
@@ -55,4 +56,13 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(not(unix))]
     let _ = dir;
     Ok(())
+}
+
+/// Read all of `path` into `buf`, but never more than `max` bytes and one:
+/// `Ok(false)` when the file holds more than `max`.
+pub(crate) fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    std::fs::File::open(path)?
+        .take(max as u64 + 1)
+        .read_to_end(buf)?;
+    Ok(buf.len() <= max)
 }

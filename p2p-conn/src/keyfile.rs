@@ -53,13 +53,13 @@
 //!   succeed, but nothing stops another program from writing there by other
 //!   means.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::atomic_file::{create_temp, parent_dir, sync_dir};
+use crate::atomic_file::{create_temp, parent_dir, read_bounded, sync_dir};
 use crate::Identity;
 
 /// The `type` of an Ed25519 node key, the only kind CometBFT's p2p layer uses.
@@ -233,13 +233,9 @@ pub fn load(path: impl AsRef<Path>) -> Result<Identity, KeyFileError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
     // Allocated once at the limit plus one byte, so reading never reallocates.
     let mut bytes = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES + 1));
-    file.take(MAX_KEY_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() > MAX_KEY_FILE_BYTES {
+    if !read_bounded(path, MAX_KEY_FILE_BYTES, &mut bytes).map_err(read_err)? {
         return Err(KeyFileError::TooLarge {
             path: path.to_path_buf(),
             max_bytes: MAX_KEY_FILE_BYTES,

@@ -41,14 +41,14 @@
 //! - Locking: two signers on one state file defeat the guard. Run one.
 //! - Filesystems where rename is not atomic (some network mounts).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
 use super::signer::SignerError;
-use crate::atomic_file::{create_temp, parent_dir, sync_dir};
+use crate::atomic_file::{create_temp, parent_dir, read_bounded, sync_dir};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
@@ -197,12 +197,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<SignState, SignerError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(read_err)?;
     let mut bytes = Vec::new();
-    file.take(MAX_STATE_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() > MAX_STATE_FILE_BYTES {
+    if !read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(read_err)? {
         return Err(SignerError::StateTooLarge {
             path: path.to_path_buf(),
             max_bytes: MAX_STATE_FILE_BYTES,
