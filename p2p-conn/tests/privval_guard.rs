@@ -1,6 +1,8 @@
 //! The double-sign guard (`privval::guard`): FilePV's rules, case by case,
 //! and a property test over request sequences.
 
+mod common;
+
 use std::collections::HashMap;
 
 use p2p_conn::privval::guard::{
@@ -8,35 +10,13 @@ use p2p_conn::privval::guard::{
     Step,
 };
 use p2p_conn::privval::{
-    proposal_sign_bytes, signed_msg_type, vote_sign_bytes, BlockId, PartSetHeader, Proposal,
-    Timestamp, Vote,
+    proposal_sign_bytes, signed_msg_type, vote_sign_bytes, Proposal, Timestamp, Vote,
 };
 use proptest::prelude::*;
 
+use common::privval::{block, vote};
+
 const CHAIN: &str = "test-chain";
-
-fn block(n: u8) -> BlockId {
-    if n == 0 {
-        return BlockId::default();
-    }
-    let mut id = BlockId::default();
-    id.hash = vec![n; 32];
-    let mut psh = PartSetHeader::default();
-    psh.total = 1;
-    psh.hash = vec![n ^ 0xff; 32];
-    id.part_set_header = psh;
-    id
-}
-
-fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> Vote {
-    let mut v = Vote::default();
-    v.msg_type = msg_type;
-    v.height = height;
-    v.round = round;
-    v.block_id = block(block_n);
-    v.timestamp = Timestamp::new(secs, 0);
-    v
-}
 
 fn proposal(height: i64, round: i32, pol_round: i32, block_n: u8, secs: i64) -> Proposal {
     let mut p = Proposal::default();

@@ -3,6 +3,8 @@
 //! CometBFT's `priv_validator_state.json` / `priv_validator_key.json`
 //! formats load.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
@@ -10,10 +12,12 @@ use ed25519_dalek::Verifier;
 use p2p_conn::privval::guard::{GuardError, Hrs, SignState, Step};
 use p2p_conn::privval::{
     load_validator_key, proposal_sign_bytes, public_key, signed_msg_type, state_file,
-    vote_extension_sign_bytes, vote_sign_bytes, BlockId, GuardedSigner, PartSetHeader, Proposal,
-    Signer, SignerError, Timestamp, Vote,
+    vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Proposal, Signer, SignerError,
+    Timestamp, Vote,
 };
 use p2p_conn::Identity;
+
+use common::privval::{block, vote};
 
 const CHAIN: &str = "test-chain";
 
@@ -28,29 +32,6 @@ fn temp_dir(tag: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn block(n: u8) -> BlockId {
-    let mut id = BlockId::default();
-    if n == 0 {
-        return id;
-    }
-    id.hash = vec![n; 32];
-    let mut psh = PartSetHeader::default();
-    psh.total = 1;
-    psh.hash = vec![n ^ 0xff; 32];
-    id.part_set_header = psh;
-    id
-}
-
-fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> Vote {
-    let mut v = Vote::default();
-    v.msg_type = msg_type;
-    v.height = height;
-    v.round = round;
-    v.block_id = block(block_n);
-    v.timestamp = Timestamp::new(secs, 0);
-    v
 }
 
 fn key() -> Identity {

@@ -6,6 +6,8 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
+#[cfg(feature = "privval")]
+pub mod privval;
 
 pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
 pub use p2p_conn_interop::{go_peer, process, scripted};

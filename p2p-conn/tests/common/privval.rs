@@ -1,0 +1,30 @@
+//! Votes and block IDs for the privval tests.
+
+use p2p_conn::privval::{BlockId, PartSetHeader, Timestamp, Vote};
+
+/// Block ID number `n`: 0 is the nil block ID, any other a 32-byte hash of
+/// `n` with a one-part header.
+pub fn block(n: u8) -> BlockId {
+    let mut id = BlockId::default();
+    if n == 0 {
+        return id;
+    }
+    id.hash = vec![n; 32];
+    let mut psh = PartSetHeader::default();
+    psh.total = 1;
+    psh.hash = vec![n ^ 0xff; 32];
+    id.part_set_header = psh;
+    id
+}
+
+/// A vote of `msg_type` at `height`/`round` for [`block`] `block_n`, at
+/// `secs` seconds past the epoch.
+pub fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> Vote {
+    let mut v = Vote::default();
+    v.msg_type = msg_type;
+    v.height = height;
+    v.round = round;
+    v.block_id = block(block_n);
+    v.timestamp = Timestamp::new(secs, 0);
+    v
+}
