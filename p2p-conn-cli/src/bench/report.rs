@@ -37,7 +37,7 @@ pub fn print_breakdown(args: &WorkloadArgs, ours: &[Row]) {
 
 /// The median of `values`: the middle one, or the mean of the two middle
 /// ones for an even count. `None` when empty.
-fn median(values: &[f64]) -> Option<f64> {
+pub fn median(values: &[f64]) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let mid = v.len() / 2;

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use super::measure::Row;
+use super::report::median;
 
 /// Runs shorter than this are too short to compare. Below it, fixed costs
 /// (connection setup, the TCP window's growth, first-touch page faults) and
@@ -52,7 +53,13 @@ pub fn notes(ours: &[Row], base: &[Row], flags: &Flags) -> Vec<String> {
     // The shortest of the groups' median run times.
     let shortest = groups
         .iter()
-        .filter_map(|g| median(g.iter().map(|r| r.elapsed.as_secs_f64()).collect()))
+        .filter_map(|g| {
+            median(
+                &g.iter()
+                    .map(|r| r.elapsed.as_secs_f64())
+                    .collect::<Vec<_>>(),
+            )
+        })
         .reduce(f64::min);
     if let Some(s) = shortest.filter(|s| *s < MIN_RUN.as_secs_f64()) {
         // Enough for a run of about 1 s at this rate, in a power of two.
@@ -76,7 +83,7 @@ pub fn notes(ours: &[Row], base: &[Row], flags: &Flags) -> Vec<String> {
             let (min, max) = rates
                 .iter()
                 .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-            let m = median(rates)?;
+            let m = median(&rates)?;
             (m > 0.0).then(|| ((max - min) / m, g[0].name.as_str(), min, max, g.len()))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0));
@@ -125,16 +132,6 @@ fn rate(r: &Row, handshakes: bool) -> f64 {
         r.msgs_per_s()
     } else {
         r.mb_per_s()
-    }
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    match v.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(v[mid]),
-        _ => Some((v[mid - 1] + v[mid]) / 2.0),
     }
 }
 
