@@ -9,6 +9,7 @@
 use std::io::{BufRead, Write};
 
 use super::{Decoder, NodeInfo, NodeInfoError};
+use crate::proto::delimited::feed_blocking;
 
 /// Sends `ours`, then reads and returns the peer's NodeInfo, unchecked:
 /// apply [`NodeInfo::validate`], [`NodeInfo::check_id`] and
@@ -24,22 +25,7 @@ pub fn exchange<S: BufRead + Write>(
 /// Reads the peer's NodeInfo, taking only its bytes from the stream's
 /// buffer.
 pub fn read<S: BufRead>(stream: &mut S) -> Result<NodeInfo, NodeInfoError> {
-    let mut decoder = Decoder::new();
-    loop {
-        let buf = match stream.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        if buf.is_empty() {
-            return Err(decoder.eof());
-        }
-        let (used, done) = decoder.feed(buf)?;
-        stream.consume(used);
-        if let Some(info) = done {
-            return Ok(info);
-        }
-    }
+    feed_blocking(stream, &mut Decoder::new())
 }
 
 /// Sends `ours` and flushes it.

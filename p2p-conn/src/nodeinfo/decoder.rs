@@ -1,7 +1,7 @@
 //! The sans-IO reader of one length-prefixed NodeInfo.
 
 use super::{NodeInfo, NodeInfoError, MAX_NODE_INFO_SIZE};
-use crate::proto::delimited::{DelimitedReader, PrefixError};
+use crate::proto::delimited::{DelimitedReader, Feed, PrefixError};
 
 /// Sans-IO reader of one length-prefixed NodeInfo.
 ///
@@ -73,5 +73,16 @@ impl Decoder {
     pub fn eof(&self) -> NodeInfoError {
         let (received, expected) = self.reader.as_ref().map_or((0, None), |r| r.progress());
         NodeInfoError::Truncated { received, expected }
+    }
+}
+
+impl Feed for Decoder {
+    type Item = NodeInfo;
+    type Error = NodeInfoError;
+    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<NodeInfo>), NodeInfoError> {
+        Decoder::feed(self, input)
+    }
+    fn end_of_stream(&self) -> NodeInfoError {
+        self.eof()
     }
 }

@@ -7,11 +7,12 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use super::{Decoder, NodeInfo, NodeInfoError};
+use crate::proto::delimited::poll_feed;
 
 /// Sends `ours` and reads the peer's at the same time, as CometBFT does (so
 /// neither side can wait on the other), and returns the peer's NodeInfo,
@@ -48,7 +49,7 @@ where
             }
         }
         if theirs.is_none() {
-            match poll_read_into(s.as_mut(), cx, &mut decoder) {
+            match poll_feed(s.as_mut(), cx, &mut decoder) {
                 Poll::Ready(Ok(info)) => theirs = Some(info),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
@@ -71,7 +72,7 @@ where
     S: AsyncBufRead + Unpin,
 {
     let mut decoder = Decoder::new();
-    poll_fn(|cx| poll_read_into(Pin::new(&mut *stream), cx, &mut decoder)).await
+    poll_fn(|cx| poll_feed(Pin::new(&mut *stream), cx, &mut decoder)).await
 }
 
 /// Sends `ours` and flushes it.
@@ -83,28 +84,4 @@ where
     stream.write_all(&out).await?;
     stream.flush().await?;
     Ok(())
-}
-
-/// Feeds what the stream has buffered to `decoder` until the NodeInfo is
-/// complete, consuming only its bytes.
-fn poll_read_into<S: AsyncBufRead + ?Sized>(
-    mut stream: Pin<&mut S>,
-    cx: &mut Context<'_>,
-    decoder: &mut Decoder,
-) -> Poll<Result<NodeInfo, NodeInfoError>> {
-    loop {
-        let buf = match stream.as_mut().poll_fill_buf(cx) {
-            Poll::Ready(Ok(buf)) => buf,
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
-            Poll::Pending => return Poll::Pending,
-        };
-        if buf.is_empty() {
-            return Poll::Ready(Err(decoder.eof()));
-        }
-        let (used, done) = decoder.feed(buf)?;
-        stream.as_mut().consume(used);
-        if let Some(info) = done {
-            return Poll::Ready(Ok(info));
-        }
-    }
 }

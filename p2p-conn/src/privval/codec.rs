@@ -5,7 +5,7 @@ use prost::Message as _;
 
 use super::messages::Message;
 use super::{PrivvalError, MAX_MESSAGE_BYTES};
-use crate::proto::delimited::{DelimitedReader, PrefixError};
+use crate::proto::delimited::{DelimitedReader, Feed, PrefixError};
 
 /// Encodes `msg` with its uvarint length prefix, as CometBFT's
 /// `protoio.NewDelimitedWriter` writes it.
@@ -114,6 +114,20 @@ impl Decoder {
             (0, None) => None,
             (received, expected) => Some(PrivvalError::Truncated { received, expected }),
         }
+    }
+}
+
+/// A clean end between messages is [`std::io::ErrorKind::UnexpectedEof`]
+/// in [`PrivvalError::Io`] here: a reader that wants a message has none.
+impl Feed for Decoder {
+    type Item = Message;
+    type Error = PrivvalError;
+    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), PrivvalError> {
+        Decoder::feed(self, input)
+    }
+    fn end_of_stream(&self) -> PrivvalError {
+        self.eof()
+            .unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into())
     }
 }
 

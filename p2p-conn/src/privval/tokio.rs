@@ -8,6 +8,7 @@ use std::pin::Pin;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use super::{encode, Decoder, Message, PrivvalError};
+use crate::proto::delimited::poll_feed;
 
 /// Reads the next message, taking only its bytes from the stream's buffer.
 /// A clean end of stream between messages is
@@ -20,28 +21,7 @@ pub async fn read<S>(stream: &mut S, decoder: &mut Decoder) -> Result<Message, P
 where
     S: AsyncBufRead + Unpin,
 {
-    poll_fn(|cx| {
-        let mut s = Pin::new(&mut *stream);
-        loop {
-            let buf = match s.as_mut().poll_fill_buf(cx) {
-                std::task::Poll::Ready(Ok(buf)) => buf,
-                std::task::Poll::Ready(Err(e)) => return std::task::Poll::Ready(Err(e.into())),
-                std::task::Poll::Pending => return std::task::Poll::Pending,
-            };
-            if buf.is_empty() {
-                let err = decoder.eof().unwrap_or_else(|| {
-                    std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()
-                });
-                return std::task::Poll::Ready(Err(err));
-            }
-            let (used, done) = decoder.feed(buf)?;
-            s.as_mut().consume(used);
-            if let Some(msg) = done {
-                return std::task::Poll::Ready(Ok(msg));
-            }
-        }
-    })
-    .await
+    poll_fn(|cx| poll_feed(Pin::new(&mut *stream), cx, decoder)).await
 }
 
 /// Writes `msg` with its length prefix and flushes it.

@@ -12,7 +12,10 @@
 //!   reserves more than that, whatever the limit.
 //!
 //! It knows nothing of what the bodies hold: each layer decodes them and
-//! words the errors in its own enum.
+//! words the errors in its own enum. Each layer's decoder implements
+//! [`Feed`], and one loop per I/O model ([`poll_feed`] for tokio,
+//! [`feed_blocking`] for std) feeds it from a stream's buffer, consuming
+//! only the bytes it took.
 
 use super::varint::{Step, UvarintReader};
 
@@ -125,6 +128,75 @@ impl DelimitedReader {
                     return Ok((used, Some(body)));
                 }
             }
+        }
+    }
+}
+
+/// A decoder of delimited messages that the adapters feed from a stream's
+/// buffer.
+pub(crate) trait Feed {
+    /// What one message decodes to.
+    type Item;
+    /// The layer's error.
+    type Error: From<std::io::Error>;
+    /// Take what is needed of `input` (never a byte past the message): how
+    /// many bytes, and the message once complete.
+    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Self::Item>), Self::Error>;
+    /// The error for the stream ending now.
+    fn end_of_stream(&self) -> Self::Error;
+}
+
+/// Feed what `stream` has buffered to `decoder` until a message is
+/// complete, consuming only its bytes. Cancel-safe: the partial message is
+/// in `decoder`.
+#[cfg(feature = "tokio")]
+pub(crate) fn poll_feed<S, D>(
+    mut stream: std::pin::Pin<&mut S>,
+    cx: &mut std::task::Context<'_>,
+    decoder: &mut D,
+) -> std::task::Poll<Result<D::Item, D::Error>>
+where
+    S: tokio::io::AsyncBufRead + ?Sized,
+    D: Feed,
+{
+    use std::task::Poll;
+    loop {
+        let buf = match stream.as_mut().poll_fill_buf(cx) {
+            Poll::Ready(Ok(buf)) => buf,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+            Poll::Pending => return Poll::Pending,
+        };
+        if buf.is_empty() {
+            return Poll::Ready(Err(decoder.end_of_stream()));
+        }
+        let (used, done) = decoder.feed(buf)?;
+        stream.as_mut().consume(used);
+        if let Some(item) = done {
+            return Poll::Ready(Ok(item));
+        }
+    }
+}
+
+/// [`poll_feed`] over a blocking `BufRead` (an interrupted read is retried).
+#[cfg_attr(not(feature = "nodeinfo"), allow(dead_code))]
+pub(crate) fn feed_blocking<S, D>(stream: &mut S, decoder: &mut D) -> Result<D::Item, D::Error>
+where
+    S: std::io::BufRead + ?Sized,
+    D: Feed,
+{
+    loop {
+        let buf = match stream.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if buf.is_empty() {
+            return Err(decoder.end_of_stream());
+        }
+        let (used, done) = decoder.feed(buf)?;
+        stream.consume(used);
+        if let Some(item) = done {
+            return Ok(item);
         }
     }
 }
