@@ -22,9 +22,12 @@
 //!   consensus key, and the two keys in softsign's format (the base64 of a
 //!   32-byte Ed25519 seed): the consensus key and the secret-connection
 //!   identity.
-//! - [`Tmkms::start`] runs `tmkms start -v -c <home>/tmkms.toml` with its
-//!   output (stdout and stderr) in `<home>/tmkms.log`; dropping it kills
-//!   the process.
+//! - [`Tmkms::start`] runs `tmkms start -v -c <home>/tmkms.toml` (`-v`:
+//!   every request and response in the log) with its output (stdout and
+//!   stderr) in `<home>/tmkms.log`; [`Tmkms::log_text`] reads it without
+//!   the colour codes tmkms always writes. Dropping it kills the process
+//!   and removes the home, unless the test is failing: then the home and
+//!   its log stay for a look.
 //!
 //! What tmkms 0.15.0 does on the wire (read from its source and seen in the
 //! tests): it dials once per session and, after a failed session, again
@@ -395,6 +398,7 @@ pub struct Tmkms {
     /// Its output, appended over restarts of the same home.
     pub log: PathBuf,
     config: PathBuf,
+    home: PathBuf,
     bin: PathBuf,
 }
 
@@ -406,6 +410,7 @@ impl Tmkms {
             child: None,
             log: home.log.clone(),
             config: home.config.clone(),
+            home: home.dir.clone(),
             bin: bin.to_path_buf(),
         };
         kms.restart();
@@ -443,9 +448,11 @@ impl Tmkms {
         }
     }
 
-    /// Everything it has written so far.
+    /// Everything it has written so far, without its colour codes.
     pub fn log_text(&self) -> String {
-        String::from_utf8_lossy(&std::fs::read(&self.log).unwrap_or_default()).into_owned()
+        strip_ansi(&String::from_utf8_lossy(
+            &std::fs::read(&self.log).unwrap_or_default(),
+        ))
     }
 
     /// How many times its log holds `needle`.
@@ -495,7 +502,30 @@ impl Tmkms {
 impl Drop for Tmkms {
     fn drop(&mut self) {
         self.kill();
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.home);
+        }
     }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -528,6 +558,12 @@ mod tests {
         let plain = Settings::new("c", "unix:///x", [1; 32], [2; 32]).config_toml(Path::new("/h"));
         assert!(!plain.contains("protocol_version"), "{plain}");
         assert!(!plain.contains("timeout"), "{plain}");
+    }
+
+    #[test]
+    fn colour_codes_are_stripped() {
+        let line = "\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m signed Prevote";
+        assert_eq!(strip_ansi(line), "2026  INFO signed Prevote");
     }
 
     #[test]
