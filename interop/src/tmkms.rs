@@ -29,23 +29,38 @@
 //!   and removes the home, unless the test is failing: then the home and
 //!   its log stay for a look.
 //!
-//! What tmkms 0.15.0 does on the wire (read from its source and seen in the
-//! tests): it dials once per session and, after a failed session, again
-//! after 1 s (`reconnect = true`, the default); it sets a read and write
-//! timeout on the socket (`timeout`, default 10 s), so a node must ping
-//! more often than that. It decodes requests as the v0.34 privval messages
-//! (`cometbft.privval.v1beta1`) whatever `protocol_version` says (`v0.38`
-//! is the default; `v0.34` only logs a deprecation warning), so fields
-//! added later (`skip_extension_signing`, a vote's `extension` and
-//! `extension_signature`) are dropped on both ways. A double sign is
-//! answered with a `RemoteSignerError` (code 2, "double signing requested
-//! at height: H"); every other failed request (a wrong chain ID, a height,
-//! round or step regression, an unknown message) ends the session without
-//! an answer. Its double-sign steps are proposal 0, prevote 1, precommit 2
-//! (CometBFT's FilePV has 1, 2, 3): within one height and round it signs a
-//! proposal only before the votes. `Message` fields 9 and 10 are Celestia's
-//! `SignRawBytesRequest` / `SignedRawBytesResponse` (chain ID, raw bytes,
-//! unique ID), not CometBFT v1.0's `SignBytesRequest` (the bytes alone).
+//! What tmkms 0.15.0 does on the wire (read from its source, and seen
+//! against p2p-conn's node side and a real CometBFT v0.38.26 node):
+//! - It dials once per session and, after a failed session, again after
+//!   1 s (`reconnect = true`, the default). Its socket has a read and a
+//!   write timeout (`timeout`, default 10 s), the handshake included: a node
+//!   that sends nothing for that long loses the session, so it must ping
+//!   more often.
+//! - It decodes requests as the v0.34 privval messages
+//!   (`cometbft.privval.v1beta1`) whatever `protocol_version` says (`v0.38`
+//!   is the default; `v0.34` only logs a deprecation warning), so fields
+//!   added later (`skip_extension_signing`, a vote's `extension` and
+//!   `extension_signature`) are dropped both ways: with `sign_extensions`
+//!   it signs the extension and sends the vote without that signature.
+//! - A double sign is answered with a `RemoteSignerError` (code 2, "double
+//!   signing requested at height: H"), and the session goes on. Every other
+//!   failed request ends the session without an answer: a wrong chain ID, a
+//!   height, round or step regression, a vote whose validator address is
+//!   not 20 bytes long, an unknown message.
+//! - Its double-sign steps are proposal 0, prevote 1, precommit 2
+//!   (CometBFT's FilePV has 1, 2, 3): within one height and round it signs
+//!   a proposal only before the votes. The same height, round, step and
+//!   block ID with another timestamp is signed again (FilePV would return
+//!   its earlier signature and timestamp).
+//! - `Message` fields 9 and 10 are Celestia's `SignRawBytesRequest` /
+//!   `SignedRawBytesResponse` (chain ID, raw bytes, unique ID), not
+//!   CometBFT v1.0's `SignBytesRequest` / `SignBytesResponse` (the bytes
+//!   alone): a v1.0 `SignBytesRequest` reads as a raw-bytes request for
+//!   the chain named by the bytes, and tmkms ends the session.
+//! - It has no CometBFT v1.0 support: it sends the public key in
+//!   `PubKeyResponse.pub_key` (field 1), which v1.0 reserves; a v1.0.1
+//!   node with `priv_validator_laddr` fails to start ("can't get pubkey:
+//!   encoding: unsupported key"). v0.34 to v0.40 nodes read it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
