@@ -30,7 +30,7 @@
 //!   its log stay for a look.
 //!
 //! What tmkms 0.15.0 does on the wire (read from its source, and seen
-//! against p2p-conn's node side and a real CometBFT v0.38.26 node):
+//! against p2p-conn's node side and real CometBFT nodes):
 //! - It dials once per session and, after a failed session, again after
 //!   1 s (`reconnect = true`, the default). Its socket has a read and a
 //!   write timeout (`timeout`, default 10 s), the handshake included: a node
@@ -60,7 +60,10 @@
 //! - It has no CometBFT v1.0 support: it sends the public key in
 //!   `PubKeyResponse.pub_key` (field 1), which v1.0 reserves; a v1.0.1
 //!   node with `priv_validator_laddr` fails to start ("can't get pubkey:
-//!   encoding: unsupported key"). v0.34 to v0.40 nodes read it.
+//!   encoding: unsupported key"). Real v0.34.35, v0.37.18, v0.38.26,
+//!   v0.39.4 and v0.40.0 nodes (`priv_validator_laddr`, the node's
+//!   `priv_validator_key.json` given to softsign as `key_format = "json"`)
+//!   run their chain with it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
