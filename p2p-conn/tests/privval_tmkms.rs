@@ -1,30 +1,38 @@
-//! The node side of privval against tmkms 0.15.0 (iqlusion's KMS, Rust,
-//! `softsign` backend): an independent remote signer dials our listener
-//! over `tcp://` (a secret connection, tmkms pinning our node ID) and
-//! serves our requests. Every signature it returns is verified with
-//! ed25519-dalek over our own sign bytes (`vote_sign_bytes`,
-//! `proposal_sign_bytes`), so a difference between our canonical encoding
-//! and tmkms's (its own Rust protobuf code) fails here.
+//! Our node side of privval (`NodeEndpoint` + `SignerClient`) against
+//! tmkms 0.15.0 (iqlusion's KMS, Rust, `softsign` backend): an independent
+//! remote signer dials our listener over `tcp://` (a secret connection;
+//! tmkms pins our node ID, we pin its) or `unix://` and serves our
+//! requests. Every signature it returns is verified with ed25519-dalek
+//! over our own sign bytes (`vote_sign_bytes`, `proposal_sign_bytes`), so
+//! a difference between our canonical encoding and tmkms's (its own Rust
+//! protobuf code) fails here. Also: tmkms's double-sign refusal arrives as
+//! `EndpointError::Remote` and the session goes on; our pings keep a
+//! session past tmkms's read timeout; a restarted tmkms's new connection is
+//! accepted; a session tmkms ends mid-request (a v1.0.1 `SignBytesRequest`,
+//! which it reads as Celestia's raw-bytes request) fails that request and
+//! the next one gets the new session; what it does with vote extensions.
 //!
 //! Each test runs at both `protocol_version`s tmkms offers (`v0.34`,
-//! `v0.38`; tmkms 0.15.0 speaks the v0.34 privval messages at both, see
-//! `p2p_conn_interop::tmkms`). Without tmkms (it is installed on first use,
-//! see `tmkms_binary`) the tests print a notice and pass, unless `CI=true`.
+//! `v0.38`; tmkms 0.15.0 speaks the v0.34 privval messages at both and has
+//! no v1.0 support, see `p2p_conn_interop::tmkms`). Without tmkms (it is
+//! installed on first use, see `tmkms_binary`) the tests print a notice and
+//! pass, unless `CI=true`.
 
 mod common;
 
 use std::time::Duration;
 
 use ed25519_dalek::Verifier;
-use p2p_conn::privval::{
-    self, message::Sum, proposal_sign_bytes, public_key, signed_msg_type,
-    vote_extension_sign_bytes, vote_sign_bytes, Decoder, Message, PingRequest, Proposal,
-    PubKeyRequest, RemoteSignerError, SignProposalRequest, SignVoteRequest, Timestamp, Vote,
+use p2p_conn::privval::endpoint::{
+    Address, EndpointError, NodeEndpoint, RequestKind, SignerClient,
 };
-use p2p_conn::{Config, Identity, NodeId};
+use p2p_conn::privval::{
+    proposal_sign_bytes, public_key, signed_msg_type, vote_extension_sign_bytes, vote_sign_bytes,
+    Proposal, Timestamp, Vote,
+};
+use p2p_conn::{Identity, NodeId};
 use p2p_conn_interop::process::scratch;
 use p2p_conn_interop::tmkms::{tmkms_binary, Home, ProtocolVersion, Settings, Tmkms};
-use tokio::net::{TcpListener, TcpStream};
 
 use common::privval::block;
 
@@ -80,157 +88,62 @@ fn verifies(sign_bytes: &[u8], sig: &[u8]) -> bool {
     }
 }
 
-/// What a request can end with.
-#[derive(Debug)]
-enum NodeError {
-    /// tmkms's `RemoteSignerError`.
-    Remote(RemoteSignerError),
-    /// The connection failed, timed out or carried the wrong answer.
-    Other(String),
+/// How the node listens: `tcp://` (a secret connection; tmkms pins our
+/// node ID and we pin tmkms's) or `unix://` (plaintext).
+#[derive(Clone, Copy, Debug)]
+enum Transport {
+    Tcp,
+    Unix,
 }
 
-impl std::fmt::Display for NodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NodeError::Remote(e) => write!(f, "RemoteSignerError {}: {}", e.code, e.description),
-            NodeError::Other(why) => f.write_str(why),
-        }
-    }
-}
-
-/// The node's side of one tmkms session: a listener tmkms dials and the
-/// connection it accepted.
-struct Node {
-    identity: Identity,
-    listener: TcpListener,
-    conn: Option<p2p_conn::io::tokio::SecretConnection<TcpStream>>,
-}
-
-impl Node {
-    async fn bind() -> Node {
-        Node {
-            identity: Identity::generate(),
-            listener: TcpListener::bind("127.0.0.1:0").await.unwrap(),
-            conn: None,
-        }
-    }
-
-    /// The address tmkms dials, with our node ID for it to check.
-    fn addr(&self) -> String {
-        let port = self.listener.local_addr().unwrap().port();
-        format!("tcp://{}@127.0.0.1:{port}", self.identity.node_id())
-    }
-
-    /// Accept tmkms's next connection, checking it is tmkms's identity.
-    async fn accept(&mut self, kms: &mut Tmkms) {
-        self.conn = None;
-        let (tcp, _) = match tokio::time::timeout(CONNECT, self.listener.accept()).await {
-            Ok(accepted) => accepted.unwrap(),
-            Err(_) => kms.fail("never dialed the node"),
-        };
-        let config = Config::default().expect_peer(Identity::from_seed(&KMS_SEED).node_id());
-        match p2p_conn::io::tokio::handshake(tcp, &self.identity, &config).await {
-            Ok(conn) => self.conn = Some(conn),
-            Err(e) => kms.fail(&format!("handshake with tmkms failed: {e}")),
-        }
-    }
-
-    async fn request(&mut self, sum: Sum) -> Result<Sum, NodeError> {
-        let conn = self
-            .conn
-            .as_mut()
-            .ok_or_else(|| NodeError::Other("no connection".into()))?;
-        let mut msg = Message::default();
-        msg.sum = Some(sum);
-        let exchange = async {
-            privval::tokio::write(conn, &msg).await?;
-            privval::tokio::read(conn, &mut Decoder::new()).await
-        };
-        match tokio::time::timeout(REQUEST, exchange).await {
-            Err(_) => Err(NodeError::Other("timed out".into())),
-            Ok(Err(e)) => Err(NodeError::Other(e.to_string())),
-            Ok(Ok(reply)) => reply
-                .sum
-                .ok_or_else(|| NodeError::Other("empty message".into())),
-        }
-    }
-
-    async fn public_key(&mut self, chain_id: &str) -> Result<privval::PublicKey, NodeError> {
-        let mut req = PubKeyRequest::default();
-        req.chain_id = chain_id.into();
-        match self.request(Sum::PubKeyRequest(req)).await? {
-            Sum::PubKeyResponse(r) => match (r.error, r.pub_key) {
-                (Some(e), _) => Err(NodeError::Remote(e)),
-                (None, Some(pk)) => Ok(pk),
-                (None, None) => Err(NodeError::Other("no key in the answer".into())),
-            },
-            other => Err(NodeError::Other(format!("answered {other:?}"))),
-        }
-    }
-
-    async fn sign_vote(&mut self, chain_id: &str, vote: Vote) -> Result<Vote, NodeError> {
-        let mut req = SignVoteRequest::default();
-        req.chain_id = chain_id.into();
-        req.vote = Some(vote);
-        match self.request(Sum::SignVoteRequest(req)).await? {
-            Sum::SignedVoteResponse(r) => match r.error {
-                Some(e) => Err(NodeError::Remote(e)),
-                None => Ok(r.vote),
-            },
-            other => Err(NodeError::Other(format!("answered {other:?}"))),
-        }
-    }
-
-    async fn sign_proposal(
-        &mut self,
-        chain_id: &str,
-        proposal: Proposal,
-    ) -> Result<Proposal, NodeError> {
-        let mut req = SignProposalRequest::default();
-        req.chain_id = chain_id.into();
-        req.proposal = Some(proposal);
-        match self.request(Sum::SignProposalRequest(req)).await? {
-            Sum::SignedProposalResponse(r) => match r.error {
-                Some(e) => Err(NodeError::Remote(e)),
-                None => Ok(r.proposal),
-            },
-            other => Err(NodeError::Other(format!("answered {other:?}"))),
-        }
-    }
-
-    async fn ping(&mut self) -> Result<(), NodeError> {
-        match self
-            .request(Sum::PingRequest(PingRequest::default()))
-            .await?
-        {
-            Sum::PingResponse(_) => Ok(()),
-            other => Err(NodeError::Other(format!("answered {other:?}"))),
-        }
-    }
-}
-
-/// A node listening and tmkms (for `version`) dialing it, its home in a
-/// scratch folder named after `test`.
+/// Our node side listening (its client waits up to [`CONNECT`] for a
+/// signer) and tmkms (at `version`) dialing it, tmkms's home in a scratch
+/// folder named after `test`.
 async fn start(
     test: &str,
     version: ProtocolVersion,
-    tune: impl FnOnce(&mut Settings),
-) -> Option<(Node, Tmkms, Home)> {
+    transport: Transport,
+    tune_node: impl FnOnce(NodeEndpoint) -> NodeEndpoint,
+    tune_kms: impl FnOnce(&mut Settings),
+) -> Option<(SignerClient, Tmkms, Home)> {
     let bin = tmkms_binary(test)?;
-    let node = Node::bind().await;
-    let mut settings = Settings::new(CHAIN, &node.addr(), CONSENSUS_SEED, KMS_SEED);
+    let dir = scratch(&test.replace("::", "-"));
+    let identity = Identity::generate();
+    let node_id = identity.node_id();
+    let (endpoint, kms_addr) = match transport {
+        Transport::Tcp => {
+            let endpoint = NodeEndpoint::bind(&Address::tcp("127.0.0.1:0"), identity)
+                .await
+                .unwrap()
+                .expect_signer(Identity::from_seed(&KMS_SEED).node_id());
+            let local = endpoint.local_addr().unwrap();
+            (endpoint, format!("tcp://{node_id}@{local}"))
+        }
+        Transport::Unix => {
+            let path = dir.join("node.sock");
+            let endpoint = NodeEndpoint::bind(&Address::unix(&path), identity)
+                .await
+                .unwrap();
+            (endpoint, format!("unix://{}", path.display()))
+        }
+    };
+    let client = SignerClient::new(tune_node(endpoint.accept_timeout(CONNECT)));
+    let mut settings = Settings::new(CHAIN, &kms_addr, CONSENSUS_SEED, KMS_SEED);
     settings.protocol_version = Some(version);
-    tune(&mut settings);
-    let home = Home::write(&scratch(&test.replace("::", "-")), &settings);
-    let kms = Tmkms::start(&bin, &home);
-    Some((node, kms, home))
+    tune_kms(&mut settings);
+    let home = Home::write(&dir, &settings);
+    let mut kms = Tmkms::start(&bin, &home);
+    if let Err(e) = client.wait_for_signer().await {
+        kms.fail(&format!("never connected: {e}"));
+    }
+    Some((client, kms, home))
 }
 
 /// Sign `vote` and check the answer: the signature verifies over our sign
 /// bytes of what we sent, and every other field came back as sent.
-async fn sign_and_check_vote(node: &mut Node, kms: &mut Tmkms, sent: Vote) {
+async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) {
     let what = format!("type {} at {}/{}", sent.msg_type, sent.height, sent.round);
-    let signed = match node.sign_vote(CHAIN, sent.clone()).await {
+    let signed = match node.sign_vote(CHAIN, sent.clone(), false).await {
         Ok(v) => v,
         Err(e) => kms.fail(&format!("signing the {what} vote: {e}")),
     };
@@ -243,7 +156,7 @@ async fn sign_and_check_vote(node: &mut Node, kms: &mut Tmkms, sent: Vote) {
     assert_eq!(unsigned, sent, "tmkms changed the {what} vote");
 }
 
-async fn sign_and_check_proposal(node: &mut Node, kms: &mut Tmkms, sent: Proposal) {
+async fn sign_and_check_proposal(node: &SignerClient, kms: &mut Tmkms, sent: Proposal) {
     let what = format!("proposal at {}/{}", sent.height, sent.round);
     let signed = match node.sign_proposal(CHAIN, sent.clone()).await {
         Ok(p) => p,
@@ -260,7 +173,7 @@ async fn sign_and_check_proposal(node: &mut Node, kms: &mut Tmkms, sent: Proposa
 
 /// Heights `from..=to`, each as a node signs it: the proposal (tmkms's step
 /// 0, so before the votes), a prevote and a precommit for the block.
-async fn sign_heights(node: &mut Node, kms: &mut Tmkms, from: i64, to: i64) {
+async fn sign_heights(node: &SignerClient, kms: &mut Tmkms, from: i64, to: i64) {
     for h in from..=to {
         let b = h as u8;
         sign_and_check_proposal(node, kms, proposal(h, 0, -1, b)).await;
@@ -271,10 +184,10 @@ async fn sign_heights(node: &mut Node, kms: &mut Tmkms, from: i64, to: i64) {
 
 /// A conflicting precommit at `height`/0 (signed for block `height`) is
 /// refused with tmkms's double-sign error.
-async fn conflicting_precommit_is_refused(node: &mut Node, height: i64) {
+async fn conflicting_precommit_is_refused(node: &SignerClient, height: i64) {
     let conflict = vote(signed_msg_type::PRECOMMIT, height, 0, height as u8 + 100);
-    match node.sign_vote(CHAIN, conflict).await {
-        Err(NodeError::Remote(e)) => {
+    match node.sign_vote(CHAIN, conflict, false).await {
+        Err(EndpointError::Remote(e)) => {
             assert_eq!(e.code, DOUBLE_SIGN, "{e:?}");
             assert!(
                 e.description.contains("double signing"),
@@ -286,108 +199,172 @@ async fn conflicting_precommit_is_refused(node: &mut Node, height: i64) {
     }
 }
 
+/// The public key tmkms was given.
+async fn check_public_key(node: &SignerClient, kms: &mut Tmkms) {
+    match node.public_key(CHAIN).await {
+        Ok(pk) => assert_eq!(
+            pk.sum,
+            Some(public_key::Sum::Ed25519(
+                consensus_key().as_bytes().to_vec()
+            )),
+            "tmkms answered another key than the one it was given"
+        ),
+        Err(e) => kms.fail(&format!("public key: {e}")),
+    }
+}
+
 /// The public key, a run of heights (proposals, prevotes and precommits;
 /// round 1 of the last height after nil votes in round 0, with a POL
-/// round), a refused double sign after which the session goes on, a ping.
-async fn signs_and_refuses_double_signs(version: ProtocolVersion, test: &str) {
-    let Some((mut node, mut kms, home)) = start(test, version, |_| ()).await else {
-        return;
-    };
-    node.accept(&mut kms).await;
-
-    let pk = node.public_key(CHAIN).await.expect("public key");
-    assert_eq!(
-        pk.sum,
-        Some(public_key::Sum::Ed25519(
-            consensus_key().as_bytes().to_vec()
-        )),
-        "tmkms answered another key than the one it was given"
-    );
-
-    sign_heights(&mut node, &mut kms, 1, 4).await;
+/// round), a refused double sign after which the session goes on, a ping;
+/// one connection throughout.
+async fn exercise(node: &SignerClient, kms: &mut Tmkms, home: &Home) {
+    check_public_key(node, kms).await;
+    sign_heights(node, kms, 1, 4).await;
     // Height 5: nil votes in round 0, then the block in round 1 with POL
     // round 0.
-    sign_and_check_vote(&mut node, &mut kms, vote(signed_msg_type::PREVOTE, 5, 0, 0)).await;
-    sign_and_check_vote(
-        &mut node,
-        &mut kms,
-        vote(signed_msg_type::PRECOMMIT, 5, 0, 0),
-    )
-    .await;
-    sign_and_check_proposal(&mut node, &mut kms, proposal(5, 1, 0, 5)).await;
-    sign_and_check_vote(&mut node, &mut kms, vote(signed_msg_type::PREVOTE, 5, 1, 5)).await;
-    sign_and_check_vote(
-        &mut node,
-        &mut kms,
-        vote(signed_msg_type::PRECOMMIT, 5, 1, 5),
-    )
-    .await;
+    sign_and_check_vote(node, kms, vote(signed_msg_type::PREVOTE, 5, 0, 0)).await;
+    sign_and_check_vote(node, kms, vote(signed_msg_type::PRECOMMIT, 5, 0, 0)).await;
+    sign_and_check_proposal(node, kms, proposal(5, 1, 0, 5)).await;
+    sign_and_check_vote(node, kms, vote(signed_msg_type::PREVOTE, 5, 1, 5)).await;
+    sign_and_check_vote(node, kms, vote(signed_msg_type::PRECOMMIT, 5, 1, 5)).await;
 
     // The same HRS for another block: refused, and the session goes on.
     match node
-        .sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 5, 1, 6))
+        .sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 5, 1, 6), false)
         .await
     {
-        Err(NodeError::Remote(e)) => assert_eq!(e.code, DOUBLE_SIGN, "{e:?}"),
+        Err(EndpointError::Remote(e)) => assert_eq!(e.code, DOUBLE_SIGN, "{e:?}"),
         other => panic!("a conflicting precommit at 5/1 got {other:?}"),
     }
     node.ping().await.expect("ping after the refusal");
-    sign_heights(&mut node, &mut kms, 6, 6).await;
-    conflicting_precommit_is_refused(&mut node, 6).await;
+    sign_heights(node, kms, 6, 6).await;
+    conflicting_precommit_is_refused(node, 6).await;
 
-    // One connection throughout, and tmkms recorded the last signature.
+    // One connection throughout, on both sides; every request counted,
+    // the two refusals as errors.
     assert_eq!(
         kms.count_in_log("connected to validator successfully"),
         1,
         "tmkms reconnected"
     );
+    let stats = node.stats().snapshot();
+    assert_eq!((stats.connects, stats.disconnects), (1, 0), "{stats}");
+    let votes = stats.kind(RequestKind::SignVote);
+    assert_eq!((votes.count, votes.errors), (16, 2), "{stats}");
+    let proposals = stats.kind(RequestKind::SignProposal);
+    assert_eq!((proposals.count, proposals.errors), (6, 0), "{stats}");
     let state = home.state().expect("tmkms's state file");
     assert!(state.contains("\"height\":\"6\""), "{state}");
 }
 
-/// tmkms is stopped and started again: the node accepts its new
-/// connection, and the state file tmkms kept still refuses a double sign.
-async fn reconnects_after_a_restart(version: ProtocolVersion, test: &str) {
-    let Some((mut node, mut kms, _home)) = start(test, version, |_| ()).await else {
-        return;
-    };
-    node.accept(&mut kms).await;
-    sign_heights(&mut node, &mut kms, 1, 2).await;
-
-    kms.restart();
-    node.accept(&mut kms).await;
-    let pk = node
-        .public_key(CHAIN)
-        .await
-        .expect("public key after the restart");
-    assert_eq!(
-        pk.sum,
-        Some(public_key::Sum::Ed25519(
-            consensus_key().as_bytes().to_vec()
-        ))
-    );
-    conflicting_precommit_is_refused(&mut node, 2).await;
-    sign_heights(&mut node, &mut kms, 3, 3).await;
-}
-
-/// tmkms drops a session it reads nothing on for its `timeout`; pings
-/// answered every 500 ms keep a 2 s timeout's session alive for 5 s.
-async fn pings_keep_the_session(version: ProtocolVersion, test: &str) {
-    let Some((mut node, mut kms, _home)) = start(test, version, |s| s.timeout_secs = Some(2)).await
+async fn signs_and_refuses_double_signs(version: ProtocolVersion, test: &str) {
+    let Some((node, mut kms, home)) = start(test, version, Transport::Tcp, |n| n, |_| ()).await
     else {
         return;
     };
-    node.accept(&mut kms).await;
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        node.ping().await.expect("ping");
+    exercise(&node, &mut kms, &home).await;
+}
+
+/// The same over `unix://`: plaintext, no handshake.
+async fn signs_over_a_unix_socket(version: ProtocolVersion, test: &str) {
+    let Some((node, mut kms, home)) = start(test, version, Transport::Unix, |n| n, |_| ()).await
+    else {
+        return;
+    };
+    exercise(&node, &mut kms, &home).await;
+}
+
+/// Requests until one succeeds, at most `tries`: a request on a
+/// connection that has just died fails, and drops it; the next accepts
+/// anew.
+async fn public_key_within(node: &SignerClient, kms: &mut Tmkms, tries: usize, why: &str) {
+    let mut failures = Vec::new();
+    for _ in 0..tries {
+        match node.public_key(CHAIN).await {
+            Ok(pk) => {
+                assert_eq!(
+                    pk.sum,
+                    Some(public_key::Sum::Ed25519(
+                        consensus_key().as_bytes().to_vec()
+                    ))
+                );
+                return;
+            }
+            Err(e) => failures.push(e.to_string()),
+        }
     }
-    sign_heights(&mut node, &mut kms, 1, 1).await;
+    kms.fail(&format!("no public key {why}: {failures:?}"))
+}
+
+/// tmkms is stopped and started again: our client drops the dead
+/// connection and accepts the new one, and the state file tmkms kept
+/// still refuses a double sign.
+async fn reconnects_after_a_restart(version: ProtocolVersion, test: &str) {
+    let Some((node, mut kms, _home)) = start(test, version, Transport::Tcp, |n| n, |_| ()).await
+    else {
+        return;
+    };
+    sign_heights(&node, &mut kms, 1, 2).await;
+
+    kms.restart();
+    public_key_within(&node, &mut kms, 2, "after the restart").await;
+    let stats = node.stats().snapshot();
+    assert_eq!((stats.connects, stats.disconnects), (2, 1), "{stats}");
+    assert_eq!(
+        kms.count_in_log("connected to validator successfully"),
+        2,
+        "tmkms's sessions"
+    );
+    conflicting_precommit_is_refused(&node, 2).await;
+    sign_heights(&node, &mut kms, 3, 3).await;
+}
+
+/// tmkms drops a session it reads nothing on for its `timeout`. With a
+/// 2 s timeout and our client's ping every 500 ms, 5 s without a request
+/// keep the one session: the pings are answered.
+async fn pings_keep_the_session(version: ProtocolVersion, test: &str) {
+    let Some((node, mut kms, _home)) = start(
+        test,
+        version,
+        Transport::Tcp,
+        |n| n.ping_interval(Duration::from_millis(500)),
+        |s| s.timeout_secs = Some(2),
+    )
+    .await
+    else {
+        return;
+    };
+    check_public_key(&node, &mut kms).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    sign_heights(&node, &mut kms, 1, 1).await;
+    let stats = node.stats().snapshot();
+    let pings = stats.kind(RequestKind::Ping);
+    assert!(pings.count >= 1 && pings.errors == 0, "{stats}");
+    assert_eq!((stats.connects, stats.disconnects), (1, 0), "{stats}");
     assert_eq!(
         kms.count_in_log("connected to validator successfully"),
         1,
         "tmkms dropped the pinged session"
     );
+}
+
+/// A v1.0.1 `SignBytesRequest` is, to tmkms 0.15.0, Celestia's raw-bytes
+/// request (the same field number) for the chain its bytes name (here not
+/// even a valid chain ID): tmkms ends the session without an answer. Our client reports the request
+/// failed (no signature), and the next request gets tmkms's new session.
+async fn sign_bytes_ends_the_session(version: ProtocolVersion, test: &str) {
+    let Some((node, mut kms, _home)) = start(test, version, Transport::Tcp, |n| n, |_| ()).await
+    else {
+        return;
+    };
+    match node.sign_bytes(b"raw bytes").await {
+        Err(EndpointError::Remote(e)) => panic!("tmkms answered SignBytes with an error: {e:?}"),
+        Err(_) => {}
+        Ok(sig) => panic!("tmkms answered SignBytes with a signature: {sig:?}"),
+    }
+    public_key_within(&node, &mut kms, 1, "after tmkms ended the session").await;
+    let stats = node.stats().snapshot();
+    assert_eq!((stats.connects, stats.disconnects), (2, 1), "{stats}");
 }
 
 /// `sign_extensions = true` and a non-nil precommit with an extension: the
@@ -397,14 +374,20 @@ async fn pings_keep_the_session(version: ProtocolVersion, test: &str) {
 /// (seen here: both come back empty); a later tmkms that sends the
 /// signature must make it verify over our extension sign bytes.
 async fn extension_signing(version: ProtocolVersion, test: &str) {
-    let Some((mut node, mut kms, _home)) = start(test, version, |s| s.sign_extensions = true).await
+    let Some((node, mut kms, _home)) = start(
+        test,
+        version,
+        Transport::Tcp,
+        |n| n,
+        |s| s.sign_extensions = true,
+    )
+    .await
     else {
         return;
     };
-    node.accept(&mut kms).await;
     let mut sent = vote(signed_msg_type::PRECOMMIT, 1, 0, 1);
     sent.extension = b"an extension".to_vec();
-    let signed = match node.sign_vote(CHAIN, sent.clone()).await {
+    let signed = match node.sign_vote(CHAIN, sent.clone(), false).await {
         Ok(v) => v,
         Err(e) => kms.fail(&format!("signing a precommit with an extension: {e}")),
     };
@@ -451,5 +434,12 @@ macro_rules! per_version {
 
 per_version! {
     v0_34: V034, v0_38: V038;
-    [signs_and_refuses_double_signs, reconnects_after_a_restart, pings_keep_the_session, extension_signing]
+    [
+        signs_and_refuses_double_signs,
+        signs_over_a_unix_socket,
+        reconnects_after_a_restart,
+        pings_keep_the_session,
+        sign_bytes_ends_the_session,
+        extension_signing
+    ]
 }
