@@ -1,0 +1,294 @@
+//! `p2p-conn signer` without a CometBFT node: its refusals to start (exit
+//! 1), and a scripted node over `unix://` (plaintext privval, written with
+//! the library's message codec) that asks for the key, votes, a re-sent
+//! vote with a later timestamp, a conflicting vote, a vote for another
+//! chain and one below the mark, drops the connection and sees the signer
+//! dial again, then stops it with SIGTERM. The human-mode output must say
+//! each of those things. The real-node tests are in
+//! `signer_cometbft_node.rs`.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::process::{run, scratch, Feed, Finished, Proc};
+use ed25519_consensus::{Signature, VerificationKey};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use p2p_conn::privval::guard::{Hrs, Step};
+use p2p_conn::privval::message::Sum;
+use p2p_conn::privval::{
+    encode, signed_msg_type, state_file, vote_sign_bytes, BlockId, Decoder, Message, PingRequest,
+    PubKeyRequest, SignVoteRequest, Timestamp, Vote,
+};
+use p2p_conn::{keyfile, Identity};
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+/// Bound on a command that exits by itself, and on each wait below.
+const LIMIT: Duration = Duration::from_secs(20);
+
+const CHAIN: &str = "test-chain";
+
+fn run_cli(args: &[&str]) -> Finished {
+    run(Path::new(BIN), args, LIMIT)
+}
+
+/// A validator key file (a `node_key.json`-shaped file: `priv_key` only,
+/// which `priv_validator_key.json` readers accept) in `dir`.
+fn validator_key(dir: &Path) -> (PathBuf, Identity) {
+    let path = dir.join("priv_validator_key.json");
+    let id = Identity::generate();
+    keyfile::save_new(&id, &path).unwrap();
+    (path, id)
+}
+
+fn stderr(out: &Finished) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A missing state file is refused with a message saying how to get one,
+/// and nothing is created; bad flags exit 1 with one line.
+#[test]
+fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
+    let dir = scratch("signer-refusals");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("priv_validator_state.json");
+    let (key, state_s) = (key.to_str().unwrap(), state.to_str().unwrap());
+    let node = "unix:///nonexistent/privval.sock";
+
+    let out = run_cli(&["signer", "--node", node, "--key", key, "--state", state_s]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stderr(&out);
+    assert!(
+        text.starts_with("error: state file ")
+            && text.contains("--create-state")
+            && text.contains("priv_validator_state.json")
+            && text.lines().count() == 1,
+        "{out:?}"
+    );
+    assert!(
+        !state.exists(),
+        "no state file may be created without --create-state"
+    );
+
+    let base = ["signer", "--state", state_s, "--create-state"];
+    for (extra, says) in [
+        (
+            &["--key", key, "--node", "http://127.0.0.1:1"][..],
+            "tcp://HOST:PORT or unix://PATH",
+        ),
+        (&["--key", key, "--node", "tcp://"][..], "missing"),
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                node,
+                "--node-id",
+                "f981ab195d664a8e2c6f7d6358628e05a8b5be8d",
+            ][..],
+            "--node-id needs a tcp:// address",
+        ),
+        (
+            &["--key", key, "--node", node, "--stats-every=-1"][..],
+            "--stats-every",
+        ),
+        (
+            &[
+                "--node",
+                "tcp://127.0.0.1:1",
+                "--key",
+                "/nonexistent/key.json",
+            ][..],
+            "/nonexistent/key.json",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = run_cli(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let text = stderr(&out);
+        assert!(
+            text.starts_with("error: ") && text.contains(says) && text.lines().count() == 1,
+            "{args:?}: expected one error line with {says:?}: {out:?}"
+        );
+    }
+    assert!(
+        !state.exists(),
+        "flags are checked before the state file is made"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The node side of a plaintext privval connection, one request at a time.
+struct ScriptedNode {
+    stream: UnixStream,
+    decoder: Decoder,
+    pending: Vec<u8>,
+}
+
+impl ScriptedNode {
+    fn accept(listener: &UnixListener) -> ScriptedNode {
+        let (stream, _) = listener.accept().expect("the signer connects");
+        stream.set_read_timeout(Some(LIMIT)).unwrap();
+        ScriptedNode {
+            stream,
+            decoder: Decoder::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn request(&mut self, sum: Sum) -> Sum {
+        self.stream.write_all(&encode(&Message::from(sum))).unwrap();
+        loop {
+            if !self.pending.is_empty() {
+                let (used, msg) = self.decoder.feed(&self.pending).unwrap();
+                self.pending.drain(..used);
+                if let Some(msg) = msg {
+                    return msg.sum.expect("a response");
+                }
+            }
+            let mut buf = [0u8; 4096];
+            let n = self.stream.read(&mut buf).expect("the signer answers");
+            assert!(n > 0, "the signer hung up instead of answering");
+            self.pending.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// Ask to sign `vote` on `chain`: the signed vote, or the error.
+    fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
+        let mut req = SignVoteRequest::default();
+        req.vote = Some(vote.clone());
+        req.chain_id = chain.into();
+        match self.request(Sum::SignVoteRequest(req)) {
+            Sum::SignedVoteResponse(r) => match r.error {
+                None => Ok(r.vote),
+                Some(e) => Err(e.description),
+            },
+            other => panic!("expected a SignedVoteResponse, got {other:?}"),
+        }
+    }
+}
+
+fn prevote(height: i64, block: u8, seconds: i64) -> Vote {
+    let mut id = BlockId::default();
+    id.hash = vec![block; 32];
+    id.part_set_header.total = 1;
+    id.part_set_header.hash = vec![block ^ 0xff; 32];
+    let mut ts = Timestamp::default();
+    ts.seconds = seconds;
+    let mut v = Vote::default();
+    v.msg_type = signed_msg_type::PREVOTE;
+    v.height = height;
+    v.round = 0;
+    v.block_id = id;
+    v.timestamp = ts;
+    v.validator_address = vec![7; 20];
+    v
+}
+
+/// The scripted exchange of the module docs.
+#[test]
+fn serves_refuses_and_reconnects_over_unix() {
+    let dir = scratch("signer-scripted");
+    let (key, id) = validator_key(&dir);
+    let state = dir.join("priv_validator_state.json");
+    let socket = dir.join("privval.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let node = format!("unix://{}", socket.display());
+    let args = [
+        "signer",
+        "--node",
+        node.as_str(),
+        "--key",
+        key.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+        "--stats-every",
+        "0",
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let vk = VerificationKey::try_from(id.public_key().as_bytes().as_slice()).unwrap();
+
+    let mut conn = ScriptedNode::accept(&listener);
+    let mut req = PubKeyRequest::default();
+    req.chain_id = CHAIN.into();
+    match conn.request(Sum::PubKeyRequest(req)) {
+        Sum::PubKeyResponse(r) => {
+            assert!(r.error.is_none(), "{r:?}");
+            assert_eq!(r.pub_key_bytes, id.public_key().as_bytes(), "{r:?}");
+            assert_eq!(r.pub_key_type, "ed25519");
+        }
+        other => panic!("expected a PubKeyResponse, got {other:?}"),
+    }
+
+    let first = conn
+        .sign(CHAIN, &prevote(10, 1, 1_000))
+        .expect("a new vote is signed");
+    let sig: [u8; 64] = first.signature.clone().try_into().unwrap();
+    vk.verify(&Signature::from(sig), &vote_sign_bytes(CHAIN, &first))
+        .expect("the signature verifies");
+    let mark = state_file::load(&state).unwrap();
+    assert_eq!(mark.hrs(), Hrs::new(10, 0, Step::Prevote), "{mark:?}");
+
+    // The same vote with a later timestamp: the earlier signature and
+    // timestamp are re-served, as FilePV does.
+    let again = conn.sign(CHAIN, &prevote(10, 1, 2_000)).expect("re-served");
+    assert_eq!(again.signature, first.signature);
+    assert_eq!(again.timestamp, first.timestamp);
+
+    let conflict = conn.sign(CHAIN, &prevote(10, 2, 1_000)).unwrap_err();
+    assert!(conflict.contains("conflict"), "{conflict}");
+    let other_chain = conn
+        .sign("other-chain", &prevote(11, 1, 1_000))
+        .unwrap_err();
+    assert!(other_chain.contains("other-chain"), "{other_chain}");
+    let below = conn.sign(CHAIN, &prevote(9, 1, 1_000)).unwrap_err();
+    assert!(below.contains("height regression"), "{below}");
+    assert_eq!(
+        state_file::load(&state).unwrap(),
+        mark,
+        "refusals leave the mark"
+    );
+
+    // Hang up: the signer dials again by itself.
+    drop(conn);
+    let mut conn = ScriptedNode::accept(&listener);
+    assert!(matches!(
+        conn.request(Sum::PingRequest(PingRequest::default())),
+        Sum::PingResponse(_)
+    ));
+
+    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = signer.finish(Instant::now() + LIMIT);
+    out.assert_ok("the signer, stopped by SIGTERM");
+    let text = stderr(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    assert_eq!(count(&format!("connected to {node}")), 2, "{text}");
+    assert!(count("disconnected: ") >= 1, "{text}");
+    assert_eq!(count("refused or failed: vote height"), 3, "{text}");
+    assert!(count("tests and testnets") >= 1, "{text}");
+    let last = lines.iter().rev().find(|l| l.starts_with("final stats: "));
+    let last = last.unwrap_or_else(|| panic!("no final stats line: {text}"));
+    assert!(
+        last.contains("pubkey 1 (0 err")
+            && last.contains("vote 5 (3 err")
+            && last.contains("ping 1 (0 err")
+            && last.contains("connects 2")
+            && last.contains("reconnects 1"),
+        "{last}"
+    );
+    assert_eq!(lines.last(), Some(&"stopped by SIGTERM"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
