@@ -395,7 +395,10 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         inner: signer,
         slot: slot.clone(),
     };
-    let mut endpoint = SignerEndpoint::new(address, identity);
+    // Dial every 50 ms at first, then up to every 500 ms: well within the
+    // 3 s a starting node waits for its signer (docs/guide.md says so).
+    let mut endpoint = SignerEndpoint::new(address, identity)
+        .retry(Duration::from_millis(50), Duration::from_millis(500));
     if let Some(id) = args.node_id {
         endpoint = endpoint.expect_node(id);
     }
