@@ -23,6 +23,12 @@
 //! home; its stderr (the database's notices, a Go panic) shows when it dies.
 //! Dropping a [`Node`] kills it and removes the home, unless the test is
 //! failing: then the home and its log stay for a look.
+//!
+//! [`SignedNode`] is a one-validator chain whose validator key lives only
+//! with a remote signer (`priv_validator_laddr`, `tcp://` or `unix://`),
+//! with empty blocks every ~200 ms: it starts without waiting, since the
+//! node waits for its signer inside its own start, and it can be killed
+//! and started again on the same home.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
