@@ -126,6 +126,44 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A second signer on a state file another signer is using exits 1: two
+/// would each keep their own high-water mark.
+#[test]
+fn a_second_signer_on_one_state_file_is_refused() {
+    let dir = scratch("signer-locked");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("priv_validator_state.json");
+    // Nothing listens there: the first signer keeps dialing.
+    let node = format!("unix://{}", dir.join("absent.sock").display());
+    let args = [
+        "signer",
+        "--node",
+        node.as_str(),
+        "--key",
+        key.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--create-state",
+    ];
+    let mut first = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let deadline = Instant::now() + LIMIT;
+    // Its first line comes once it holds the state file.
+    let line = first.next_line(deadline);
+    assert!(line.starts_with("signer for validator "), "{line}");
+    let second = run_cli(&args);
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let text = stderr(&second);
+    assert!(
+        text.contains("in use by another signer") && text.lines().count() == 1,
+        "{second:?}"
+    );
+    first.check_running("a second signer was refused");
+    let pid = Pid::from_raw(i32::try_from(first.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    first.finish_ok(deadline);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// The node side of a plaintext privval connection, one request at a time.
 struct ScriptedNode {
     stream: UnixStream,
