@@ -4,8 +4,10 @@
 //! vote with a later timestamp, a conflicting vote, a vote for another
 //! chain and one below the mark, drops the connection and sees the signer
 //! dial again, then stops it with SIGTERM. The human-mode output must say
-//! each of those things. The real-node tests are in
-//! `signer_cometbft_node.rs`.
+//! each of those things. Over `tcp://`, the library's node endpoint with
+//! pins on both ends (`ID@HOST:PORT`, `--connection-key`), and a node that
+//! is not the pinned one, which the signer never serves. The real-node
+//! tests are in `signer_cometbft_node.rs`.
 
 #![cfg(unix)]
 
@@ -20,11 +22,12 @@ use common::process::{run, scratch, Feed, Finished, Proc};
 use ed25519_consensus::{Signature, VerificationKey};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use p2p_conn::privval::endpoint::{Address, NodeEndpoint, SignerClient};
 use p2p_conn::privval::guard::{Hrs, Step};
 use p2p_conn::privval::message::Sum;
 use p2p_conn::privval::{
-    encode, signed_msg_type, state_file, vote_sign_bytes, BlockId, Decoder, Message, PingRequest,
-    PubKeyRequest, SignVoteRequest, Timestamp, Vote,
+    encode, public_key, signed_msg_type, state_file, vote_sign_bytes, BlockId, Decoder, Message,
+    PingRequest, PubKeyRequest, SignVoteRequest, Timestamp, Vote,
 };
 use p2p_conn::{keyfile, Identity};
 
@@ -328,5 +331,143 @@ fn serves_refuses_and_reconnects_over_unix() {
         "{last}"
     );
     assert_eq!(lines.last(), Some(&"stopped by SIGTERM"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The JSON events a signer printed on stdout.
+fn json_events(out: &Finished) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect()
+}
+
+fn count(events: &[serde_json::Value], name: &str) -> usize {
+    events.iter().filter(|e| e["event"] == name).count()
+}
+
+/// Over `tcp://` to the library's node endpoint, each end pinning the
+/// other: the node requires our `--connection-key`'s ID, we require the
+/// node's (`tcp://ID@HOST:PORT`). The key and a vote signature come
+/// through. A second node, not the pinned one, is never served: each
+/// attempt fails on the ID, and the signer keeps dialing until SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_both_ends_over_tcp() {
+    let dir = scratch("signer-tcp");
+    let (key, validator) = validator_key(&dir);
+    let connection = Identity::generate();
+    let connection_key = dir.join("connection_key.json");
+    keyfile::save_new(&connection, &connection_key).unwrap();
+    let node_key = Identity::generate();
+    let node_id = node_key.node_id();
+    let endpoint = NodeEndpoint::bind(&Address::tcp("127.0.0.1:0"), node_key)
+        .await
+        .unwrap()
+        .expect_signer(connection.node_id());
+    let at = endpoint.local_addr().unwrap();
+    let client = SignerClient::new(endpoint);
+
+    let state = dir.join("priv_validator_state.json");
+    let node = format!("tcp://{node_id}@{at}");
+    let (key_s, state_s) = (key.to_str().unwrap(), state.to_str().unwrap());
+    let ck = connection_key.to_str().unwrap();
+    let args = [
+        "signer",
+        "--node",
+        &node,
+        "--key",
+        key_s,
+        "--state",
+        state_s,
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+        "--connection-key",
+        ck,
+        "--json",
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let pk = client.public_key(CHAIN).await.expect("the public key");
+    let want = public_key::Sum::Ed25519(validator.public_key().as_bytes().to_vec());
+    assert_eq!(pk.sum, Some(want));
+    let signed = client
+        .sign_vote(CHAIN, prevote(3, 1, 100), false)
+        .await
+        .expect("a signed vote");
+    let sig: [u8; 64] = signed.signature.clone().try_into().unwrap();
+    let vk = VerificationKey::try_from(validator.public_key().as_bytes().as_slice()).unwrap();
+    vk.verify(&Signature::from(sig), &vote_sign_bytes(CHAIN, &signed))
+        .expect("the signature verifies");
+    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = signer.finish(Instant::now() + LIMIT);
+    out.assert_ok("the pinned signer, stopped by SIGTERM");
+    let events = json_events(&out);
+    let connected: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"] == "connected")
+        .collect();
+    assert_eq!(connected.len(), 1, "{events:?}");
+    assert_eq!(connected[0]["node_id"], node_id.to_string().as_str());
+    let start = &events[0];
+    assert_eq!(start["event"], "start");
+    assert_eq!(
+        start["connection_id"],
+        connection.node_id().to_string().as_str()
+    );
+
+    // Another node at another address, while the signer pins the first.
+    let impostor = NodeEndpoint::bind(&Address::tcp("127.0.0.1:0"), Identity::generate())
+        .await
+        .unwrap();
+    let at = impostor.local_addr().unwrap();
+    let impostor = SignerClient::new(impostor);
+    let node = format!("tcp://{at}");
+    let wrong = node_id.to_string();
+    let state2 = dir.join("state2.json");
+    let state2_s = state2.to_str().unwrap();
+    let args = [
+        "signer",
+        "--node",
+        &node,
+        "--node-id",
+        &wrong,
+        "--key",
+        key_s,
+        "--state",
+        state2_s,
+        "--create-state",
+        "--json",
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    // The node side completes each handshake (it pins nobody); the signer
+    // then hangs up, so every ping fails: one per dial.
+    let mut refused = 0;
+    let deadline = Instant::now() + LIMIT;
+    while refused < 2 {
+        assert!(Instant::now() < deadline, "the signer did not dial twice");
+        if impostor.ping().await.is_err() {
+            refused += 1;
+        } else {
+            panic!("the signer answered a node it does not pin");
+        }
+    }
+    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = signer.finish(Instant::now() + LIMIT);
+    out.assert_ok("the signer pinned to another node, stopped by SIGTERM");
+    let events = json_events(&out);
+    assert_eq!(count(&events, "connected"), 0, "{events:?}");
+    let mismatch = events
+        .iter()
+        .filter(|e| e["event"] == "connect_failed")
+        .filter(|e| e["error"].as_str().is_some_and(|s| s.contains("mismatch")))
+        .count();
+    assert!(mismatch >= 1, "{events:?}");
+    let last = events.last().unwrap();
+    assert!(
+        last["event"] == "stats" && last["final"] == true && last["connects"] == 0,
+        "{last}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
