@@ -342,26 +342,32 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     } else {
         Some(conn::seconds("--stats-every", args.stats_every)?)
     };
-    if let (Some(_), Address::Unix(_)) = (args.node_id, &address) {
-        return Err(CliError::usage(
-            "--node-id needs a tcp:// address: unix:// connections are not authenticated",
-        ));
-    }
+    let node_id = match &address {
+        // `tcp://ID@HOST:PORT` and `--node-id` must agree.
+        Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
+        Address::Unix(_) if args.node_id.is_some() => {
+            return Err(CliError::usage(
+                "--node-id needs a tcp:// address: unix:// connections are not authenticated",
+            ))
+        }
+        _ => None,
+    };
     if let (Some(_), Address::Unix(_)) = (&args.connection_key, &address) {
         return Err(CliError::usage(
             "--connection-key needs a tcp:// address: unix:// connections are plaintext",
         ));
     }
+    // Every file is read before `--create-state` may write one.
     let key = load_validator_key(&args.key)?;
+    let identity = match &args.connection_key {
+        Some(path) => keyfile::load(path)?,
+        None => Identity::generate(),
+    };
     let validator = key.public_key();
     let address_hex = hex::encode_upper(validator.node_id().as_bytes());
     let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
     let signer = open_state(&args, key)?;
     let mark = signer.state().hrs();
-    let identity = match &args.connection_key {
-        Some(path) => keyfile::load(path)?,
-        None => Identity::generate(),
-    };
 
     let out = Out {
         json: args.json,
@@ -399,7 +405,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     // 3 s a starting node waits for its signer (docs/guide.md says so).
     let mut endpoint = SignerEndpoint::new(address, identity)
         .retry(Duration::from_millis(50), Duration::from_millis(500));
-    if let Some(id) = args.node_id {
+    if let Some(id) = node_id {
         endpoint = endpoint.expect_node(id);
     }
     let events = out.clone();

@@ -104,6 +104,28 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
         ),
         (
             &[
+                "--key",
+                key,
+                "--node",
+                "tcp://f981ab195d664a8e2c6f7d6358628e05a8b5be8d@127.0.0.1:1",
+                "--node-id",
+                "0000000000000000000000000000000000000001",
+            ][..],
+            "contradicts",
+        ),
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                "tcp://127.0.0.1:1",
+                "--connection-key",
+                "/nonexistent/node_key.json",
+            ][..],
+            "/nonexistent/node_key.json",
+        ),
+        (
+            &[
                 "--node",
                 "tcp://127.0.0.1:1",
                 "--key",
