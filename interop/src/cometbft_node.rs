@@ -23,7 +23,14 @@
 //! home; its stderr (the database's notices, a Go panic) shows when it dies.
 //! Dropping a [`Node`] kills it and removes the home, unless the test is
 //! failing: then the home and its log stay for a look.
+//!
+//! [`SignedNode`] is a one-validator chain whose validator key lives only
+//! with a remote signer (`priv_validator_laddr`, `tcp://` or `unix://`),
+//! with empty blocks every ~200 ms: it starts without waiting, since the
+//! node waits for its signer inside its own start, and it can be killed
+//! and started again on the same home.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,7 +41,7 @@ use std::time::{Duration, Instant};
 use crate::cometbft_go::{go_build, target_dir, up_to_date};
 pub use crate::go_peer::GoVersion;
 use crate::go_peer::{BuildError, SHORT_RUN};
-use crate::process::{free_port, listening, run_ok, scratch, Feed, Proc};
+use crate::process::{free_port, listening, run_ok, scratch, Feed, Finished, Proc};
 
 /// The package `go install` builds (v0.37 and later).
 const PACKAGE: &str = "github.com/cometbft/cometbft/cmd/cometbft";
@@ -192,6 +199,71 @@ fn set_key(toml: &str, section: &str, key: &str, value: &str) -> String {
     lines.join("\n") + "\n"
 }
 
+/// A node's home, made by [`Home::init`]: `cometbft init`, then the
+/// config the tests want.
+struct Home {
+    home: PathBuf,
+    p2p_port: u16,
+    p2p_addr: String,
+    rpc_port: u16,
+    rpc_laddr: String,
+    /// The genesis file's `chain_id`.
+    network: String,
+}
+
+impl Home {
+    /// `cometbft init` in a fresh scratch folder named `<tag>-<n>`, then
+    /// both listeners on free loopback ports, no other listener and no
+    /// empty blocks, then `extra` (`(section, key, value)`, written as
+    /// given: quote strings), which may override any of those.
+    fn init(bin: &NodeBinary, tag: &str, extra: &[(&str, &str, String)]) -> Home {
+        static HOMES: AtomicUsize = AtomicUsize::new(0);
+        let (release, bin) = (bin.version, bin.path.as_path());
+        let n = HOMES.fetch_add(1, Ordering::Relaxed);
+        let home = scratch(&format!("{tag}-{n}"));
+        let init = [OsStr::new("init"), OsStr::new("--home"), home.as_os_str()];
+        run_ok(bin, &init, SHORT_RUN);
+
+        let (p2p_port, rpc_port) = (free_port(), free_port());
+        let p2p_addr = format!("127.0.0.1:{p2p_port}");
+        let rpc_laddr = format!("tcp://127.0.0.1:{rpc_port}");
+        let config_path = home.join("config/config.toml");
+        let mut config = std::fs::read_to_string(&config_path).unwrap();
+        let off = other_listeners(release)
+            .iter()
+            .map(|&(section, key)| (section, key, "\"\"".to_string()));
+        let base = [
+            ("", "moniker", format!("{MONIKER:?}")),
+            ("rpc", "laddr", format!("{rpc_laddr:?}")),
+            ("p2p", "laddr", format!("\"tcp://{p2p_addr}\"")),
+            ("p2p", "addr_book_strict", "false".into()),
+            ("p2p", "allow_duplicate_ip", "true".into()),
+            ("consensus", "create_empty_blocks", "false".into()),
+            ("instrumentation", "prometheus", "false".into()),
+        ];
+        let extra = extra.iter().map(|(s, k, v)| (*s, *k, v.clone()));
+        for (section, key, value) in base.into_iter().chain(off).chain(extra) {
+            config = set_key(&config, section, key, &value);
+        }
+        std::fs::write(&config_path, config).unwrap();
+
+        let genesis = std::fs::read(home.join("config/genesis.json")).unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&genesis).unwrap();
+        let network = genesis["chain_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("genesis.json has no chain_id: {genesis}"))
+            .to_string();
+        Home {
+            home,
+            p2p_port,
+            p2p_addr,
+            rpc_port,
+            rpc_laddr,
+            network,
+        }
+    }
+}
+
 /// A running CometBFT node; see the module docs.
 pub struct Node {
     /// Its home folder (`config/`, `data/`, `node.log`).
@@ -218,49 +290,22 @@ impl Node {
     /// Start a node from the `cometbft` binary `bin` (see [`node_binary`])
     /// and wait until it is up.
     pub fn start(bin: &NodeBinary) -> Node {
-        static STARTED_NODES: AtomicUsize = AtomicUsize::new(0);
-        let (release, bin) = (bin.version, bin.path.as_path());
-        let n = STARTED_NODES.fetch_add(1, Ordering::Relaxed);
-        let home = scratch(&format!("cometbft-node-{n}"));
-        let cometbft = |args: &[&str]| {
-            let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-            all.extend(["--home".as_ref(), home.as_os_str()]);
-            run_ok(bin, &all, SHORT_RUN).stdout_text()
-        };
-        cometbft(&["init"]);
-
-        let (p2p_port, rpc_port) = (free_port(), free_port());
-        let p2p_addr = format!("127.0.0.1:{p2p_port}");
-        let rpc_laddr = format!("tcp://127.0.0.1:{rpc_port}");
-        let config_path = home.join("config/config.toml");
-        let mut config = std::fs::read_to_string(&config_path).unwrap();
-        let off = other_listeners(release)
-            .iter()
-            .map(|&(section, key)| (section, key, "\"\"".to_string()));
-        for (section, key, value) in [
-            ("", "moniker", format!("{MONIKER:?}")),
-            ("rpc", "laddr", format!("{rpc_laddr:?}")),
-            ("p2p", "laddr", format!("\"tcp://{p2p_addr}\"")),
-            ("p2p", "addr_book_strict", "false".into()),
-            ("p2p", "allow_duplicate_ip", "true".into()),
-            ("consensus", "create_empty_blocks", "false".into()),
-            ("instrumentation", "prometheus", "false".into()),
-        ]
-        .into_iter()
-        .chain(off)
-        {
-            config = set_key(&config, section, key, &value);
-        }
-        std::fs::write(&config_path, config).unwrap();
-
-        let node_id = cometbft(&["show-node-id"]);
+        let Home {
+            home,
+            p2p_port,
+            p2p_addr,
+            rpc_laddr,
+            network,
+            ..
+        } = Home::init(bin, "cometbft-node", &[]);
+        let bin = bin.path.as_path();
+        let show_id = [
+            OsStr::new("show-node-id"),
+            OsStr::new("--home"),
+            home.as_os_str(),
+        ];
+        let node_id = run_ok(bin, &show_id, SHORT_RUN).stdout_text();
         let version = run_ok(bin, &["version"], SHORT_RUN).stdout_text();
-        let genesis = std::fs::read(home.join("config/genesis.json")).unwrap();
-        let genesis: serde_json::Value = serde_json::from_slice(&genesis).unwrap();
-        let network = genesis["chain_id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("genesis.json has no chain_id: {genesis}"))
-            .to_string();
 
         let log_path = home.join("node.log");
         let log = std::fs::File::create(&log_path).unwrap();
@@ -416,4 +461,346 @@ impl Drop for Node {
             let _ = std::fs::remove_dir_all(&self.home);
         }
     }
+}
+
+/// How a [`SignedNode`] listens for its remote signer
+/// (`priv_validator_laddr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignerTransport {
+    /// `tcp://127.0.0.1:PORT` on a free port: a secret connection.
+    Tcp,
+    /// `unix://<home>/privval.sock`: plaintext.
+    Unix,
+}
+
+/// `timeout_commit` of a [`SignedNode`]: short, so that blocks flow.
+pub const SIGNED_TIMEOUT_COMMIT: &str = "200ms";
+
+/// `timeout_propose` of a [`SignedNode`] (CometBFT's default is 3 s): a
+/// round whose proposal could not be signed (the signer was away) ends
+/// sooner.
+pub const SIGNED_TIMEOUT_PROPOSE: &str = "1s";
+
+/// A one-validator chain whose validator key lives only with a remote
+/// signer: `cometbft init` in a throwaway home, then `priv_validator_key.json`
+/// and `priv_validator_state.json` moved out of the home into a signer
+/// folder of their own ([`key_file`](Self::key_file),
+/// [`state_file`](Self::state_file)), `priv_validator_laddr` set
+/// ([`SignerTransport`]), empty blocks on (`create_empty_blocks = true`,
+/// interval 0, `timeout_commit` [`SIGNED_TIMEOUT_COMMIT`], `timeout_propose`
+/// [`SIGNED_TIMEOUT_PROPOSE`]; the key names are the same at every line),
+/// and the listeners as [`Node::start`] sets them.
+///
+/// The node is not started by [`init`](Self::init): [`start`](Self::start)
+/// spawns it and returns at once, because a node with
+/// `priv_validator_laddr` asks its signer for the public key inside its own
+/// start, and exits ("can't get pubkey: ... endpoint connection timed
+/// out") if no signer has connected within its accept timeout (3 s). Start
+/// the signer (or have one dialing already), then wait for blocks with
+/// [`wait_height`](Self::wait_height). [`kill`](Self::kill) and
+/// [`start`](Self::start) again (or [`restart`](Self::restart)) run the
+/// node again on the same home, ports and socket path.
+///
+/// What the node does with the key files it lost: at every start it makes
+/// a FilePV of its own (`LoadOrGenFilePV` in `DefaultNewNode`, every line),
+/// a fresh random key in `config/` and `data/`, which it never uses while
+/// `priv_validator_laddr` is set and which is not the genesis validator
+/// ([`node_made_key`](Self::node_made_key)). The validator's key exists only
+/// in the signer folder.
+///
+/// Every start appends to one log, `node.log` in the home. Dropping a
+/// `SignedNode` kills the node and removes the home and the signer folder,
+/// unless the test is failing: then both stay for a look.
+pub struct SignedNode {
+    /// The release.
+    pub version: GoVersion,
+    /// The node's home folder.
+    pub home: PathBuf,
+    /// The folder the validator's key and state files were moved to.
+    pub signer_dir: PathBuf,
+    /// The validator's `priv_validator_key.json` (in [`signer_dir`](Self::signer_dir)).
+    pub key_file: PathBuf,
+    /// The validator's `priv_validator_state.json` (in [`signer_dir`](Self::signer_dir)),
+    /// as `cometbft init` wrote it: height 0, nothing signed.
+    pub state_file: PathBuf,
+    /// `priv_validator_laddr`: `tcp://127.0.0.1:PORT` or `unix:///PATH`.
+    pub laddr: String,
+    /// The chain: the `chain_id` of the genesis file.
+    pub chain_id: String,
+    /// The node's RPC port on 127.0.0.1 ([`height`](Self::height)).
+    pub rpc_port: u16,
+    /// The validator's public key, base64, as the key file and the genesis
+    /// file both give it.
+    pub validator_pub_key: String,
+    bin: PathBuf,
+    socket: Option<PathBuf>,
+    log_path: PathBuf,
+    /// The log's length when the node last started.
+    start_mark: Mutex<usize>,
+    proc: Mutex<Option<Proc>>,
+}
+
+impl SignedNode {
+    /// Make the home and the signer folder (see the type's docs); the node
+    /// is not started.
+    pub fn init(bin: &NodeBinary, transport: SignerTransport) -> SignedNode {
+        static SIGNERS: AtomicUsize = AtomicUsize::new(0);
+        let n = SIGNERS.fetch_add(1, Ordering::Relaxed);
+        let signer_dir = scratch(&format!("cometbft-signer-{n}"));
+        // The home is made by `Home::init`; the socket goes in the signer
+        // folder, which exists already (a Unix socket path must stay under
+        // about 100 bytes).
+        let (laddr, socket) = match transport {
+            SignerTransport::Tcp => (format!("tcp://127.0.0.1:{}", free_port()), None),
+            SignerTransport::Unix => {
+                let path = signer_dir.join("privval.sock");
+                assert!(
+                    path.as_os_str().len() < 100,
+                    "{path:?} is too long for a Unix socket path; set TMPDIR shorter"
+                );
+                (format!("unix://{}", path.display()), Some(path))
+            }
+        };
+        let extra = [
+            ("", "priv_validator_laddr", format!("{laddr:?}")),
+            ("consensus", "create_empty_blocks", "true".to_string()),
+            ("consensus", "create_empty_blocks_interval", "\"0s\"".into()),
+            (
+                "consensus",
+                "timeout_commit",
+                format!("{SIGNED_TIMEOUT_COMMIT:?}"),
+            ),
+            (
+                "consensus",
+                "timeout_propose",
+                format!("{SIGNED_TIMEOUT_PROPOSE:?}"),
+            ),
+        ];
+        let Home {
+            home,
+            rpc_port,
+            network,
+            ..
+        } = Home::init(bin, "cometbft-validator", &extra);
+
+        let key_file = signer_dir.join("priv_validator_key.json");
+        let state_file = signer_dir.join("priv_validator_state.json");
+        for (from, to) in [
+            ("config/priv_validator_key.json", &key_file),
+            ("data/priv_validator_state.json", &state_file),
+        ] {
+            std::fs::rename(home.join(from), to)
+                .unwrap_or_else(|e| panic!("moving {from} out of {home:?}: {e}"));
+        }
+        let key: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&key_file).unwrap()).unwrap();
+        let validator_pub_key = key["pub_key"]["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key_file:?} has no pub_key.value"))
+            .to_string();
+        let genesis = std::fs::read(home.join("config/genesis.json")).unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&genesis).unwrap();
+        let validators = genesis["validators"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            validators.len() == 1
+                && validators[0]["pub_key"]["value"].as_str() == Some(&validator_pub_key),
+            "genesis.json must have the moved key as its one validator: {genesis}"
+        );
+
+        SignedNode {
+            version: bin.version,
+            log_path: home.join("node.log"),
+            home,
+            signer_dir,
+            key_file,
+            state_file,
+            laddr,
+            chain_id: network,
+            rpc_port,
+            validator_pub_key,
+            bin: bin.path.clone(),
+            socket,
+            start_mark: Mutex::new(0),
+            proc: Mutex::new(None),
+        }
+    }
+
+    /// Spawn the node (`cometbft start --proxy_app=kvstore`) and return at
+    /// once: it now waits up to 3 s for its signer. A socket file a killed
+    /// node left behind is removed first (the node's listen would fail on
+    /// it).
+    pub fn start(&self) {
+        let mut proc = self.proc.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(proc.is_none(), "the node is running already");
+        if let Some(socket) = &self.socket {
+            let _ = std::fs::remove_file(socket);
+        }
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .unwrap();
+        *self.start_mark.lock().unwrap_or_else(|e| e.into_inner()) = self.log_len();
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("start")
+            .arg("--home")
+            .arg(&self.home)
+            .args(["--proxy_app=kvstore", "--log_level=info"])
+            .stdin(Stdio::null())
+            .stdout(log);
+        *proc = Some(Proc::start(&mut cmd, Feed::none()));
+    }
+
+    /// Kill the node (SIGKILL) and reap it: its status and stderr.
+    pub fn kill(&self) -> String {
+        let proc = self.proc.lock().unwrap_or_else(|e| e.into_inner()).take();
+        proc.expect("the node is not running").stop(Duration::ZERO)
+    }
+
+    /// [`kill`](Self::kill), then [`start`](Self::start) on the same home.
+    pub fn restart(&self) {
+        self.kill();
+        self.start();
+    }
+
+    /// Wait up to `limit` for the running node to exit: its status and
+    /// output, or `None` if it still runs (it is left running).
+    pub fn wait_exit(&self, limit: Duration) -> Option<Finished> {
+        let deadline = Instant::now() + limit;
+        loop {
+            {
+                let mut proc = self.proc.lock().unwrap_or_else(|e| e.into_inner());
+                let running = proc.as_mut().expect("the node was not started");
+                if running.has_exited() {
+                    return Some(proc.take().unwrap().finish_within(Duration::from_secs(5)));
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The latest block height the node's RPC reports (`/status`,
+    /// `sync_info.latest_block_height`); `None` while the RPC does not
+    /// answer.
+    pub fn height(&self) -> Option<i64> {
+        let status = rpc_get(self.rpc_port, "/status")?;
+        status["result"]["sync_info"]["latest_block_height"]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+
+    /// Wait up to `limit` until the node reports a height of at least
+    /// `min`: that height. Fails, with the node's log, if the node exits
+    /// or the height is not reached in time.
+    pub fn wait_height(&self, min: i64, limit: Duration) -> i64 {
+        let deadline = Instant::now() + limit;
+        let mut last = None;
+        loop {
+            if let Some(h) = self.height() {
+                if h >= min {
+                    return h;
+                }
+                last = Some(h);
+            }
+            self.check_running(&format!("we waited for height {min}"));
+            if Instant::now() >= deadline {
+                self.fail(&format!(
+                    "height {min} not reached within {limit:?} (last seen: {last:?})"
+                ));
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The public key (base64) of the FilePV the node made for itself at
+    /// start (see the type's docs), if it made one.
+    pub fn node_made_key(&self) -> Option<String> {
+        let file = std::fs::read(self.home.join("config/priv_validator_key.json")).ok()?;
+        let key: serde_json::Value = serde_json::from_slice(&file).ok()?;
+        key["pub_key"]["value"].as_str().map(String::from)
+    }
+
+    /// Everything the node has logged so far, over all its starts.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.log_path).unwrap_or_default()).into_owned()
+    }
+
+    /// What the node logged since it last started.
+    pub fn log_since_start(&self) -> String {
+        let mark = *self.start_mark.lock().unwrap_or_else(|e| e.into_inner());
+        let log = std::fs::read(&self.log_path).unwrap_or_default();
+        String::from_utf8_lossy(&log[mark.min(log.len())..]).into_owned()
+    }
+
+    fn log_len(&self) -> usize {
+        std::fs::metadata(&self.log_path).map_or(0, |m| m.len() as usize)
+    }
+
+    /// The last `n` lines of the log, for failure messages.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Fail at once if the node has exited (with its status and stderr).
+    pub fn check_running(&self, doing: &str) {
+        let exited = {
+            let mut proc = self.proc.lock().unwrap_or_else(|e| e.into_inner());
+            let running = proc.as_mut().expect("the node was not started");
+            running.has_exited()
+        };
+        if exited {
+            self.fail(&format!("the node exited while {doing}"));
+        }
+    }
+
+    /// Kill the node and fail with `msg`, its stderr and its last log lines.
+    pub fn fail(&self, msg: &str) -> ! {
+        let tail = self.log_tail(30);
+        let proc = self.proc.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let stopped = proc.map(|p| p.stop(Duration::ZERO)).unwrap_or_default();
+        panic!(
+            "CometBFT {} validator ({}): {msg}; {stopped}; last log lines:\n{tail}",
+            self.version.label(),
+            self.home.display()
+        );
+    }
+}
+
+impl Drop for SignedNode {
+    fn drop(&mut self) {
+        let proc = self
+            .proc
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(proc); // kills the node and reaps it
+        if !thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.home);
+            let _ = std::fs::remove_dir_all(&self.signer_dir);
+        }
+    }
+}
+
+/// `GET path` on the node's RPC at 127.0.0.1:`port` (HTTP/1.0, short
+/// timeouts): the JSON body, or `None` if there is no answer or no JSON.
+fn rpc_get(port: u16, path: &str) -> Option<serde_json::Value> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    tcp.set_write_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(tcp, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut reply = Vec::new();
+    tcp.take(1 << 20).read_to_end(&mut reply).ok()?;
+    let at = reply.windows(4).position(|w| w == b"\r\n\r\n")?;
+    serde_json::from_slice(&reply[at + 4..]).ok()
 }

@@ -223,6 +223,17 @@ impl Proc {
         }
     }
 
+    /// Its process ID (to signal it).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (it is reaped then; [`finish`](Self::finish)
+    /// still collects its status and output).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Fail at once if the process has already exited (it must not, yet).
     pub fn check_running(&mut self, doing: &str) {
         if let Ok(Some(status)) = self.child.try_wait() {

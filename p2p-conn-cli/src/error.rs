@@ -66,6 +66,12 @@ pub enum CliError {
     Profiler(&'static str, pprof::Error),
     #[error(transparent)]
     P2p(#[from] Error),
+    /// `signer`: the key file, the state file, or a refusal.
+    #[error(transparent)]
+    Signer(#[from] p2p_conn::privval::SignerError),
+    /// `signer`: the endpoint stopped (an invalid configuration).
+    #[error(transparent)]
+    Endpoint(#[from] p2p_conn::privval::endpoint::EndpointError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]

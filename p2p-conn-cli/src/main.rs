@@ -2,7 +2,7 @@
 //! loopback benchmark.
 //!
 //! Modules: [`conn`] (the connection flags, the dial helper and how failures
-//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`bench`](mod@bench) (the
+//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`signer`], [`bench`](mod@bench) (the
 //! benchmark and the workload `profile` shares), [`profile`], [`resources`];
 //! every command fails with one [`error::CliError`].
 
@@ -22,6 +22,7 @@ mod pipe;
 mod probe;
 mod profile;
 mod resources;
+mod signer;
 mod stdio;
 
 use conn::DEFAULT_CONNECT_TIMEOUT_SECS;
@@ -32,7 +33,7 @@ use pipe::PipeArgs;
 #[command(
     name = "p2p-conn",
     version,
-    about = "CometBFT-compatible secret connections: netcat-style client/server, keys, benchmark"
+    about = "CometBFT-compatible secret connections: netcat-style client/server, keys, probe, a test remote signer, benchmark"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -87,6 +88,15 @@ enum Cmd {
     /// 8 network mismatch, 1 other (2: the command line does not parse;
     /// docs/guide.md, "Exit codes")
     Probe(probe::ProbeArgs),
+    /// A remote signer for a CometBFT validator, for tests and testnets (a
+    /// software key: in memory, in a file on disk): dials the node's
+    /// priv_validator_laddr, reconnects whenever the connection ends, and
+    /// signs votes and proposals with FilePV's double-sign rules, its
+    /// high-water mark written to --state (synced, renamed into place)
+    /// before each signature leaves. Runs until SIGINT/SIGTERM, then prints
+    /// the final stats and exits 0; exits 1 if it cannot start (flags, key,
+    /// state file; docs/guide.md, "Remote signer")
+    Signer(signer::SignerArgs),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
     /// Run the bench workload (or send to a listening peer with --connect)
@@ -123,6 +133,7 @@ fn main() -> ExitCode {
             args,
         } => pipe::run_async(pipe::dial(addr, connect_timeout, args)),
         Cmd::Probe(args) => return probe::run(args),
+        Cmd::Signer(args) => signer::run(args),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Profile(args) => profile::run(args),
         Cmd::Resources(args) => resources::run(args),

@@ -224,8 +224,8 @@ pub struct PubKeyResponse {
 impl PubKeyResponse {
     /// An Ed25519 key in both forms: field 1 for v0.34.35 to v0.40.0,
     /// fields 3 and 4 (`"ed25519"`) for v1.0.1. Each line's generated
-    /// decoder keeps its own and drops the others (tested); acceptance by
-    /// real nodes is not yet tested.
+    /// decoder keeps its own and drops the others (tested), and real nodes
+    /// of every line accept it (`p2p-conn-cli/tests/signer_cometbft_node.rs`).
     pub fn ed25519(key: [u8; 32]) -> PubKeyResponse {
         PubKeyResponse {
             pub_key: Some(PublicKey {

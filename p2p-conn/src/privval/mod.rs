@@ -26,7 +26,8 @@
 //!     and reads `pub_key_bytes` 3 and `pub_key_type` 4.
 //!     [`PubKeyResponse::ed25519`] fills all three; each line's own
 //!     generated decoder keeps its fields and drops the others' (tested),
-//!     and real nodes are not yet tested.
+//!     and a real node of every line takes its validator key from it
+//!     (`p2p-conn-cli/tests/signer_cometbft_node.rs`).
 //!   - [`SignVoteRequest::skip_extension_signing`] (3): v1.0.1 only.
 //!   - [`Vote::extension`] (9) and [`Vote::extension_signature`] (10): from
 //!     v0.38.26; v0.34.35 and v0.37.18 skip them.

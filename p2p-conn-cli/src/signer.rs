@@ -1,0 +1,467 @@
+//! `p2p-conn signer`: a reference remote signer. It dials a CometBFT
+//! node's `priv_validator_laddr`, serves its validator key with the
+//! library's [`GuardedSigner`] (FilePV's double-sign rules, the high-water
+//! mark written to the state file, synced and renamed into place, before a
+//! signature leaves) over [`SignerEndpoint`] (dial, retry, reconnect), and
+//! reports what it does: a line per connection and a stats line (human
+//! mode, stderr), or a JSON object per event (`--json`, stdout).
+//!
+//! A software signer for tests and testnets: the validator key is a file
+//! on disk and sits in this process's memory. Nothing here is hardened
+//! against an attacker on the signer's own machine.
+//!
+//! It runs until SIGINT or SIGTERM, then prints the final stats and exits
+//! 0. Failures before it serves (flags, the key file, the state file, the
+//! connection key) exit 1; see docs/guide.md, "Remote signer".
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use p2p_conn::privval::endpoint::{
+    Address, EndpointStats, KindStats, RequestKind, SignerEndpoint, SignerEvent, StatsHandle,
+};
+use p2p_conn::privval::guard::Step;
+use p2p_conn::privval::{
+    load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, GuardedSigner, Proposal,
+    PublicKey, Signer, SignerError, Vote,
+};
+use p2p_conn::{keyfile, Identity, NodeId};
+use serde_json::{json, Value};
+
+use crate::conn;
+use crate::error::CliError;
+
+#[derive(clap::Args)]
+pub struct SignerArgs {
+    /// The node's priv_validator_laddr: tcp://HOST:PORT (a secret
+    /// connection) or unix://PATH (plaintext). tcp://ID@HOST:PORT pins the
+    /// node's ID, as --node-id does
+    #[arg(long)]
+    node: String,
+    /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
+    #[arg(long)]
+    key: PathBuf,
+    /// The high-water mark: a CometBFT priv_validator_state.json, read at
+    /// start and rewritten (synced, then renamed into place) before every
+    /// new signature is sent. Must exist unless --create-state
+    #[arg(long)]
+    state: PathBuf,
+    /// Create --state (height 0, nothing signed) if it does not exist. Only
+    /// for a key that has never signed on any chain: a fresh state forgets
+    /// what was signed before
+    #[arg(long)]
+    create_state: bool,
+    /// Serve only this chain: requests for any other are refused. Without
+    /// it every chain is served, with one high-water mark for all
+    #[arg(long)]
+    chain_id: Option<String>,
+    /// Require the node to authenticate as this node ID (tcp:// only).
+    /// CometBFT nodes use a fresh key for priv_validator_laddr at every
+    /// start, so this suits nodes that keep theirs (p2p-conn's node side)
+    #[arg(long)]
+    node_id: Option<NodeId>,
+    /// node_key.json to authenticate the secret connection with (tcp://
+    /// only; the node does not check it) [default: a fresh key]
+    #[arg(long)]
+    connection_key: Option<PathBuf>,
+    /// One JSON object per line on stdout for every event (dial, connect,
+    /// disconnect, each request served, stats) instead of text on stderr
+    #[arg(long)]
+    json: bool,
+    /// Print the stats every this many seconds (0: only at exit)
+    #[arg(long, default_value_t = 10.0)]
+    stats_every: f64,
+}
+
+/// What the last successful signature was, for `--json`'s `served` events
+/// (the endpoint's events carry the request, not the signature).
+#[derive(Default)]
+struct LastSigned {
+    signature: Vec<u8>,
+    sign_bytes: Vec<u8>,
+}
+
+type Slot = Arc<Mutex<Option<LastSigned>>>;
+
+/// A [`Signer`] that passes every call to `inner` and keeps the signature
+/// and sign bytes of each vote or proposal it returns in `slot`.
+struct Recording<S> {
+    inner: S,
+    slot: Slot,
+}
+
+impl<S> Recording<S> {
+    fn keep(&self, signature: &[u8], sign_bytes: Vec<u8>) {
+        *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastSigned {
+            signature: signature.to_vec(),
+            sign_bytes,
+        });
+    }
+}
+
+impl<S: Signer> Signer for Recording<S> {
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+        self.inner.public_key(chain_id)
+    }
+
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError> {
+        let signed = self.inner.sign_vote(chain_id, vote, sign_extension)?;
+        self.keep(&signed.signature, vote_sign_bytes(chain_id, &signed));
+        Ok(signed)
+    }
+
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        proposal: Proposal,
+    ) -> Result<Proposal, SignerError> {
+        let signed = self.inner.sign_proposal(chain_id, proposal)?;
+        self.keep(&signed.signature, proposal_sign_bytes(chain_id, &signed));
+        Ok(signed)
+    }
+
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        let signature = self.inner.sign_bytes(bytes)?;
+        self.keep(&signature, bytes.to_vec());
+        Ok(signature)
+    }
+
+    fn ping(&mut self) -> Result<(), SignerError> {
+        self.inner.ping()
+    }
+}
+
+/// Where the output goes: text on stderr, or JSON lines on stdout.
+#[derive(Clone)]
+struct Out {
+    json: bool,
+    started: Instant,
+}
+
+impl Out {
+    /// One JSON line (with `event` and the seconds since start) on stdout,
+    /// flushed at once.
+    fn json(&self, event: &str, mut v: Value) {
+        v["event"] = json!(event);
+        v["t"] = json!(round3(self.started.elapsed().as_secs_f64()));
+        let mut out = std::io::stdout().lock();
+        // A closed stdout must not stop the signer: the node needs it more
+        // than the log does.
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+
+    fn text(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn ms(d: Duration) -> f64 {
+    round3(d.as_secs_f64() * 1e3)
+}
+
+/// The step FilePV records for a request of `kind` and type `msg_type`
+/// (`None` for requests that are not guarded).
+fn step(kind: RequestKind, msg_type: i32) -> Option<Step> {
+    match kind {
+        RequestKind::SignVote => Step::of_vote_type(msg_type),
+        RequestKind::SignProposal => Some(Step::Propose),
+        _ => None,
+    }
+}
+
+/// Whether connect failure number `attempt` gets a text line: the first
+/// few after each connection, then attempts 8, 16, 32, ... (a node that is
+/// down for long would otherwise fill the log at two lines a second).
+fn tell_attempt(attempt: u32) -> bool {
+    attempt <= 3 || attempt.is_power_of_two()
+}
+
+/// Report one endpoint event.
+fn report(out: &Out, slot: &Slot, address: &str, e: &SignerEvent) {
+    match e {
+        SignerEvent::Connecting { attempt } => {
+            if out.json {
+                out.json("connecting", json!({ "attempt": attempt, "node": address }));
+            }
+        }
+        SignerEvent::ConnectFailed {
+            attempt,
+            error,
+            retry_in,
+        } => {
+            if out.json {
+                out.json(
+                    "connect_failed",
+                    json!({ "attempt": attempt, "error": error, "retry_in_ms": ms(*retry_in) }),
+                );
+            } else if tell_attempt(*attempt) {
+                out.text(&format!(
+                    "cannot connect to {address} (attempt {attempt}): {error}; retrying"
+                ));
+            }
+        }
+        SignerEvent::Connected { node } => {
+            let id = node.map(|id| id.to_string());
+            if out.json {
+                out.json("connected", json!({ "node": address, "node_id": id }));
+            } else {
+                match id {
+                    Some(id) => out.text(&format!("connected to {address} (node {id})")),
+                    None => out.text(&format!("connected to {address}")),
+                }
+            }
+        }
+        SignerEvent::Disconnected { reason } => {
+            if out.json {
+                out.json("disconnected", json!({ "reason": reason }));
+            } else {
+                out.text(&format!("disconnected: {reason}; dialing again"));
+            }
+        }
+        SignerEvent::Served {
+            kind,
+            height,
+            round,
+            msg_type,
+            latency,
+            error,
+        } => {
+            let signed = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let step = step(*kind, *msg_type);
+            if out.json {
+                // A signature made but not sent (`error` says so) is shown
+                // too: it is on record in the state file.
+                let signature = signed.as_ref().map(|s| hex::encode(&s.signature));
+                let sign_bytes = signed.as_ref().map(|s| hex::encode_upper(&s.sign_bytes));
+                out.json(
+                    "served",
+                    json!({
+                        "kind": kind.name(),
+                        "height": height,
+                        "round": round,
+                        "type": msg_type,
+                        "step": step.map(|s| s.as_i8()),
+                        "latency_ms": ms(*latency),
+                        "error": error,
+                        "signature": signature,
+                        "sign_bytes": sign_bytes,
+                    }),
+                );
+            } else if let Some(error) = error {
+                let what = match step {
+                    Some(_) => format!("{kind} height {height} round {round} type {msg_type}"),
+                    None => kind.to_string(),
+                };
+                out.text(&format!("refused or failed: {what}: {error}"));
+            }
+        }
+        other => {
+            if out.json {
+                out.json("other", json!({ "detail": format!("{other:?}") }));
+            }
+        }
+    }
+}
+
+fn kind_json(k: &KindStats) -> Value {
+    json!({
+        "kind": k.kind.name(),
+        "count": k.count,
+        "errors": k.errors,
+        "p50_ms": k.p50.map(ms),
+        "p99_ms": k.p99.map(ms),
+        "max_ms": k.max.map(ms),
+    })
+}
+
+/// Print the stats: one line, or one JSON object (`final` at exit).
+fn print_stats(out: &Out, stats: &EndpointStats, last: bool) {
+    let reconnects = stats.connects.saturating_sub(1);
+    if out.json {
+        out.json(
+            "stats",
+            json!({
+                "final": last,
+                "connects": stats.connects,
+                "disconnects": stats.disconnects,
+                "reconnects": reconnects,
+                "requests": stats.requests(),
+                "kinds": stats.kinds.iter().filter(|k| k.count > 0).map(kind_json).collect::<Vec<_>>(),
+            }),
+        );
+    } else {
+        let label = if last { "final stats" } else { "stats" };
+        out.text(&format!("{label}: {stats}; reconnects {reconnects}"));
+    }
+}
+
+/// Open the state file, creating it first with `--create-state`.
+fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliError> {
+    let path = &args.state;
+    let exists = std::fs::symlink_metadata(path).is_ok();
+    if !exists {
+        if !args.create_state {
+            return Err(CliError::usage(format!(
+                "state file {} does not exist. Bring the validator's own \
+                 priv_validator_state.json (from the node's data/ folder, with the node \
+                 stopped), or, for a key that has never signed, pass --create-state to \
+                 start one at height 0",
+                path.display()
+            )));
+        }
+        state_file::create_new(path)?;
+    }
+    let signer = GuardedSigner::open(key, path)?;
+    Ok(match &args.chain_id {
+        Some(id) => signer.with_chain_id(id.clone()),
+        None => signer,
+    })
+}
+
+/// `p2p-conn signer`: see the module docs.
+pub fn run(args: SignerArgs) -> Result<(), CliError> {
+    let address: Address = args
+        .node
+        .parse()
+        .map_err(|e| CliError::usage(format!("--node: {e}")))?;
+    let stats_every = if args.stats_every == 0.0 {
+        None
+    } else {
+        Some(conn::seconds("--stats-every", args.stats_every)?)
+    };
+    let node_id = match &address {
+        // `tcp://ID@HOST:PORT` and `--node-id` must agree.
+        Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
+        Address::Unix(_) if args.node_id.is_some() => {
+            return Err(CliError::usage(
+                "--node-id needs a tcp:// address: unix:// connections are not authenticated",
+            ))
+        }
+        _ => None,
+    };
+    if let (Some(_), Address::Unix(_)) = (&args.connection_key, &address) {
+        return Err(CliError::usage(
+            "--connection-key needs a tcp:// address: unix:// connections are plaintext",
+        ));
+    }
+    // Every file is read before `--create-state` may write one.
+    let key = load_validator_key(&args.key)?;
+    let identity = match &args.connection_key {
+        Some(path) => keyfile::load(path)?,
+        None => Identity::generate(),
+    };
+    let validator = key.public_key();
+    let address_hex = hex::encode_upper(validator.node_id().as_bytes());
+    let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
+    let signer = open_state(&args, key)?;
+    let mark = signer.state().hrs();
+
+    let out = Out {
+        json: args.json,
+        started: Instant::now(),
+    };
+    let shown = address.to_string();
+    if out.json {
+        out.json(
+            "start",
+            json!({
+                "node": shown,
+                "validator_address": address_hex,
+                "pub_key": pub_key,
+                "chain_id": args.chain_id,
+                "state_file": args.state.display().to_string(),
+                "state": { "height": mark.height, "round": mark.round, "step": mark.step.as_i8() },
+                "connection_id": identity.node_id().to_string(),
+            }),
+        );
+    } else {
+        let chain = args.chain_id.as_deref().unwrap_or("any chain");
+        out.text(&format!(
+            "signer for validator {address_hex} ({chain}); state {}: {mark}; dialing {shown}",
+            args.state.display()
+        ));
+        out.text("a software signer for tests and testnets: the key is in memory and on disk");
+    }
+
+    let slot: Slot = Arc::default();
+    let mut signer = Recording {
+        inner: signer,
+        slot: slot.clone(),
+    };
+    // Dial every 50 ms at first, then up to every 500 ms: well within the
+    // 3 s a starting node waits for its signer (docs/guide.md says so).
+    let mut endpoint = SignerEndpoint::new(address, identity)
+        .retry(Duration::from_millis(50), Duration::from_millis(500));
+    if let Some(id) = node_id {
+        endpoint = endpoint.expect_node(id);
+    }
+    let events = out.clone();
+    let endpoint = endpoint.on_event(move |e| report(&events, &slot, &shown, e));
+    let stats = endpoint.stats();
+
+    let rt = conn::runtime()?;
+    let stopped_by = rt.block_on(async {
+        let ticker = stats_every.map(|every| tokio::spawn(tick(out.clone(), stats.clone(), every)));
+        let r = tokio::select! {
+            r = endpoint.run(&mut signer) => match r {
+                Ok(never) => match never {},
+                Err(e) => Err(CliError::from(e)),
+            },
+            s = shutdown() => s.map_err(CliError::Io),
+        };
+        if let Some(t) = ticker {
+            t.abort();
+        }
+        r
+    });
+    print_stats(&out, &stats.snapshot(), true);
+    match stopped_by {
+        Ok(signal) => {
+            if !out.json {
+                out.text(&format!("stopped by {signal}"));
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn tick(out: Out, stats: StatsHandle, every: Duration) {
+    let mut interval = tokio::time::interval(every);
+    interval.tick().await; // the first tick is at once
+    loop {
+        interval.tick().await;
+        print_stats(&out, &stats.snapshot(), false);
+    }
+}
+
+/// Wait for SIGINT or SIGTERM (Ctrl-C elsewhere): its name.
+#[cfg(unix)]
+async fn shutdown() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    })
+}
+
+#[cfg(not(unix))]
+async fn shutdown() -> std::io::Result<&'static str> {
+    tokio::signal::ctrl_c().await?;
+    Ok("Ctrl-C")
+}
