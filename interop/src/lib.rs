@@ -9,6 +9,9 @@
 //!   scratch folders; [`compare`] checks byte streams.
 //! - [`scripted`] is a p2p-conn peer that sends exactly the bytes a test
 //!   gives it after the handshake.
+//! - [`tmkms`] installs and runs tmkms (iqlusion's KMS, Rust, `softsign`
+//!   backend), an independent remote signer that dials a node's privval
+//!   endpoint.
 //!
 //! Not published: a workspace crate that the CLI depends on and the library
 //! and CLI test suites dev-depend on (a dev-dependency cycle with p2p-conn,
@@ -21,6 +24,7 @@ pub mod compare;
 pub mod go_peer;
 pub mod process;
 pub mod scripted;
+pub mod tmkms;
 
 /// A test module per CometBFT release line, each with a `#[test]` per
 /// function: `per_release! { v0_34: V034, v1: V1; [probe, dial] }` makes
