@@ -139,6 +139,24 @@ fn reload_refuses_to_go_backwards() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Two signers on one state file could both sign one height: the second
+/// open is refused while the first lives, and allowed once it is gone.
+#[test]
+fn one_signer_per_state_file() {
+    let dir = temp_dir("lock");
+    let (first, path) = new_signer(&dir);
+    match GuardedSigner::open(key(), &path) {
+        Err(SignerError::StateLocked { lock, .. }) => {
+            assert_eq!(lock, dir.join("priv_validator_state.json.lock"))
+        }
+        other => panic!("a second signer on the state file: {other:?}"),
+    }
+    drop(first);
+    let second = GuardedSigner::open(key(), &path).unwrap();
+    drop(second);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// When the state cannot be written, no signature is returned and the
 /// mark in memory stays where it was.
 #[test]
@@ -373,6 +391,7 @@ fn filepv_files_move_to_us_and_back() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), filepv_state);
 
     // From FilePV's state: the same HRS re-served, lower refused.
+    drop(s); // one signer per state file
     std::fs::write(&path, &filepv_state).unwrap();
     let mut s = GuardedSigner::open(key, &path).unwrap();
     let mut later = filepv_vote();

@@ -89,19 +89,19 @@ impl Decoder {
     }
 
     fn decode(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), PrivvalError> {
-        let (used, body) = self.reader.feed(input).map_err(|e| match e {
+        let (used, body) = self.frame(input)?;
+        match body {
+            None => Ok((used, None)),
+            Some(body) => Ok((used, Some(decode_body(&body)?))),
+        }
+    }
+
+    /// The framing step: a whole body once complete, not decoded.
+    fn frame(&mut self, input: &[u8]) -> Result<(usize, Option<Vec<u8>>), PrivvalError> {
+        self.reader.feed(input).map_err(|e| match e {
             PrefixError::BadLength => PrivvalError::BadLength,
             PrefixError::TooLarge { len, limit } => PrivvalError::TooLarge { len, limit },
-        })?;
-        let Some(body) = body else {
-            return Ok((used, None));
-        };
-        let msg =
-            Message::decode(body.as_slice()).map_err(|e| PrivvalError::Malformed(e.to_string()))?;
-        if msg.sum.is_none() {
-            return Err(PrivvalError::UnknownMessage);
-        }
-        Ok((used, Some(msg)))
+        })
     }
 
     /// The error for an end of stream now: `None` between messages (a
@@ -128,6 +128,48 @@ impl Feed for Decoder {
     fn end_of_stream(&self) -> PrivvalError {
         self.eof()
             .unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into())
+    }
+}
+
+/// A message body as [`Decoder`] decodes it: protobuf `Message` holding a
+/// request or response this crate knows.
+pub(crate) fn decode_body(body: &[u8]) -> Result<Message, PrivvalError> {
+    let msg = Message::decode(body).map_err(|e| PrivvalError::Malformed(e.to_string()))?;
+    if msg.sum.is_none() {
+        return Err(PrivvalError::UnknownMessage);
+    }
+    Ok(msg)
+}
+
+/// The framing alone, for the endpoints: whole bodies out, decoded by the
+/// caller with [`decode_body`]. A body that does not decode then leaves
+/// the stream in step (its bytes were taken), where [`Decoder`], which
+/// reports it from `feed`, could not say how many bytes it took.
+#[cfg(feature = "tokio")]
+#[derive(Debug)]
+pub(crate) struct Frames(Decoder);
+
+#[cfg(feature = "tokio")]
+impl Frames {
+    pub(crate) fn new(limit: usize) -> Frames {
+        Frames(Decoder::with_limit(limit))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Feed for Frames {
+    type Item = Vec<u8>;
+    type Error = PrivvalError;
+    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Vec<u8>>), PrivvalError> {
+        if self.0.failed {
+            return Err(PrivvalError::Spent);
+        }
+        let r = self.0.frame(input);
+        self.0.failed = r.is_err();
+        r
+    }
+    fn end_of_stream(&self) -> PrivvalError {
+        Feed::end_of_stream(&self.0)
     }
 }
 

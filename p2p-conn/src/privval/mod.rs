@@ -56,15 +56,20 @@
 //!   limit for a message body.
 //! - The decoder never takes a byte past the message it returns.
 //!
+//! - [`endpoint`] (with `tokio`): the signer side, which dials, retries,
+//!   reconnects and serves a [`Signer`]; the node side, which listens,
+//!   pings and times out.
+//!
 //! # Not provided
-//! - The endpoints (a signer that dials, retries and reconnects and serves
-//!   a [`Signer`]; a node side that listens, pings and times out).
 //! - Validation of the messages' contents (block ID hash lengths, heights,
 //!   the chain ID): the sign-bytes functions encode what they are given.
-//! - Timeouts: bound reads and writes with `tokio::time::timeout` (the node
-//!   gives each read and write 5 s; `spec/privval.md`).
+//! - Timeouts in [`Decoder`] and [`tokio`]: the endpoints bound every read
+//!   and write; over these, use `tokio::time::timeout` (the node gives
+//!   each read and write 5 s; `spec/privval.md`).
 
 mod codec;
+#[cfg(feature = "tokio")]
+pub mod endpoint;
 pub mod guard;
 mod messages;
 mod sign_bytes;
@@ -73,6 +78,8 @@ pub mod state_file;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
+#[cfg(feature = "tokio")]
+pub(crate) use codec::{decode_body, Frames};
 pub use codec::{encode, Decoder};
 pub use messages::{
     message, public_key, signed_msg_type, BlockId, Message, PartSetHeader, PingRequest,

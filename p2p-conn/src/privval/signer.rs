@@ -74,6 +74,15 @@ pub enum SignerError {
         /// The limit.
         max_bytes: usize,
     },
+    /// Another signer (in this process or another) holds the state file's
+    /// lock: two signers on one state file could both sign the same height.
+    #[error("state file {} is in use by another signer (lock {} is held)", .path.display(), .lock.display())]
+    StateLocked {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file beside it.
+        lock: PathBuf,
+    },
     /// The state file's content is not a `priv_validator_state.json`.
     #[error("state file {}: {problem}", .path.display())]
     StateInvalid {
@@ -153,6 +162,9 @@ pub struct GuardedSigner {
     state: SignState,
     state_path: PathBuf,
     chain_id: Option<String>,
+    /// Holds the exclusive lock on `<state file>.lock` while the signer
+    /// lives.
+    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for GuardedSigner {
@@ -169,14 +181,22 @@ impl std::fmt::Debug for GuardedSigner {
 impl GuardedSigner {
     /// A signer with `key` and the state file at `state_path`, which must
     /// exist (create one with [`state_file::create_new`], or bring FilePV's).
+    ///
+    /// First takes an exclusive lock on `<state_path>.lock` (created if
+    /// missing, and left in place), held until the signer is dropped: a
+    /// second signer on the same state file, in this process or another,
+    /// gets [`SignerError::StateLocked`]. The lock is advisory (`flock` on
+    /// Unix): it stops signers that take it, as every `GuardedSigner` does.
     pub fn open(key: Identity, state_path: impl AsRef<Path>) -> Result<Self, SignerError> {
         let state_path = state_path.as_ref().to_path_buf();
+        let lock = lock_state(&state_path)?;
         let state = state_file::load(&state_path)?;
         Ok(GuardedSigner {
             key,
             state,
             state_path,
             chain_id: None,
+            _lock: lock,
         })
     }
 
@@ -285,6 +305,32 @@ impl Signer for GuardedSigner {
 
     fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
         Ok(self.sign_raw(bytes))
+    }
+}
+
+/// Takes the exclusive lock beside `state_path`.
+fn lock_state(state_path: &Path) -> Result<std::fs::File, SignerError> {
+    let mut name = state_path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock = PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(|source| SignerError::StateRead {
+            path: lock.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(SignerError::StateLocked {
+            path: state_path.to_path_buf(),
+            lock,
+        }),
+        Err(std::fs::TryLockError::Error(source)) => {
+            Err(SignerError::StateRead { path: lock, source })
+        }
     }
 }
 

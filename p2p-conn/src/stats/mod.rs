@@ -41,15 +41,20 @@
 //!   not as not-ready time. So on a blocking socket `read_to_open` measures
 //!   mostly waiting (an idle peer makes it any size) and `Display` labels
 //!   it so. Use a non-blocking socket (or tokio) to separate them.
-//! * No histograms: cumulative counters only; take two snapshots and
-//!   subtract ([`ConnStats::since`]) for a rate.
+//! * No histograms of the connection's own calls: cumulative counters
+//!   only; take two snapshots and subtract ([`ConnStats::since`]) for a
+//!   rate. Request/response layers (privval) keep a [`LatencyHistogram`]
+//!   per request kind.
 
 use std::fmt;
 use std::time::Duration;
 
 #[cfg(feature = "metrics")]
 pub mod export;
+mod latency;
 pub(crate) mod recorder;
+
+pub use latency::LatencyHistogram;
 
 pub(crate) use recorder::{now, RecvRecorder, SendRecorder, Stamp, Transfer};
 
