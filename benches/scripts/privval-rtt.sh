@@ -8,8 +8,10 @@
 #
 #   benches/scripts/privval-rtt.sh [ROUNDS] [N] [--unix]   (default 5, 2000)
 #
-# Each round runs the three once, alternating, so slow phases of the machine
-# hit them alike. Every run prints, per request: the round trip (the
+# Each round runs the three once, alternating, and then p2p-conn's with
+# `--no-persist` (the same key and endpoints, but no guard and no state
+# file: the transport without the file system's effects; not a
+# validator), so slow phases of the machine hit them all alike. Every run prints, per request: the round trip (the
 # SignerClient's sign-vote call, request sent to response decoded), the time
 # inside the signer (a timing wrapper around the FilePV or GuardedSigner),
 # and their difference, "transport" (framing, encryption, the sockets, the
@@ -19,8 +21,10 @@
 # The signers are not alike: CometBFT's FilePV writes its state file with a
 # plain write and rename (libs/tempfile.WriteFileAtomic, no fsync), the
 # GuardedSigner syncs the file and its directory before a signature leaves;
-# so "sign" mostly measures the file system, and "transport" is the column
-# that compares the endpoints. Needs `go` and python3.
+# so "sign" mostly measures the file system. "transport" compares the
+# endpoints, but on a loaded machine p2p-conn's transport p99 rose to
+# milliseconds with the synced state file and not without it (the
+# no-persist row): read it beside that row. Needs `go` and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -48,6 +52,7 @@ for round in $(seq "$rounds"); do
     printf '%s\tgo %s\n' "$("$tmp/peer-$v" privval-bench -n "$n" "${unix[@]}")" "$v" >>"$out"
   done
   printf '%s\tp2p-conn\n' "$("$rust" --n "$n" "${rust_unix[@]}")" >>"$out"
+  printf '%s\tp2p-conn no-persist\n' "$("$rust" --n "$n" --no-persist "${rust_unix[@]}")" >>"$out"
   echo "round $round of $rounds done" >&2
 done
 
@@ -62,10 +67,10 @@ for line in open(sys.argv[1]):
 cols = ["rtt_p50_us", "rtt_p99_us", "sign_p50_us", "sign_p99_us",
         "transport_p50_us", "transport_p99_us"]
 print("median over rounds, microseconds")
-print(f"{'implementation':<16}" + "".join(f"{c[:-3]:>15}" for c in cols))
-for who in ["go v0.38.26", "go v1.0.1", "p2p-conn"]:
+print(f"{'implementation':<21}" + "".join(f"{c[:-3]:>15}" for c in cols))
+for who in ["go v0.38.26", "go v1.0.1", "p2p-conn", "p2p-conn no-persist"]:
     rs = runs.get(who, [])
     if not rs:
         continue
-    print(f"{who:<16}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
+    print(f"{who:<21}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
 EOF

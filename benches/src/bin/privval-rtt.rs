@@ -6,8 +6,18 @@
 //! the same JSON line, for `benches/scripts/privval-rtt.sh`:
 //!
 //! ```text
-//! privval-rtt [--n N] [--warmup W] [--unix]      (default 2000, 200)
+//! privval-rtt [--n N] [--warmup W] [--unix] [--signer-thread] [--no-persist]   (default 2000, 200)
 //! ```
+//!
+//! By default both endpoints run on one multi-thread runtime (two
+//! workers). With `--signer-thread` the signer side runs on a
+//! current-thread runtime of its own, on a dedicated thread, as the
+//! endpoint module's docs suggest for a signer that blocks (this one syncs
+//! its state file): the node side's tasks then never share a worker with
+//! a blocked `fsync`. With `--no-persist` the signer signs the vote's sign
+//! bytes with the same key but keeps no state (no guard, no file): an
+//! experiment that takes the file system out of the measurement, never a
+//! way to run a validator.
 //!
 //! W prevotes, then N measured, at increasing heights, each one
 //! `SignerClient::sign_vote` call: its round trip (request written to
@@ -22,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
 use p2p_conn::privval::{
-    signed_msg_type, state_file, BlockId, GuardedSigner, PartSetHeader, Proposal, PublicKey,
-    Signer, SignerError, Timestamp, Vote,
+    signed_msg_type, state_file, vote_sign_bytes, BlockId, GuardedSigner, PartSetHeader, Proposal,
+    PublicKey, Signer, SignerError, Timestamp, Vote,
 };
 use p2p_conn::Identity;
 
@@ -35,7 +45,7 @@ struct TimedSigner<S> {
     spent: Arc<Mutex<Vec<Duration>>>,
 }
 
-impl<S: Signer> Signer for TimedSigner<S> {
+impl<S: Signer + ?Sized> Signer for TimedSigner<Box<S>> {
     fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
         self.inner.public_key(chain_id)
     }
@@ -66,6 +76,31 @@ impl<S: Signer> Signer for TimedSigner<S> {
 
     fn ping(&mut self) -> Result<(), SignerError> {
         self.inner.ping()
+    }
+}
+
+/// `--no-persist`: the GuardedSigner's key over the vote's sign bytes,
+/// through its unguarded `sign_bytes`; no state is checked or written.
+struct Unguarded(GuardedSigner);
+
+impl Signer for Unguarded {
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+        self.0.public_key(chain_id)
+    }
+
+    fn sign_vote(&mut self, chain_id: &str, mut vote: Vote, _: bool) -> Result<Vote, SignerError> {
+        vote.signature = self.0.sign_bytes(&vote_sign_bytes(chain_id, &vote))?;
+        Ok(vote)
+    }
+
+    fn sign_proposal(&mut self, _: &str, _: Proposal) -> Result<Proposal, SignerError> {
+        Err(SignerError::Backend(
+            "privval-rtt --no-persist signs votes only".into(),
+        ))
+    }
+
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        self.0.sign_bytes(bytes)
     }
 }
 
@@ -109,6 +144,8 @@ struct Args {
     n: usize,
     warmup: usize,
     unix: bool,
+    signer_thread: bool,
+    no_persist: bool,
 }
 
 fn parse_args() -> Args {
@@ -116,6 +153,8 @@ fn parse_args() -> Args {
         n: 2000,
         warmup: 200,
         unix: false,
+        signer_thread: false,
+        no_persist: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -128,6 +167,8 @@ fn parse_args() -> Args {
             "--n" => args.n = number("--n"),
             "--warmup" => args.warmup = number("--warmup"),
             "--unix" => args.unix = true,
+            "--signer-thread" => args.signer_thread = true,
+            "--no-persist" => args.no_persist = true,
             other => usage(&format!("unknown argument {other:?}")),
         }
     }
@@ -138,7 +179,9 @@ fn parse_args() -> Args {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix]");
+    eprintln!(
+        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix] [--signer-thread] [--no-persist]"
+    );
     std::process::exit(2);
 }
 
@@ -170,8 +213,13 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
     state_file::create_new(&state)?;
     let guarded = GuardedSigner::open(Identity::generate(), &state)?.with_chain_id(CHAIN);
     let spent = Arc::new(Mutex::new(Vec::with_capacity(args.n + args.warmup)));
+    let inner: Box<dyn Signer + Send> = if args.no_persist {
+        Box::new(Unguarded(guarded))
+    } else {
+        Box::new(guarded)
+    };
     let mut signer = TimedSigner {
-        inner: guarded,
+        inner,
         spent: spent.clone(),
     };
 
@@ -185,9 +233,27 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
         .accept_timeout(Duration::from_secs(30));
     let endpoint = SignerEndpoint::new(node.address(), Identity::generate());
     let client = SignerClient::new(node);
-    let serving = tokio::spawn(async move {
+    let serve = async move {
         let _ = endpoint.run(&mut signer).await;
-    });
+    };
+    // Dropping the sender stops the dedicated signer thread.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = if args.signer_thread {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::spawn(move || {
+            rt.block_on(async {
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stopped => {}
+                }
+            })
+        });
+        None
+    } else {
+        Some(tokio::spawn(serve))
+    };
     client.wait_for_signer().await?;
 
     let mut height = 0i64;
@@ -204,7 +270,10 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
         client.sign_vote(CHAIN, v, false).await?;
         rtts.push(start.elapsed());
     }
-    serving.abort();
+    drop(stop);
+    if let Some(task) = serving {
+        task.abort();
+    }
     let signs = std::mem::take(&mut *spent.lock().unwrap());
     if signs.len() != rtts.len() {
         return Err(format!(
