@@ -65,6 +65,43 @@
 //	    length prefix); decode each with the line's own generated Message
 //	    type and print it re-encoded, in hex (fields the line does not
 //	    declare are dropped), or "error: ...".
+//
+// Remote-signer modes (privval_remote.go), with CometBFT's own privval
+// package at the line built; ADDR is tcp://HOST:PORT (a secret connection,
+// each side with a fresh key) or unix://PATH (plaintext):
+//
+//	privval-keygen -key F -state F
+//	    write a new priv_validator_key.json and priv_validator_state.json
+//	    with GenFilePV; print the public key (hex).
+//	privval-signer -addr ADDR -key F -state F [-chain-id ID]
+//	    a remote signer as CometBFT ships one: SignerServer with the FilePV
+//	    of the two files (generated first if the key file is missing), over
+//	    a SignerDialerEndpoint that dials ADDR, retrying every 50 ms for a
+//	    minute (and again after a drop). Prints "pubkey <hex>" on stderr,
+//	    serves until stdin closes.
+//	privval-node [-addr ADDR] [-chain-id ID] [-n N] [-exts] [-wait D]
+//	    a node's side: SignerListenerEndpoint on ADDR (default
+//	    tcp://127.0.0.1:0) and SignerClient. Prints "listening <ADDR>" on
+//	    stderr, waits for a signer, gets its public key, then signs N
+//	    proposals, N prevotes and N precommits (heights 1..N, round 0,
+//	    non-nil block IDs; at each height a proposal, a prevote, a
+//	    precommit) and verifies each with CometBFT's own code
+//	    (VerifySignature over VoteSignBytes / ProposalSignBytes, and for
+//	    precommits from v0.38 over VoteExtensionSignBytes; -exts puts a
+//	    non-empty extension on them). Then asks for a precommit for another
+//	    block at height N, round 0, which must be refused. Prints one JSON
+//	    line on stdout: {"pubkey", "votes", "proposals", "verified",
+//	    "double_sign_refused", "rtt_us": {"p50", "p99"}, "error"}; exit 0
+//	    only if everything was signed, verified and the conflict refused.
+//	privval-bench [-n N] [-warmup W] [-unix]
+//	    SignerClient and SignerServer in one process over loopback TCP
+//	    (secret connection) or, with -unix, a Unix socket, with a FilePV on
+//	    a temporary folder (its state file written on every signature, as
+//	    in production). W prevotes, then N measured, at increasing heights:
+//	    each SignerClient.SignVote call's round trip, and the time inside
+//	    the FilePV's SignVote. Prints one JSON line: {"n", "rtt_p50_us",
+//	    "rtt_p99_us", "sign_p50_us", "sign_p99_us", "transport_p50_us",
+//	    "transport_p99_us" (round trip minus signing, per request), "warmup"}.
 package main
 
 import (
@@ -95,7 +132,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode ...")
+		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -120,6 +157,14 @@ func main() {
 		err = signBytes(os.Stdin, os.Stdout)
 	case "privval-reencode":
 		err = privvalReencodeLines(os.Stdin, os.Stdout)
+	case "privval-keygen":
+		err = privvalKeygen(args)
+	case "privval-signer":
+		err = privvalSigner(args)
+	case "privval-node":
+		err = privvalNode(args)
+	case "privval-bench":
+		err = privvalBench(args)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}

@@ -11,7 +11,10 @@
 //! sign, so their tags also pick `signbytes_noext.go` over
 //! `signbytes_ext.go` (`VoteExtensionSignBytes`, from v0.38). v1.0.1 builds
 //! with `cometbft_v1`, which picks `privval_v1.go` (its privval messages are
-//! in the api module) over `privval_v0.go`. Binaries
+//! in the api module, and its `PrivValidator` signs extensions on request)
+//! over `privval_v0.go`; v0.34.35's tag picks `privval_v034.go`. The
+//! remote-signer modes (`privval_remote.go`, driven by
+//! [`crate::privval_peer`]) build at every line. Binaries
 //! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
 //! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
 //! Go build cache makes a rebuild cheap; the first build downloads the
@@ -59,7 +62,8 @@ struct Line {
     /// The file with `VoteExtensionSignBytes`, or its absence before v0.38
     /// (the build tag picks it).
     extension: &'static str,
-    /// The file with the line's privval `Message` type (the build tag picks
+    /// The file with the line's privval `Message` type and what the
+    /// remote-signer modes use of its privval package (the build tag picks
     /// it).
     privval: &'static str,
     announces: &'static str,
@@ -212,15 +216,17 @@ impl GoVersion {
 
     /// Every file (in the source folder) this version's build reads: the
     /// program, the file with the line's import paths, the file with (or
-    /// without) `VoteExtensionSignBytes`, the file with its privval
-    /// `Message`, and the module and checksum files.
-    pub fn inputs(self) -> [&'static str; 6] {
+    /// without) `VoteExtensionSignBytes` and the vote extension fields, the
+    /// file with its privval `Message` and privval package, the
+    /// remote-signer modes, and the module and checksum files.
+    pub fn inputs(self) -> [&'static str; 7] {
         let row = self.row();
         [
             "main.go",
             row.api,
             row.extension,
             row.privval,
+            "privval_remote.go",
             row.modfile,
             row.sumfile,
         ]

@@ -4,6 +4,8 @@
 //!   peer (`interop/cometbft-go`) at the releases nodes run; the CLI's
 //!   `--baseline cometbft-go*` and the interop tests run the same binaries.
 //! - [`go_peer`] drives that peer from tests (keys, `dial`, `listen`).
+//! - [`privval_peer`] drives its remote-signer modes: CometBFT's own
+//!   privval `SignerServer` (with a `FilePV`) and `SignerClient`.
 //! - [`cometbft_node`] builds and runs real `cometbft` nodes on loopback.
 //! - [`process`] runs child processes with deadlines, loopback ports and
 //!   scratch folders; [`compare`] checks byte streams.
@@ -22,6 +24,7 @@ pub mod cometbft_go;
 pub mod cometbft_node;
 pub mod compare;
 pub mod go_peer;
+pub mod privval_peer;
 pub mod process;
 pub mod scripted;
 pub mod tmkms;
