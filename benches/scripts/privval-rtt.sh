@@ -18,10 +18,12 @@
 # endpoint's own work). The table gives each column's median over the rounds
 # of the runs' p50 and p99.
 #
-# The signers are not alike: CometBFT's FilePV writes its state file with a
-# plain write and rename (libs/tempfile.WriteFileAtomic, no fsync), the
-# GuardedSigner syncs the file and its directory before a signature leaves;
-# so "sign" mostly measures the file system. "transport" compares the
+# The signers are not alike: CometBFT's FilePV writes its state file to a
+# temporary file opened with O_SYNC and renames it (libs/tempfile.
+# WriteFileAtomic: one synced write, the directory not synced); the
+# GuardedSigner writes, fsyncs the file, renames, and fsyncs the directory
+# before a signature leaves: two syncs to FilePV's one. So "sign" mostly
+# measures the file system. "transport" compares the
 # endpoints, but on a loaded machine p2p-conn's transport p99 rose to
 # milliseconds with the synced state file and not without it (the
 # no-persist row): read it beside that row. Needs `go` and python3.
