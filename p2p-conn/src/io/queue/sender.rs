@@ -10,8 +10,8 @@ use bytes::Bytes;
 use tokio::io::AsyncWrite;
 use tokio::sync::{oneshot, Notify};
 
-use super::inbox::{self, Rx, Tx};
-use super::writer::{run, Settings};
+use super::inbox::Inbox;
+use super::writer::{Park, Settings};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
 use crate::io::tokio::WriteHalf;
@@ -75,14 +75,14 @@ pub(super) struct Counters {
     pub(super) send: Mutex<SendStats>,
 }
 
-pub(super) type Starter = Box<dyn FnOnce(Rx<Command>) + Send>;
-
 pub(super) struct Shared {
     pub(super) peer: NodeId,
     pub(super) addr: Option<SocketAddr>,
     pub(super) max: usize,
     pub(super) overflow: Overflow,
-    pub(super) tx: Tx<Command>,
+    pub(super) settings: Settings,
+    /// `Sender` handles alive; the last one's drop ends the queue.
+    pub(super) handles: AtomicUsize,
     /// Message bytes queued and not sealed, against the cap (sans-IO), and
     /// how many producers wait for room, under one lock so that a release
     /// never misses a waiter.
@@ -95,10 +95,27 @@ pub(super) struct Shared {
 }
 
 pub(super) struct State {
-    /// Spawns the writer task; taken by the first command.
-    pub(super) starter: Option<(Starter, Rx<Command>)>,
+    /// The commands for the writer.
+    pub(super) inbox: Inbox,
+    /// Whether a writer task runs, and the write half while none does.
+    pub(super) writer: Writer,
+    /// The runtime the writer task runs on: the one current when it first
+    /// started; later starts go there too, whoever sends.
+    pub(super) runtime: Option<tokio::runtime::Handle>,
     /// Set once, when the queue stops.
     pub(super) closed: Option<CloseReason>,
+}
+
+/// The writer's state behind `Shared::state`.
+pub(super) enum Writer {
+    /// No task runs (before the first command, and whenever the queue is
+    /// idle): the write half waits here, and the next command spawns a
+    /// task with it.
+    Parked(Box<dyn Park>),
+    /// A task owns the half.
+    Running,
+    /// The writer has stopped for good (the half is dropped).
+    Stopped,
 }
 
 /// The cap's state behind `Shared::budget`.
@@ -123,9 +140,58 @@ impl Shared {
 }
 
 /// A cloneable handle to one connection's send queue. See the module docs.
-#[derive(Clone)]
 pub struct Sender {
     shared: Arc<Shared>,
+}
+
+impl Clone for Sender {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Sender {
+    /// The last handle ends the queue: a running writer finishes what is
+    /// queued and half-closes within the shutdown bound; a parked one is
+    /// started to half-close, on the runtime it ran on (a queue that never
+    /// ran just drops its half).
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let mut st = self.lock();
+        let waker = st.inbox.close_senders();
+        let start = match (&st.writer, &st.runtime) {
+            (Writer::Parked(_), Some(rt)) => {
+                let rt = rt.clone();
+                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Running)
+                else {
+                    unreachable!()
+                };
+                Some((half, Some(rt)))
+            }
+            (Writer::Parked(_), None) => {
+                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Stopped)
+                else {
+                    unreachable!()
+                };
+                Some((half, None))
+            }
+            _ => None,
+        };
+        drop(st);
+        match start {
+            Some((half, Some(rt))) => half.start(self.shared.clone(), &rt),
+            Some((half, None)) => drop(half),
+            None => {}
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
 }
 
 impl std::fmt::Debug for Sender {
@@ -157,38 +223,33 @@ impl Sender {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         config.validate()?;
-        let (tx, rx) = inbox::channel();
         let peer = half.remote_node_id();
         let settings = Settings {
             max_batch_messages: config.max_batch_messages,
             shutdown_timeout: config.shutdown_timeout,
         };
-        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
-            let weak = weak.clone();
-            // The half is boxed: the task's future then holds a pointer,
-            // not the 900-byte half (twice, as an `async fn` argument and
-            // the local it moves into).
-            let half = Box::new(half);
-            let starter: Starter = Box::new(move |rx| {
-                tokio::spawn(run(half, rx, settings, weak));
-            });
-            Shared {
-                peer,
-                addr,
-                max: config.max_pending_bytes,
-                overflow: config.overflow,
-                tx,
-                budget: Mutex::new(Room {
-                    budget: Budget::new(config.max_pending_bytes),
-                    waiters: 0,
-                }),
-                room: Notify::new(),
-                counters: Counters::default(),
-                state: Mutex::new(State {
-                    starter: Some((starter, rx)),
-                    closed: None,
-                }),
-            }
+        // The half is boxed, as the parked writer: the task's future then
+        // holds a pointer, not the half, and no start-up closure is needed.
+        let half: Box<dyn Park> = Box::new(half);
+        let shared = Arc::new(Shared {
+            peer,
+            addr,
+            max: config.max_pending_bytes,
+            overflow: config.overflow,
+            settings,
+            handles: AtomicUsize::new(1),
+            budget: Mutex::new(Room {
+                budget: Budget::new(config.max_pending_bytes),
+                waiters: 0,
+            }),
+            room: Notify::new(),
+            counters: Counters::default(),
+            state: Mutex::new(State {
+                inbox: Inbox::new(),
+                writer: Writer::Parked(half),
+                runtime: None,
+                closed: None,
+            }),
         });
         Ok(Sender { shared })
     }
@@ -344,28 +405,61 @@ impl Sender {
         if st.closed.is_none() {
             st.closed = Some(reason);
         }
-        // Never started: nothing to drain, and the half is dropped (closing
-        // the transport) unless shutdown starts the task below.
-        st.starter = None;
         drop(st);
         // Producers waiting for room learn that the queue stopped.
         self.shared.room.notify_waiters();
     }
 
-    /// Start the writer if needed and hand it `cmd`.
+    /// Hand `cmd` to the writer, starting a task with the parked half if
+    /// none runs. One lock: the command is queued and the writer's state
+    /// read together, so a writer that parks never leaves a command behind.
     fn command(&self, cmd: Command) -> Result<(), SendError> {
-        {
-            let mut st = self.lock();
-            let shutting_down = matches!(cmd, Command::Shutdown);
-            if st.closed.is_some() && !shutting_down {
+        let mut st = self.lock();
+        // Shutdown and the overflow disconnect follow the close they cause.
+        let follows_close = matches!(cmd, Command::Shutdown | Command::Abandon);
+        if st.closed.is_some() && !follows_close {
+            drop(st);
+            return Err(self.closed_error());
+        }
+        match st.writer {
+            Writer::Running => {
+                let waker = st.inbox.push(cmd);
                 drop(st);
-                return Err(self.closed_error());
+                // Woken outside the lock, once per wait.
+                if let Some(w) = waker {
+                    w.wake();
+                }
+                Ok(())
             }
-            if let Some((start, rx)) = st.starter.take() {
-                start(rx);
+            Writer::Stopped => {
+                drop(st);
+                Err(self.closed_error())
+            }
+            Writer::Parked(_) if matches!(cmd, Command::Close) => {
+                // Nothing is queued or being written: drop the half here.
+                st.closed.get_or_insert(CloseReason::Closed);
+                let half = std::mem::replace(&mut st.writer, Writer::Stopped);
+                drop(st);
+                drop(half);
+                Ok(())
+            }
+            Writer::Parked(_) => {
+                // Panics outside a runtime before the first start, as
+                // `tokio::spawn` does; the runtime is kept for later starts.
+                let rt = match &st.runtime {
+                    Some(rt) => rt.clone(),
+                    None => st.runtime.insert(tokio::runtime::Handle::current()).clone(),
+                };
+                let _ = st.inbox.push(cmd);
+                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Running)
+                else {
+                    unreachable!()
+                };
+                drop(st);
+                half.start(self.shared.clone(), &rt);
+                Ok(())
             }
         }
-        self.shared.tx.send(cmd).map_err(|_| self.closed_error())
     }
 
     /// Reserve room for `len` bytes under the cap, by the overflow policy.
@@ -424,7 +518,7 @@ impl Sender {
                     len,
                     max: s.max,
                 });
-                let _ = s.tx.send(Command::Abandon);
+                let _ = self.command(Command::Abandon);
                 Err(self.closed_error())
             }
         }

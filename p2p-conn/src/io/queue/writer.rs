@@ -1,5 +1,7 @@
 //! The writer task of a send queue: owns the write half, drains the queue
-//! in batches, bounds the shutdown.
+//! in batches, bounds the shutdown. It ends whenever the queue goes idle,
+//! parking the half in the shared state (`Writer::Parked`); the next
+//! command spawns it again.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -11,7 +13,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use super::inbox::Rx;
-use super::sender::{Command, Item, Shared};
+use super::sender::{Command, Item, Shared, Writer};
 use super::{lock, CloseReason};
 use crate::engine::writer::Backlog;
 use crate::io::tokio::{writer_io, WriteHalf};
@@ -24,15 +26,29 @@ pub(super) struct Settings {
     pub(super) shutdown_timeout: Duration,
 }
 
-/// The writer task: owns the write half, drains the queue in batches.
-pub(super) async fn run<W>(
-    mut half: Box<WriteHalf<W>>,
-    mut rx: Rx<Command>,
-    settings: Settings,
-    shared: std::sync::Weak<Shared>,
-) where
+/// A parked write half, whatever its transport: started as a writer task.
+pub(super) trait Park: Send {
+    /// Spawn the writer task with this half on `rt`.
+    fn start(self: Box<Self>, shared: Arc<Shared>, rt: &tokio::runtime::Handle);
+}
+
+impl<W> Park for WriteHalf<W>
+where
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    fn start(self: Box<Self>, shared: Arc<Shared>, rt: &tokio::runtime::Handle) {
+        rt.spawn(run(self, shared));
+    }
+}
+
+/// The writer task: owns the write half, drains the queue in batches, and
+/// parks the half again when the queue goes idle.
+async fn run<W>(mut half: Box<WriteHalf<W>>, shared: Arc<Shared>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = shared.settings;
+    let mut rx = Rx::new(&shared);
     let mut backlog: Backlog<Item> = Backlog::new();
     let mut done: Vec<Item> = Vec::new();
     // Flush markers whose preceding bytes are sealed; fired once written.
@@ -61,25 +77,25 @@ pub(super) async fn run<W>(
             if ctl.deadline.is_some() || senders_gone {
                 break Ok(());
             }
-            // Idle: give the batch lists' memory back (the write buffer
-            // keeps its own rule); the next message allocates them again.
-            backlog = Backlog::new();
-            done = Vec::new();
-            waiting = VecDeque::new();
-            rx.release();
-            match rx.recv().await {
-                Some(cmd) => {
-                    if apply(cmd, &mut backlog, &mut ctl) {
-                        break Err(CloseReason::Closed);
-                    }
-                    continue;
-                }
-                None => {
-                    senders_gone = true;
-                    ctl.start_deadline();
-                    continue;
-                }
+            // Idle: park the half and end the task, unless a command came
+            // meanwhile (checked under the lock producers queue under, so
+            // none is left behind). The task's memory, its batch lists and
+            // the inbox's deques go with it; the write buffer keeps its own
+            // rule; the next command spawns the task again.
+            let mut st = lock(&shared.state);
+            if !rx.is_empty() || !st.inbox.is_empty() {
+                continue;
             }
+            if st.inbox.senders_gone() {
+                drop(st);
+                senders_gone = true;
+                ctl.start_deadline();
+                continue;
+            }
+            *lock(&shared.counters.send) = half.engines.stats();
+            st.inbox.park();
+            st.writer = Writer::Parked(half);
+            return;
         }
         // Seal the next batch once the last one is on the wire, and give its
         // room back before writing it: a peer that has read a message never
@@ -91,10 +107,7 @@ pub(super) async fn run<W>(
             {
                 break Err(CloseReason::Failed(Arc::new(Error::from_io(e))));
             }
-            match shared.upgrade() {
-                Some(s) => account(&s, &mut done, &mut waiting),
-                None => done.drain(..).for_each(|i| waiting.extend(i.flushed)),
-            }
+            account(&shared, &mut done, &mut waiting);
         }
         // Write it (or finish the last one), while watching for `close` and
         // the shutdown bound.
@@ -124,9 +137,7 @@ pub(super) async fn run<W>(
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                if let Some(s) = shared.upgrade() {
-                    *lock(&s.counters.send) = half.engines.stats();
-                }
+                *lock(&shared.counters.send) = half.engines.stats();
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
@@ -138,7 +149,8 @@ pub(super) async fn run<W>(
     // Stop: record why (the first reason wins), then half-close the
     // transport unless the writer failed.
     let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
-    if let Some(s) = shared.upgrade() {
+    {
+        let s = &*shared;
         let c = &s.counters;
         tracing::debug!(
             peer = %s.peer,
@@ -149,9 +161,16 @@ pub(super) async fn run<W>(
             dropped_messages = c.pending_messages.load(Ordering::Relaxed),
             "send queue stopped"
         );
-        lock(&s.state).closed.get_or_insert(reason);
+        // Later commands fail; what is still queued is dropped here (with
+        // the permits it holds), outside the lock.
+        let queued = {
+            let mut st = lock(&s.state);
+            st.closed.get_or_insert(reason);
+            st.writer = Writer::Stopped;
+            st.inbox.stop()
+        };
+        drop(queued);
         s.room.notify_waiters();
-        // What is still queued is dropped with the task.
         s.counters.pending_bytes.store(0, Ordering::Relaxed);
         s.counters.pending_messages.store(0, Ordering::Relaxed);
     }
