@@ -71,8 +71,25 @@ pub(super) struct Counters {
     pub(super) overflows: AtomicU64,
     pub(super) largest_batch: AtomicU64,
     pub(super) queue_wait_nanos: AtomicU64,
-    /// The writer's counters, published after each batch.
-    pub(super) send: Mutex<SendStats>,
+    /// The writer's counters, published after each batch; allocated with
+    /// the first (an unused queue does not hold them).
+    send: Mutex<Option<Box<SendStats>>>,
+}
+
+impl Counters {
+    /// Publish the writer's counters.
+    pub(super) fn publish(&self, stats: SendStats) {
+        let mut send = lock(&self.send);
+        match &mut *send {
+            Some(s) => **s = stats,
+            None => *send = Some(Box::new(stats)),
+        }
+    }
+
+    /// The writer's counters as last published.
+    fn send(&self) -> SendStats {
+        lock(&self.send).as_deref().copied().unwrap_or_default()
+    }
 }
 
 pub(super) struct Shared {
@@ -367,7 +384,7 @@ impl Sender {
             overflows: c.overflows.load(Ordering::Relaxed),
             largest_batch: c.largest_batch.load(Ordering::Relaxed),
             queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
-            send: *lock(&c.send),
+            send: c.send(),
         }
     }
 

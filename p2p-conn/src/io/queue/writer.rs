@@ -92,7 +92,7 @@ where
                 ctl.start_deadline();
                 continue;
             }
-            *lock(&shared.counters.send) = half.engines.stats();
+            shared.counters.publish(half.engines.stats());
             st.inbox.park();
             st.writer = Writer::Parked(half);
             return;
@@ -137,7 +137,7 @@ where
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                *lock(&shared.counters.send) = half.engines.stats();
+                shared.counters.publish(half.engines.stats());
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
