@@ -94,8 +94,8 @@ impl Counters {
 
 pub(super) struct Shared {
     pub(super) peer: NodeId,
-    pub(super) addr: Option<SocketAddr>,
-    pub(super) max: usize,
+    /// Boxed: 8 bytes, not 32, for a queue made without one.
+    pub(super) addr: Option<Box<SocketAddr>>,
     pub(super) overflow: Overflow,
     pub(super) settings: Settings,
     /// `Sender` handles alive; the last one's drop ends the queue.
@@ -120,7 +120,8 @@ pub(super) struct State {
     /// started; later starts go there too, whoever sends.
     pub(super) runtime: Option<tokio::runtime::Handle>,
     /// Set once, when the queue stops.
-    pub(super) closed: Option<CloseReason>,
+    /// Boxed: set once, and 8 bytes, not 32, until then.
+    pub(super) closed: Option<Box<CloseReason>>,
 }
 
 /// The writer's state behind `Shared::state`.
@@ -250,8 +251,7 @@ impl Sender {
         let half: Box<dyn Park> = Box::new(half);
         let shared = Arc::new(Shared {
             peer,
-            addr,
-            max: config.max_pending_bytes,
+            addr: addr.map(Box::new),
             overflow: config.overflow,
             settings,
             handles: AtomicUsize::new(1),
@@ -395,7 +395,7 @@ impl Sender {
 
     /// Why the queue stopped, if it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        self.lock().closed.clone()
+        self.lock().closed.as_deref().cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -419,9 +419,7 @@ impl Sender {
     /// Record why the queue stopped (the first reason wins).
     fn mark_closed(&self, reason: CloseReason) {
         let mut st = self.lock();
-        if st.closed.is_none() {
-            st.closed = Some(reason);
-        }
+        st.closed.get_or_insert_with(|| Box::new(reason));
         drop(st);
         // Producers waiting for room learn that the queue stopped.
         self.shared.room.notify_waiters();
@@ -454,7 +452,7 @@ impl Sender {
             }
             Writer::Parked(_) if matches!(cmd, Command::Close) => {
                 // Nothing is queued or being written: drop the half here.
-                st.closed.get_or_insert(CloseReason::Closed);
+                st.closed.get_or_insert_with(|| Box::new(CloseReason::Closed));
                 let half = std::mem::replace(&mut st.writer, Writer::Stopped);
                 drop(st);
                 drop(half);
@@ -487,20 +485,20 @@ impl Sender {
             admission: Some(admission),
             shared: Arc::downgrade(&self.shared),
         };
-        let pending = {
+        let (pending, max) = {
             let mut r = lock(&s.budget);
             if let Some(a) = r.budget.try_admit(len) {
                 return Ok(permit(a));
             }
-            r.budget.pending()
+            (r.budget.pending(), r.budget.max())
         };
         s.counters.overflows.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             peer = %s.peer,
-            addr = ?s.addr,
+            addr = ?s.addr.as_deref(),
             pending_bytes = pending,
             message_bytes = len,
-            max_pending_bytes = s.max,
+            max_pending_bytes = max,
             policy = ?s.overflow,
             "send queue full; raise QueueConfig::max_pending_bytes if this peer is expected to lag"
         );
@@ -527,13 +525,13 @@ impl Sender {
                 peer: s.peer,
                 pending,
                 len,
-                max: s.max,
+                max,
             }),
             Overflow::Disconnect => {
                 self.mark_closed(CloseReason::Overflow {
                     pending,
                     len,
-                    max: s.max,
+                    max,
                 });
                 let _ = self.command(Command::Abandon);
                 Err(self.closed_error())

@@ -154,7 +154,7 @@ where
         let c = &s.counters;
         tracing::debug!(
             peer = %s.peer,
-            addr = s.addr.map(tracing::field::display),
+            addr = s.addr.as_deref().map(tracing::field::display),
             %reason,
             messages = c.messages_sent.load(Ordering::Relaxed),
             batches = c.batches.load(Ordering::Relaxed),
@@ -165,7 +165,7 @@ where
         // the permits it holds), outside the lock.
         let queued = {
             let mut st = lock(&s.state);
-            st.closed.get_or_insert(reason);
+            st.closed.get_or_insert_with(|| Box::new(reason));
             st.writer = Writer::Stopped;
             st.inbox.stop()
         };
