@@ -25,6 +25,8 @@ pub(super) struct Inbox {
     waker: Option<Waker>,
     /// Every `Sender` handle is gone.
     senders_gone: bool,
+    /// The writer has stopped for good: commands are refused.
+    stopped: bool,
 }
 
 impl Inbox {
@@ -34,6 +36,7 @@ impl Inbox {
             queue: VecDeque::new(),
             waker: None,
             senders_gone: false,
+            stopped: false,
         }
     }
 
@@ -58,9 +61,15 @@ impl Inbox {
         self.senders_gone
     }
 
-    /// The writer stopped for good: forget its waker, hand back what is
-    /// queued (to drop outside the lock) and the deque's memory.
+    pub(super) fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The writer stopped for good: refuse later commands, forget its
+    /// waker, hand back what is queued (to drop outside the lock) and the
+    /// deque's memory.
     pub(super) fn stop(&mut self) -> VecDeque<Command> {
+        self.stopped = true;
         self.waker = None;
         std::mem::take(&mut self.queue)
     }

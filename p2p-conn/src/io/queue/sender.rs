@@ -64,31 +64,36 @@ pub(super) enum Command {
 
 #[derive(Default)]
 pub(super) struct Counters {
+    /// Counted by producers (and taken back by the writer): atomics.
     pub(super) pending_bytes: AtomicUsize,
     pub(super) pending_messages: AtomicUsize,
-    pub(super) batches: AtomicU64,
-    pub(super) messages_sent: AtomicU64,
     pub(super) overflows: AtomicU64,
-    pub(super) largest_batch: AtomicU64,
-    pub(super) queue_wait_nanos: AtomicU64,
-    /// The writer's counters, published after each batch; allocated with
-    /// the first (an unused queue does not hold them).
-    send: Mutex<Option<Box<SendStats>>>,
+    /// Counted by the writer alone, once per batch, under one lock;
+    /// allocated with the first batch (an unused queue does not hold them).
+    written: Mutex<Option<Box<Written>>>,
+}
+
+/// The writer's counters behind `Counters::written`.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Written {
+    pub(super) batches: u64,
+    pub(super) messages_sent: u64,
+    pub(super) largest_batch: u64,
+    pub(super) queue_wait: Duration,
+    /// The write half's counters, published after each write.
+    pub(super) send: SendStats,
 }
 
 impl Counters {
-    /// Publish the writer's counters.
-    pub(super) fn publish(&self, stats: SendStats) {
-        let mut send = lock(&self.send);
-        match &mut *send {
-            Some(s) => **s = stats,
-            None => *send = Some(Box::new(stats)),
-        }
+    /// Update the writer's counters.
+    pub(super) fn update(&self, f: impl FnOnce(&mut Written)) {
+        let mut w = lock(&self.written);
+        f(w.get_or_insert_with(Box::default));
     }
 
-    /// The writer's counters as last published.
-    fn send(&self) -> SendStats {
-        lock(&self.send).as_deref().copied().unwrap_or_default()
+    /// The writer's counters as last updated.
+    pub(super) fn written(&self) -> Written {
+        lock(&self.written).as_deref().copied().unwrap_or_default()
     }
 }
 
@@ -114,26 +119,17 @@ pub(super) struct Shared {
 pub(super) struct State {
     /// The commands for the writer.
     pub(super) inbox: Inbox,
-    /// Whether a writer task runs, and the write half while none does.
-    pub(super) writer: Writer,
+    /// The write half while no writer task runs (before the first command,
+    /// and whenever the queue is idle); the next command spawns a task with
+    /// it. `None` while a task owns it, and once the writer has stopped
+    /// (`Inbox::stopped`).
+    pub(super) parked: Option<Box<dyn Park>>,
     /// The runtime the writer task runs on: the one current when it first
     /// started; later starts go there too, whoever sends.
     pub(super) runtime: Option<tokio::runtime::Handle>,
     /// Set once, when the queue stops.
     /// Boxed: set once, and 8 bytes, not 32, until then.
     pub(super) closed: Option<Box<CloseReason>>,
-}
-
-/// The writer's state behind `Shared::state`.
-pub(super) enum Writer {
-    /// No task runs (before the first command, and whenever the queue is
-    /// idle): the write half waits here, and the next command spawns a
-    /// task with it.
-    Parked(Box<dyn Park>),
-    /// A task owns the half.
-    Running,
-    /// The writer has stopped for good (the half is dropped).
-    Stopped,
 }
 
 /// The cap's state behind `Shared::budget`.
@@ -182,29 +178,15 @@ impl Drop for Sender {
         }
         let mut st = self.lock();
         let waker = st.inbox.close_senders();
-        let start = match (&st.writer, &st.runtime) {
-            (Writer::Parked(_), Some(rt)) => {
-                let rt = rt.clone();
-                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Running)
-                else {
-                    unreachable!()
-                };
-                Some((half, Some(rt)))
-            }
-            (Writer::Parked(_), None) => {
-                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Stopped)
-                else {
-                    unreachable!()
-                };
-                Some((half, None))
-            }
-            _ => None,
-        };
+        let parked = st.parked.take();
+        let rt = st.runtime.clone();
+        if parked.is_some() && rt.is_none() {
+            st.inbox.stop();
+        }
         drop(st);
-        match start {
-            Some((half, Some(rt))) => half.start(self.shared.clone(), &rt),
-            Some((half, None)) => drop(half),
-            None => {}
+        match (parked, rt) {
+            (Some(half), Some(rt)) => half.start(self.shared.clone(), &rt),
+            (half, _) => drop(half),
         }
         if let Some(w) = waker {
             w.wake();
@@ -242,10 +224,7 @@ impl Sender {
     {
         config.validate()?;
         let peer = half.remote_node_id();
-        let settings = Settings {
-            max_batch_messages: config.max_batch_messages,
-            shutdown_timeout: config.shutdown_timeout,
-        };
+        let settings = Settings::new(config);
         // The half is boxed, as the parked writer: the task's future then
         // holds a pointer, not the half, and no start-up closure is needed.
         let half: Box<dyn Park> = Box::new(half);
@@ -263,7 +242,7 @@ impl Sender {
             counters: Counters::default(),
             state: Mutex::new(State {
                 inbox: Inbox::new(),
-                writer: Writer::Parked(half),
+                parked: Some(half),
                 runtime: None,
                 closed: None,
             }),
@@ -376,15 +355,16 @@ impl Sender {
     /// The queue's counters.
     pub fn stats(&self) -> QueueStats {
         let c = &self.shared.counters;
+        let w = c.written();
         QueueStats {
             pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
             pending_messages: c.pending_messages.load(Ordering::Relaxed),
-            batches: c.batches.load(Ordering::Relaxed),
-            messages_sent: c.messages_sent.load(Ordering::Relaxed),
+            batches: w.batches,
+            messages_sent: w.messages_sent,
             overflows: c.overflows.load(Ordering::Relaxed),
-            largest_batch: c.largest_batch.load(Ordering::Relaxed),
-            queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
-            send: c.send(),
+            largest_batch: w.largest_batch,
+            queue_wait_time: w.queue_wait,
+            send: w.send,
         }
     }
 
@@ -436,45 +416,43 @@ impl Sender {
             drop(st);
             return Err(self.closed_error());
         }
-        match st.writer {
-            Writer::Running => {
-                let waker = st.inbox.push(cmd);
-                drop(st);
-                // Woken outside the lock, once per wait.
-                if let Some(w) = waker {
-                    w.wake();
-                }
-                Ok(())
-            }
-            Writer::Stopped => {
-                drop(st);
-                Err(self.closed_error())
-            }
-            Writer::Parked(_) if matches!(cmd, Command::Close) => {
-                // Nothing is queued or being written: drop the half here.
-                st.closed.get_or_insert_with(|| Box::new(CloseReason::Closed));
-                let half = std::mem::replace(&mut st.writer, Writer::Stopped);
-                drop(st);
-                drop(half);
-                Ok(())
-            }
-            Writer::Parked(_) => {
-                // Panics outside a runtime before the first start, as
-                // `tokio::spawn` does; the runtime is kept for later starts.
-                let rt = match &st.runtime {
-                    Some(rt) => rt.clone(),
-                    None => st.runtime.insert(tokio::runtime::Handle::current()).clone(),
-                };
-                let _ = st.inbox.push(cmd);
-                let Writer::Parked(half) = std::mem::replace(&mut st.writer, Writer::Running)
-                else {
-                    unreachable!()
-                };
-                drop(st);
-                half.start(self.shared.clone(), &rt);
-                Ok(())
-            }
+        if st.inbox.stopped() {
+            drop(st);
+            return Err(self.closed_error());
         }
+        if st.parked.is_none() {
+            // A task runs.
+            let waker = st.inbox.push(cmd);
+            drop(st);
+            // Woken outside the lock, once per wait.
+            if let Some(w) = waker {
+                w.wake();
+            }
+            return Ok(());
+        }
+        if matches!(cmd, Command::Close) {
+            // Nothing is queued or being written: drop the half here.
+            st.closed
+                .get_or_insert_with(|| Box::new(CloseReason::Closed));
+            st.inbox.stop();
+            let half = st.parked.take();
+            drop(st);
+            drop(half);
+            return Ok(());
+        }
+        // Panics outside a runtime before the first start, as `tokio::spawn`
+        // does; the runtime is kept for later starts.
+        let rt = match &st.runtime {
+            Some(rt) => rt.clone(),
+            None => st.runtime.insert(tokio::runtime::Handle::current()).clone(),
+        };
+        let _ = st.inbox.push(cmd);
+        let half = st.parked.take();
+        drop(st);
+        if let Some(half) = half {
+            half.start(self.shared.clone(), &rt);
+        }
+        Ok(())
     }
 
     /// Reserve room for `len` bytes under the cap, by the overflow policy.
@@ -528,11 +506,7 @@ impl Sender {
                 max,
             }),
             Overflow::Disconnect => {
-                self.mark_closed(CloseReason::Overflow {
-                    pending,
-                    len,
-                    max,
-                });
+                self.mark_closed(CloseReason::Overflow { pending, len, max });
                 let _ = self.command(Command::Abandon);
                 Err(self.closed_error())
             }

@@ -1,6 +1,6 @@
 //! The writer task of a send queue: owns the write half, drains the queue
 //! in batches, bounds the shutdown. It ends whenever the queue goes idle,
-//! parking the half in the shared state (`Writer::Parked`); the next
+//! parking the half in the shared state (`State::parked`); the next
 //! command spawns it again.
 
 use std::collections::VecDeque;
@@ -13,17 +13,38 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use super::inbox::Rx;
-use super::sender::{Command, Item, Shared, Writer};
+use super::sender::{Command, Item, Shared};
 use super::{lock, CloseReason};
 use crate::engine::writer::Backlog;
 use crate::io::tokio::{writer_io, WriteHalf};
 use crate::{stats, Error};
 
-/// The writer task's settings.
+/// The writer task's settings, in 16 bytes (a `Duration` and a `usize`
+/// would take 24 in the shared state).
 #[derive(Clone, Copy)]
 pub(super) struct Settings {
-    pub(super) max_batch_messages: usize,
-    pub(super) shutdown_timeout: Duration,
+    /// At most `MAX_BATCH_MESSAGES_LIMIT`.
+    max_batch_messages: u32,
+    /// The shutdown bound in nanoseconds (saturating, at 584 years).
+    shutdown_nanos: u64,
+}
+
+impl Settings {
+    /// From a validated config.
+    pub(super) fn new(config: &super::QueueConfig) -> Settings {
+        Settings {
+            max_batch_messages: u32::try_from(config.max_batch_messages).unwrap_or(u32::MAX),
+            shutdown_nanos: u64::try_from(config.shutdown_timeout.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    pub(super) fn max_batch_messages(&self) -> usize {
+        self.max_batch_messages as usize
+    }
+
+    pub(super) fn shutdown_timeout(&self) -> Duration {
+        Duration::from_nanos(self.shutdown_nanos)
+    }
 }
 
 /// A parked write half, whatever its transport: started as a writer task.
@@ -92,9 +113,9 @@ where
                 ctl.start_deadline();
                 continue;
             }
-            shared.counters.publish(half.engines.stats());
+            shared.counters.update(|w| w.send = half.engines.stats());
             st.inbox.park();
-            st.writer = Writer::Parked(half);
+            st.parked = Some(half);
             return;
         }
         // Seal the next batch once the last one is on the wire, and give its
@@ -103,7 +124,7 @@ where
         if half.engines.pending().is_empty() && !backlog.is_empty() {
             if let Err(e) =
                 half.engines
-                    .seal_backlog(&mut backlog, settings.max_batch_messages, &mut done)
+                    .seal_backlog(&mut backlog, settings.max_batch_messages(), &mut done)
             {
                 break Err(CloseReason::Failed(Arc::new(Error::from_io(e))));
             }
@@ -137,7 +158,7 @@ where
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                shared.counters.publish(half.engines.stats());
+                shared.counters.update(|w| w.send = half.engines.stats());
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
@@ -152,12 +173,13 @@ where
     {
         let s = &*shared;
         let c = &s.counters;
+        let w = c.written();
         tracing::debug!(
             peer = %s.peer,
             addr = s.addr.as_deref().map(tracing::field::display),
             %reason,
-            messages = c.messages_sent.load(Ordering::Relaxed),
-            batches = c.batches.load(Ordering::Relaxed),
+            messages = w.messages_sent,
+            batches = w.batches,
             dropped_messages = c.pending_messages.load(Ordering::Relaxed),
             "send queue stopped"
         );
@@ -166,7 +188,6 @@ where
         let queued = {
             let mut st = lock(&s.state);
             st.closed.get_or_insert_with(|| Box::new(reason));
-            st.writer = Writer::Stopped;
             st.inbox.stop()
         };
         drop(queued);
@@ -180,7 +201,7 @@ where
         let grace = ctl
             .deadline
             .map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
-            .unwrap_or(settings.shutdown_timeout)
+            .unwrap_or(settings.shutdown_timeout())
             .max(Duration::from_millis(10));
         let _ = tokio::time::timeout(grace, half.io.shutdown()).await;
     }
@@ -200,7 +221,7 @@ pub(super) struct Control {
 impl Control {
     /// Start the shutdown bound (once).
     fn start_deadline(&mut self) {
-        let t = self.settings.shutdown_timeout;
+        let t = self.settings.shutdown_timeout();
         self.deadline
             .get_or_insert_with(|| tokio::time::Instant::now() + t);
     }
@@ -268,13 +289,12 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     let c = &s.counters;
     c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
     c.pending_messages.fetch_sub(messages, Ordering::Relaxed);
-    c.messages_sent
-        .fetch_add(messages as u64, Ordering::Relaxed);
-    c.batches.fetch_add(1, Ordering::Relaxed);
-    c.largest_batch
-        .fetch_max(messages as u64, Ordering::Relaxed);
-    c.queue_wait_nanos
-        .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    c.update(|w| {
+        w.messages_sent += messages as u64;
+        w.batches += 1;
+        w.largest_batch = w.largest_batch.max(messages as u64);
+        w.queue_wait += waited;
+    });
 }
 
 /// Everything sealed so far is written: flush the transport, then tell the
