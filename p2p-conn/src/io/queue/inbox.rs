@@ -25,6 +25,8 @@ pub(super) struct Inbox {
     waker: Option<Waker>,
     /// Every `Sender` handle is gone.
     senders_gone: bool,
+    /// `Sender` handles alive (the last one's drop ends the queue).
+    handles: u32,
     /// The writer has stopped for good: commands are refused.
     stopped: bool,
 }
@@ -36,6 +38,7 @@ impl Inbox {
             queue: VecDeque::new(),
             waker: None,
             senders_gone: false,
+            handles: 1,
             stopped: false,
         }
     }
@@ -46,11 +49,20 @@ impl Inbox {
         self.waker.take()
     }
 
-    /// Every handle is gone; returns the writer's waker, to wake outside
-    /// the lock.
-    pub(super) fn close_senders(&mut self) -> Option<Waker> {
+    /// One more `Sender` handle.
+    pub(super) fn add_sender(&mut self) {
+        self.handles += 1;
+    }
+
+    /// One `Sender` handle fewer. `Some` when it was the last: every
+    /// handle is gone, with the writer's waker to wake outside the lock.
+    pub(super) fn drop_sender(&mut self) -> Option<Option<Waker>> {
+        self.handles -= 1;
+        if self.handles > 0 {
+            return None;
+        }
         self.senders_gone = true;
-        self.waker.take()
+        Some(self.waker.take())
     }
 
     pub(super) fn is_empty(&self) -> bool {

@@ -68,12 +68,9 @@ pub(super) struct Counters {
     pub(super) pending_bytes: AtomicUsize,
     pub(super) pending_messages: AtomicUsize,
     pub(super) overflows: AtomicU64,
-    /// Counted by the writer alone, once per batch, under one lock;
-    /// allocated with the first batch (an unused queue does not hold them).
-    written: Mutex<Option<Box<Written>>>,
 }
 
-/// The writer's counters behind `Counters::written`.
+/// The writer's counters behind `State::written`.
 #[derive(Default, Clone, Copy)]
 pub(super) struct Written {
     pub(super) batches: u64,
@@ -84,34 +81,16 @@ pub(super) struct Written {
     pub(super) send: SendStats,
 }
 
-impl Counters {
-    /// Update the writer's counters.
-    pub(super) fn update(&self, f: impl FnOnce(&mut Written)) {
-        let mut w = lock(&self.written);
-        f(w.get_or_insert_with(Box::default));
-    }
-
-    /// The writer's counters as last updated.
-    pub(super) fn written(&self) -> Written {
-        lock(&self.written).as_deref().copied().unwrap_or_default()
-    }
-}
-
 pub(super) struct Shared {
     pub(super) peer: NodeId,
     /// Boxed: 8 bytes, not 32, for a queue made without one.
     pub(super) addr: Option<Box<SocketAddr>>,
     pub(super) overflow: Overflow,
     pub(super) settings: Settings,
-    /// `Sender` handles alive; the last one's drop ends the queue.
-    pub(super) handles: AtomicUsize,
     /// Message bytes queued and not sealed, against the cap (sans-IO), and
     /// how many producers wait for room, under one lock so that a release
     /// never misses a waiter.
     pub(super) budget: Mutex<Room>,
-    /// Woken when room is given back while producers wait, or the queue
-    /// stops.
-    pub(super) room: Notify,
     pub(super) counters: Counters,
     pub(super) state: Mutex<State>,
 }
@@ -127,9 +106,18 @@ pub(super) struct State {
     /// The runtime the writer task runs on: the one current when it first
     /// started; later starts go there too, whoever sends.
     pub(super) runtime: Option<tokio::runtime::Handle>,
-    /// Set once, when the queue stops.
-    /// Boxed: set once, and 8 bytes, not 32, until then.
+    /// Set once, when the queue stops; boxed: 8 bytes, not 32, until then.
     pub(super) closed: Option<Box<CloseReason>>,
+    /// Counted by the writer alone, once per batch; allocated with the
+    /// first batch (an unused queue does not hold them).
+    pub(super) written: Option<Box<Written>>,
+}
+
+impl State {
+    /// Update the writer's counters.
+    pub(super) fn update_written(&mut self, f: impl FnOnce(&mut Written)) {
+        f(self.written.get_or_insert_with(Box::default));
+    }
 }
 
 /// The cap's state behind `Shared::budget`.
@@ -137,18 +125,48 @@ pub(super) struct Room {
     pub(super) budget: Budget,
     /// Producers waiting for room (releases skip the wake-up otherwise).
     pub(super) waiters: usize,
+    /// Woken when room is given back while producers wait, or the queue
+    /// stops. Made when a producer first has to wait (8 bytes, not 32,
+    /// for a queue that never fills), then kept.
+    pub(super) room: Option<Arc<Notify>>,
 }
 
 impl Shared {
+    /// Update the writer's counters.
+    pub(super) fn update_written(&self, f: impl FnOnce(&mut Written)) {
+        lock(&self.state).update_written(f);
+    }
+
+    /// The writer's counters as last updated.
+    pub(super) fn written(&self) -> Written {
+        lock(&self.state)
+            .written
+            .as_deref()
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// Give back room under the cap and wake producers waiting for it.
     pub(super) fn release(&self, admissions: impl IntoIterator<Item = Admission>) {
         let wake = {
             let mut r = lock(&self.budget);
             admissions.into_iter().for_each(|a| r.budget.release(a));
-            r.waiters > 0
+            if r.waiters > 0 {
+                r.room.clone()
+            } else {
+                None
+            }
         };
-        if wake {
-            self.room.notify_waiters();
+        if let Some(room) = wake {
+            room.notify_waiters();
+        }
+    }
+
+    /// Wake every producer waiting for room (the queue stopped).
+    pub(super) fn wake_waiters(&self) {
+        let room = lock(&self.budget).room.clone();
+        if let Some(room) = room {
+            room.notify_waiters();
         }
     }
 }
@@ -160,7 +178,7 @@ pub struct Sender {
 
 impl Clone for Sender {
     fn clone(&self) -> Self {
-        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        self.lock().inbox.add_sender();
         Sender {
             shared: self.shared.clone(),
         }
@@ -173,11 +191,10 @@ impl Drop for Sender {
     /// started to half-close, on the runtime it ran on (a queue that never
     /// ran just drops its half).
     fn drop(&mut self) {
-        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
-        }
         let mut st = self.lock();
-        let waker = st.inbox.close_senders();
+        let Some(waker) = st.inbox.drop_sender() else {
+            return;
+        };
         let parked = st.parked.take();
         let rt = st.runtime.clone();
         if parked.is_some() && rt.is_none() {
@@ -233,18 +250,18 @@ impl Sender {
             addr: addr.map(Box::new),
             overflow: config.overflow,
             settings,
-            handles: AtomicUsize::new(1),
             budget: Mutex::new(Room {
                 budget: Budget::new(config.max_pending_bytes),
                 waiters: 0,
+                room: None,
             }),
-            room: Notify::new(),
             counters: Counters::default(),
             state: Mutex::new(State {
                 inbox: Inbox::new(),
                 parked: Some(half),
                 runtime: None,
                 closed: None,
+                written: None,
             }),
         });
         Ok(Sender { shared })
@@ -355,7 +372,7 @@ impl Sender {
     /// The queue's counters.
     pub fn stats(&self) -> QueueStats {
         let c = &self.shared.counters;
-        let w = c.written();
+        let w = self.shared.written();
         QueueStats {
             pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
             pending_messages: c.pending_messages.load(Ordering::Relaxed),
@@ -402,7 +419,7 @@ impl Sender {
         st.closed.get_or_insert_with(|| Box::new(reason));
         drop(st);
         // Producers waiting for room learn that the queue stopped.
-        self.shared.room.notify_waiters();
+        self.shared.wake_waiters();
     }
 
     /// Hand `cmd` to the writer, starting a task with the parked half if
@@ -486,10 +503,14 @@ impl Sender {
                 // release sees it), and register for a wake-up before each
                 // look, so a release between the look and the wait is not
                 // missed.
-                lock(&s.budget).waiters += 1;
+                let room = {
+                    let mut r = lock(&s.budget);
+                    r.waiters += 1;
+                    r.room.get_or_insert_with(Default::default).clone()
+                };
                 let _waiting = Waiting(&s.budget);
                 loop {
-                    let room = s.room.notified();
+                    let room = room.notified();
                     tokio::pin!(room);
                     room.as_mut().enable();
                     self.check_open()?;

@@ -113,7 +113,7 @@ where
                 ctl.start_deadline();
                 continue;
             }
-            shared.counters.update(|w| w.send = half.engines.stats());
+            st.update_written(|w| w.send = half.engines.stats());
             st.inbox.park();
             st.parked = Some(half);
             return;
@@ -158,7 +158,7 @@ where
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                shared.counters.update(|w| w.send = half.engines.stats());
+                shared.update_written(|w| w.send = half.engines.stats());
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
@@ -173,7 +173,7 @@ where
     {
         let s = &*shared;
         let c = &s.counters;
-        let w = c.written();
+        let w = s.written();
         tracing::debug!(
             peer = %s.peer,
             addr = s.addr.as_deref().map(tracing::field::display),
@@ -191,7 +191,7 @@ where
             st.inbox.stop()
         };
         drop(queued);
-        s.room.notify_waiters();
+        s.wake_waiters();
         s.counters.pending_bytes.store(0, Ordering::Relaxed);
         s.counters.pending_messages.store(0, Ordering::Relaxed);
     }
@@ -289,7 +289,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     let c = &s.counters;
     c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
     c.pending_messages.fetch_sub(messages, Ordering::Relaxed);
-    c.update(|w| {
+    s.update_written(|w| {
         w.messages_sent += messages as u64;
         w.batches += 1;
         w.largest_batch = w.largest_batch.max(messages as u64);
