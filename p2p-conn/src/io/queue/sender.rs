@@ -221,8 +221,10 @@ impl std::fmt::Debug for Sender {
 }
 
 impl Sender {
-    /// A queue over `half` with the settings `config` (validated here). Spawns nothing yet: the writer task starts, on the current
-    /// tokio runtime, with the first message or [`Self::shutdown`].
+    /// A queue over `half` with the settings `config` (validated here).
+    /// Spawns nothing yet: the writer task starts, on the current tokio
+    /// runtime, with the first message or [`Self::shutdown`], ends when the
+    /// queue goes idle, and starts again, on that runtime, with the next.
     pub fn new<W>(half: WriteHalf<W>, config: &QueueConfig) -> Result<Sender, Error>
     where
         W: AsyncWrite + Unpin + Send + 'static,
