@@ -606,3 +606,51 @@ async fn an_overflow_warning_names_the_peer_its_address_and_the_setting() {
     assert!(text.contains("127.0.0.1:"), "the peer's address: {text}");
     assert!(text.contains("max_pending_bytes"), "the setting: {text}");
 }
+
+/// The writer task ends whenever the queue goes idle and the next message
+/// starts it again, on the runtime it first ran on even when that message
+/// comes from a thread outside any runtime; every message arrives once and
+/// in order, the counters carry over, and dropping the last handle of a
+/// parked queue still ends the stream with a clean FIN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_writer_restarts_and_the_last_handle_sends_the_fin() {
+    let mut p = pair(&QueueConfig::default(), None).await;
+    let rounds = 20u8;
+    for i in 0..rounds {
+        let sender = p.sender.clone();
+        if i % 2 == 0 {
+            sender.send(vec![i; 300]).await.unwrap();
+            sender.flush().await.unwrap();
+        } else {
+            // From a plain thread: the send completes at its first poll.
+            std::thread::spawn(move || {
+                futures::executor::block_on(sender.send(vec![i; 300])).unwrap();
+                futures::executor::block_on(sender.flush()).unwrap();
+            })
+            .join()
+            .unwrap();
+        }
+        // Let the writer run dry and park.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let s = p.sender.stats();
+        assert_eq!(s.messages_sent, u64::from(i) + 1, "{s:?}");
+        assert_eq!(s.pending_messages, 0, "{s:?}");
+        assert!(s.send.bytes_sealed >= 300 * (u64::from(i) + 1), "{s:?}");
+    }
+    assert!(p.sender.close_reason().is_none());
+    drop(p.sender);
+    let got = read_to_end(&mut p.peer).await.unwrap();
+    let want: Vec<u8> = (0..rounds).flat_map(|i| vec![i; 300]).collect();
+    assert!(got == want, "{} bytes, {} expected", got.len(), want.len());
+}
+
+/// A queue that never sent drops its half when its last handle goes: the
+/// peer sees the end of the stream, and no task was needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_queue_dropped_ends_the_stream() {
+    let mut p = pair(&QueueConfig::default(), None).await;
+    let clone = p.sender.clone();
+    drop(p.sender);
+    drop(clone);
+    assert!(read_to_end(&mut p.peer).await.unwrap().is_empty());
+}

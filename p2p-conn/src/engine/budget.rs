@@ -42,7 +42,9 @@ impl Admission {
 pub struct Budget {
     max: usize,
     small: usize,
-    large: Option<usize>,
+    /// The large slot's bytes; 0 when free (a large message is at least
+    /// `max`, which is at least 1): 8 bytes, not an `Option`'s 16.
+    large: usize,
 }
 
 impl Budget {
@@ -51,7 +53,7 @@ impl Budget {
         Budget {
             max: max.max(1),
             small: 0,
-            large: None,
+            large: 0,
         }
     }
 
@@ -63,16 +65,16 @@ impl Budget {
 
     /// Bytes admitted and not released, the large slot included.
     pub fn pending(&self) -> usize {
-        self.small + self.large.unwrap_or(0)
+        self.small + self.large
     }
 
     /// Room for a message of `len` bytes now, or `None`.
     pub fn try_admit(&mut self, len: usize) -> Option<Admission> {
         if len >= self.max {
-            if self.large.is_some() {
+            if self.large != 0 {
                 return None;
             }
-            self.large = Some(len);
+            self.large = len;
             return Some(Admission::Large(len));
         }
         if self.small + len > self.max {
@@ -86,7 +88,7 @@ impl Budget {
     pub fn release(&mut self, a: Admission) {
         match a {
             Admission::Small(n) => self.small = self.small.saturating_sub(n),
-            Admission::Large(_) => self.large = None,
+            Admission::Large(_) => self.large = 0,
         }
     }
 }

@@ -1,10 +1,10 @@
 //! A send queue for one connection: many producers, one writer task.
 //!
 //! A node sends to a peer from many places at once (consensus, mempool,
-//! block sync). [`Sender`] is a cheap, cloneable handle; the first message
-//! spawns a writer task that owns the connection's
-//! [`WriteHalf`](crate::io::tokio::WriteHalf). Producers
-//! never touch the socket.
+//! block sync). [`Sender`] is a cheap, cloneable handle; a message spawns
+//! a writer task, when none runs, that owns the connection's
+//! [`WriteHalf`](crate::io::tokio::WriteHalf) until the queue goes idle.
+//! Producers never touch the socket.
 //!
 //! # Design
 //! * **Batched drain.** The writer takes everything already queued, up to
@@ -32,15 +32,24 @@
 //!   is counted apart, one at a time, so a large message never trips the cap
 //!   by itself. Memory held for queued messages is therefore at most the
 //!   cap, plus one such large message, plus the batch being written.
-//! * **Lazy.** No writer task, no write buffer and no channel memory until
-//!   the first message; the writer gives its batch lists back whenever it
-//!   runs out of work.
+//! * **Lazy, and a task only while there is work.** No writer task, no
+//!   write buffer and no channel memory until the first message. When the
+//!   writer runs out of work (everything written, flush waiters told), it
+//!   puts the write half back in the queue's shared state and its task
+//!   ends, taking its batch lists and its future with it; the next command
+//!   spawns it again, on the runtime it first ran on. Queueing a command
+//!   and learning whether a writer runs happen under one lock, as does the
+//!   writer's check for work before it parks, so no command is left
+//!   behind. The cost is a task spawn per idle period (see
+//!   docs/performance.md); a busy queue keeps its task.
 //! * **No allocation per message** beyond what the caller hands in: one
 //!   message is one command, a bundle one list (`tests/queue_allocations.rs`).
 //! * **Shutdown.** [`Sender::shutdown`] returns at once. The writer
 //!   finishes what is queued, then half-closes the transport (TCP FIN); if
 //!   that takes longer than [`QueueConfig::shutdown_timeout`] it stops writing
-//!   and half-closes anyway. [`Sender::close`] stops at once.
+//!   and half-closes anyway. [`Sender::close`] stops at once. Dropping the
+//!   last handle acts as `shutdown` (a parked writer is started on its
+//!   runtime to half-close; a queue that never sent drops its half).
 //! * **One failure for everyone.** When the writer stops (write error,
 //!   overflow disconnect, shutdown, close), every waiting and later call
 //!   fails with the same [`SendError`], which is `Clone` and carries the
@@ -67,7 +76,7 @@
 //! |---|---|
 //! | `config.rs` | [`QueueConfig`] and [`Overflow`], validated when a queue is made |
 //! | `error.rs` | [`SendError`] and [`CloseReason`] |
-//! | `inbox.rs` | the channel to the writer: a `VecDeque` under a lock, taken whole |
+//! | `inbox.rs` | the channel to the writer: a `VecDeque` under the shared state's lock, taken whole |
 //! | `sender.rs` | [`Sender`]: the producers' side, the cap and the waiting |
 //! | `writer.rs` | the writer task: batches, writes, shutdown bound |
 //!

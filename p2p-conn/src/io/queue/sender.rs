@@ -10,8 +10,8 @@ use bytes::Bytes;
 use tokio::io::AsyncWrite;
 use tokio::sync::{oneshot, Notify};
 
-use super::inbox::{self, Rx, Tx};
-use super::writer::{run, Settings};
+use super::inbox::Inbox;
+use super::writer::{Park, Settings};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
 use crate::io::tokio::WriteHalf;
@@ -64,41 +64,60 @@ pub(super) enum Command {
 
 #[derive(Default)]
 pub(super) struct Counters {
+    /// Counted by producers (and taken back by the writer): atomics.
     pub(super) pending_bytes: AtomicUsize,
     pub(super) pending_messages: AtomicUsize,
-    pub(super) batches: AtomicU64,
-    pub(super) messages_sent: AtomicU64,
     pub(super) overflows: AtomicU64,
-    pub(super) largest_batch: AtomicU64,
-    pub(super) queue_wait_nanos: AtomicU64,
-    /// The writer's counters, published after each batch.
-    pub(super) send: Mutex<SendStats>,
 }
 
-pub(super) type Starter = Box<dyn FnOnce(Rx<Command>) + Send>;
+/// The writer's counters behind `State::written`.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Written {
+    pub(super) batches: u64,
+    pub(super) messages_sent: u64,
+    pub(super) largest_batch: u64,
+    pub(super) queue_wait: Duration,
+    /// The write half's counters, published after each write.
+    pub(super) send: SendStats,
+}
 
 pub(super) struct Shared {
     pub(super) peer: NodeId,
-    pub(super) addr: Option<SocketAddr>,
-    pub(super) max: usize,
+    /// Boxed: 8 bytes, not 32, for a queue made without one.
+    pub(super) addr: Option<Box<SocketAddr>>,
     pub(super) overflow: Overflow,
-    pub(super) tx: Tx<Command>,
+    pub(super) settings: Settings,
     /// Message bytes queued and not sealed, against the cap (sans-IO), and
     /// how many producers wait for room, under one lock so that a release
     /// never misses a waiter.
     pub(super) budget: Mutex<Room>,
-    /// Woken when room is given back while producers wait, or the queue
-    /// stops.
-    pub(super) room: Notify,
     pub(super) counters: Counters,
     pub(super) state: Mutex<State>,
 }
 
 pub(super) struct State {
-    /// Spawns the writer task; taken by the first command.
-    pub(super) starter: Option<(Starter, Rx<Command>)>,
-    /// Set once, when the queue stops.
-    pub(super) closed: Option<CloseReason>,
+    /// The commands for the writer.
+    pub(super) inbox: Inbox,
+    /// The write half while no writer task runs (before the first command,
+    /// and whenever the queue is idle); the next command spawns a task with
+    /// it. `None` while a task owns it, and once the writer has stopped
+    /// (`Inbox::stopped`).
+    pub(super) parked: Option<Box<dyn Park>>,
+    /// The runtime the writer task runs on: the one current when it first
+    /// started; later starts go there too, whoever sends.
+    pub(super) runtime: Option<tokio::runtime::Handle>,
+    /// Set once, when the queue stops; boxed: 8 bytes, not 32, until then.
+    pub(super) closed: Option<Box<CloseReason>>,
+    /// Counted by the writer alone, once per batch; allocated with the
+    /// first batch (an unused queue does not hold them).
+    pub(super) written: Option<Box<Written>>,
+}
+
+impl State {
+    /// Update the writer's counters.
+    pub(super) fn update_written(&mut self, f: impl FnOnce(&mut Written)) {
+        f(self.written.get_or_insert_with(Box::default));
+    }
 }
 
 /// The cap's state behind `Shared::budget`.
@@ -106,26 +125,90 @@ pub(super) struct Room {
     pub(super) budget: Budget,
     /// Producers waiting for room (releases skip the wake-up otherwise).
     pub(super) waiters: usize,
+    /// Woken when room is given back while producers wait, or the queue
+    /// stops. Made when a producer first has to wait (8 bytes, not 32,
+    /// for a queue that never fills), then kept.
+    pub(super) room: Option<Arc<Notify>>,
 }
 
 impl Shared {
+    /// Update the writer's counters.
+    pub(super) fn update_written(&self, f: impl FnOnce(&mut Written)) {
+        lock(&self.state).update_written(f);
+    }
+
+    /// The writer's counters as last updated.
+    pub(super) fn written(&self) -> Written {
+        lock(&self.state)
+            .written
+            .as_deref()
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// Give back room under the cap and wake producers waiting for it.
     pub(super) fn release(&self, admissions: impl IntoIterator<Item = Admission>) {
         let wake = {
             let mut r = lock(&self.budget);
             admissions.into_iter().for_each(|a| r.budget.release(a));
-            r.waiters > 0
+            if r.waiters > 0 {
+                r.room.clone()
+            } else {
+                None
+            }
         };
-        if wake {
-            self.room.notify_waiters();
+        if let Some(room) = wake {
+            room.notify_waiters();
+        }
+    }
+
+    /// Wake every producer waiting for room (the queue stopped).
+    pub(super) fn wake_waiters(&self) {
+        let room = lock(&self.budget).room.clone();
+        if let Some(room) = room {
+            room.notify_waiters();
         }
     }
 }
 
 /// A cloneable handle to one connection's send queue. See the module docs.
-#[derive(Clone)]
 pub struct Sender {
     shared: Arc<Shared>,
+}
+
+impl Clone for Sender {
+    fn clone(&self) -> Self {
+        self.lock().inbox.add_sender();
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Sender {
+    /// The last handle ends the queue: a running writer finishes what is
+    /// queued and half-closes within the shutdown bound; a parked one is
+    /// started to half-close, on the runtime it ran on (a queue that never
+    /// ran just drops its half).
+    fn drop(&mut self) {
+        let mut st = self.lock();
+        let Some(waker) = st.inbox.drop_sender() else {
+            return;
+        };
+        let parked = st.parked.take();
+        let rt = st.runtime.clone();
+        if parked.is_some() && rt.is_none() {
+            st.inbox.stop();
+        }
+        drop(st);
+        match (parked, rt) {
+            (Some(half), Some(rt)) => half.start(self.shared.clone(), &rt),
+            (half, _) => drop(half),
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
 }
 
 impl std::fmt::Debug for Sender {
@@ -138,8 +221,10 @@ impl std::fmt::Debug for Sender {
 }
 
 impl Sender {
-    /// A queue over `half` with the settings `config` (validated here). Spawns nothing yet: the writer task starts, on the current
-    /// tokio runtime, with the first message or [`Self::shutdown`].
+    /// A queue over `half` with the settings `config` (validated here).
+    /// Spawns nothing yet: the writer task starts, on the current tokio
+    /// runtime, with the first message or [`Self::shutdown`], ends when the
+    /// queue goes idle, and starts again, on that runtime, with the next.
     pub fn new<W>(half: WriteHalf<W>, config: &QueueConfig) -> Result<Sender, Error>
     where
         W: AsyncWrite + Unpin + Send + 'static,
@@ -157,38 +242,29 @@ impl Sender {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         config.validate()?;
-        let (tx, rx) = inbox::channel();
         let peer = half.remote_node_id();
-        let settings = Settings {
-            max_batch_messages: config.max_batch_messages,
-            shutdown_timeout: config.shutdown_timeout,
-        };
-        let shared = Arc::new_cyclic(|weak: &std::sync::Weak<Shared>| {
-            let weak = weak.clone();
-            // The half is boxed: the task's future then holds a pointer,
-            // not the 900-byte half (twice, as an `async fn` argument and
-            // the local it moves into).
-            let half = Box::new(half);
-            let starter: Starter = Box::new(move |rx| {
-                tokio::spawn(run(half, rx, settings, weak));
-            });
-            Shared {
-                peer,
-                addr,
-                max: config.max_pending_bytes,
-                overflow: config.overflow,
-                tx,
-                budget: Mutex::new(Room {
-                    budget: Budget::new(config.max_pending_bytes),
-                    waiters: 0,
-                }),
-                room: Notify::new(),
-                counters: Counters::default(),
-                state: Mutex::new(State {
-                    starter: Some((starter, rx)),
-                    closed: None,
-                }),
-            }
+        let settings = Settings::new(config);
+        // The half is boxed, as the parked writer: the task's future then
+        // holds a pointer, not the half, and no start-up closure is needed.
+        let half: Box<dyn Park> = Box::new(half);
+        let shared = Arc::new(Shared {
+            peer,
+            addr: addr.map(Box::new),
+            overflow: config.overflow,
+            settings,
+            budget: Mutex::new(Room {
+                budget: Budget::new(config.max_pending_bytes),
+                waiters: 0,
+                room: None,
+            }),
+            counters: Counters::default(),
+            state: Mutex::new(State {
+                inbox: Inbox::new(),
+                parked: Some(half),
+                runtime: None,
+                closed: None,
+                written: None,
+            }),
         });
         Ok(Sender { shared })
     }
@@ -298,15 +374,16 @@ impl Sender {
     /// The queue's counters.
     pub fn stats(&self) -> QueueStats {
         let c = &self.shared.counters;
+        let w = self.shared.written();
         QueueStats {
             pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
             pending_messages: c.pending_messages.load(Ordering::Relaxed),
-            batches: c.batches.load(Ordering::Relaxed),
-            messages_sent: c.messages_sent.load(Ordering::Relaxed),
+            batches: w.batches,
+            messages_sent: w.messages_sent,
             overflows: c.overflows.load(Ordering::Relaxed),
-            largest_batch: c.largest_batch.load(Ordering::Relaxed),
-            queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
-            send: *lock(&c.send),
+            largest_batch: w.largest_batch,
+            queue_wait_time: w.queue_wait,
+            send: w.send,
         }
     }
 
@@ -317,7 +394,7 @@ impl Sender {
 
     /// Why the queue stopped, if it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
-        self.lock().closed.clone()
+        self.lock().closed.as_deref().cloned()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -341,31 +418,60 @@ impl Sender {
     /// Record why the queue stopped (the first reason wins).
     fn mark_closed(&self, reason: CloseReason) {
         let mut st = self.lock();
-        if st.closed.is_none() {
-            st.closed = Some(reason);
-        }
-        // Never started: nothing to drain, and the half is dropped (closing
-        // the transport) unless shutdown starts the task below.
-        st.starter = None;
+        st.closed.get_or_insert_with(|| Box::new(reason));
         drop(st);
         // Producers waiting for room learn that the queue stopped.
-        self.shared.room.notify_waiters();
+        self.shared.wake_waiters();
     }
 
-    /// Start the writer if needed and hand it `cmd`.
+    /// Hand `cmd` to the writer, starting a task with the parked half if
+    /// none runs. One lock: the command is queued and the writer's state
+    /// read together, so a writer that parks never leaves a command behind.
     fn command(&self, cmd: Command) -> Result<(), SendError> {
-        {
-            let mut st = self.lock();
-            let shutting_down = matches!(cmd, Command::Shutdown);
-            if st.closed.is_some() && !shutting_down {
-                drop(st);
-                return Err(self.closed_error());
-            }
-            if let Some((start, rx)) = st.starter.take() {
-                start(rx);
-            }
+        let mut st = self.lock();
+        // Shutdown and the overflow disconnect follow the close they cause.
+        let follows_close = matches!(cmd, Command::Shutdown | Command::Abandon);
+        if st.closed.is_some() && !follows_close {
+            drop(st);
+            return Err(self.closed_error());
         }
-        self.shared.tx.send(cmd).map_err(|_| self.closed_error())
+        if st.inbox.stopped() {
+            drop(st);
+            return Err(self.closed_error());
+        }
+        if st.parked.is_none() {
+            // A task runs.
+            let waker = st.inbox.push(cmd);
+            drop(st);
+            // Woken outside the lock, once per wait.
+            if let Some(w) = waker {
+                w.wake();
+            }
+            return Ok(());
+        }
+        if matches!(cmd, Command::Close) {
+            // Nothing is queued or being written: drop the half here.
+            st.closed
+                .get_or_insert_with(|| Box::new(CloseReason::Closed));
+            st.inbox.stop();
+            let half = st.parked.take();
+            drop(st);
+            drop(half);
+            return Ok(());
+        }
+        // Panics outside a runtime before the first start, as `tokio::spawn`
+        // does; the runtime is kept for later starts.
+        let rt = match &st.runtime {
+            Some(rt) => rt.clone(),
+            None => st.runtime.insert(tokio::runtime::Handle::current()).clone(),
+        };
+        let _ = st.inbox.push(cmd);
+        let half = st.parked.take();
+        drop(st);
+        if let Some(half) = half {
+            half.start(self.shared.clone(), &rt);
+        }
+        Ok(())
     }
 
     /// Reserve room for `len` bytes under the cap, by the overflow policy.
@@ -376,20 +482,20 @@ impl Sender {
             admission: Some(admission),
             shared: Arc::downgrade(&self.shared),
         };
-        let pending = {
+        let (pending, max) = {
             let mut r = lock(&s.budget);
             if let Some(a) = r.budget.try_admit(len) {
                 return Ok(permit(a));
             }
-            r.budget.pending()
+            (r.budget.pending(), r.budget.max())
         };
         s.counters.overflows.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             peer = %s.peer,
-            addr = ?s.addr,
+            addr = ?s.addr.as_deref(),
             pending_bytes = pending,
             message_bytes = len,
-            max_pending_bytes = s.max,
+            max_pending_bytes = max,
             policy = ?s.overflow,
             "send queue full; raise QueueConfig::max_pending_bytes if this peer is expected to lag"
         );
@@ -399,10 +505,14 @@ impl Sender {
                 // release sees it), and register for a wake-up before each
                 // look, so a release between the look and the wait is not
                 // missed.
-                lock(&s.budget).waiters += 1;
+                let room = {
+                    let mut r = lock(&s.budget);
+                    r.waiters += 1;
+                    r.room.get_or_insert_with(Default::default).clone()
+                };
                 let _waiting = Waiting(&s.budget);
                 loop {
-                    let room = s.room.notified();
+                    let room = room.notified();
                     tokio::pin!(room);
                     room.as_mut().enable();
                     self.check_open()?;
@@ -416,15 +526,11 @@ impl Sender {
                 peer: s.peer,
                 pending,
                 len,
-                max: s.max,
+                max,
             }),
             Overflow::Disconnect => {
-                self.mark_closed(CloseReason::Overflow {
-                    pending,
-                    len,
-                    max: s.max,
-                });
-                let _ = s.tx.send(Command::Abandon);
+                self.mark_closed(CloseReason::Overflow { pending, len, max });
+                let _ = self.command(Command::Abandon);
                 Err(self.closed_error())
             }
         }

@@ -1,5 +1,7 @@
 //! The writer task of a send queue: owns the write half, drains the queue
-//! in batches, bounds the shutdown.
+//! in batches, bounds the shutdown. It ends whenever the queue goes idle,
+//! parking the half in the shared state (`State::parked`); the next
+//! command spawns it again.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -17,22 +19,57 @@ use crate::engine::writer::Backlog;
 use crate::io::tokio::{writer_io, WriteHalf};
 use crate::{stats, Error};
 
-/// The writer task's settings.
+/// The writer task's settings, in 16 bytes (a `Duration` and a `usize`
+/// would take 24 in the shared state).
 #[derive(Clone, Copy)]
 pub(super) struct Settings {
-    pub(super) max_batch_messages: usize,
-    pub(super) shutdown_timeout: Duration,
+    /// At most `MAX_BATCH_MESSAGES_LIMIT`.
+    max_batch_messages: u32,
+    /// The shutdown bound in nanoseconds (saturating, at 584 years).
+    shutdown_nanos: u64,
 }
 
-/// The writer task: owns the write half, drains the queue in batches.
-pub(super) async fn run<W>(
-    mut half: Box<WriteHalf<W>>,
-    mut rx: Rx<Command>,
-    settings: Settings,
-    shared: std::sync::Weak<Shared>,
-) where
+impl Settings {
+    /// From a validated config.
+    pub(super) fn new(config: &super::QueueConfig) -> Settings {
+        Settings {
+            max_batch_messages: u32::try_from(config.max_batch_messages).unwrap_or(u32::MAX),
+            shutdown_nanos: u64::try_from(config.shutdown_timeout.as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    pub(super) fn max_batch_messages(&self) -> usize {
+        self.max_batch_messages as usize
+    }
+
+    pub(super) fn shutdown_timeout(&self) -> Duration {
+        Duration::from_nanos(self.shutdown_nanos)
+    }
+}
+
+/// A parked write half, whatever its transport: started as a writer task.
+pub(super) trait Park: Send {
+    /// Spawn the writer task with this half on `rt`.
+    fn start(self: Box<Self>, shared: Arc<Shared>, rt: &tokio::runtime::Handle);
+}
+
+impl<W> Park for WriteHalf<W>
+where
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    fn start(self: Box<Self>, shared: Arc<Shared>, rt: &tokio::runtime::Handle) {
+        rt.spawn(run(self, shared));
+    }
+}
+
+/// The writer task: owns the write half, drains the queue in batches, and
+/// parks the half again when the queue goes idle.
+async fn run<W>(mut half: Box<WriteHalf<W>>, shared: Arc<Shared>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let settings = shared.settings;
+    let mut rx = Rx::new(&shared);
     let mut backlog: Backlog<Item> = Backlog::new();
     let mut done: Vec<Item> = Vec::new();
     // Flush markers whose preceding bytes are sealed; fired once written.
@@ -61,25 +98,25 @@ pub(super) async fn run<W>(
             if ctl.deadline.is_some() || senders_gone {
                 break Ok(());
             }
-            // Idle: give the batch lists' memory back (the write buffer
-            // keeps its own rule); the next message allocates them again.
-            backlog = Backlog::new();
-            done = Vec::new();
-            waiting = VecDeque::new();
-            rx.release();
-            match rx.recv().await {
-                Some(cmd) => {
-                    if apply(cmd, &mut backlog, &mut ctl) {
-                        break Err(CloseReason::Closed);
-                    }
-                    continue;
-                }
-                None => {
-                    senders_gone = true;
-                    ctl.start_deadline();
-                    continue;
-                }
+            // Idle: park the half and end the task, unless a command came
+            // meanwhile (checked under the lock producers queue under, so
+            // none is left behind). The task's memory, its batch lists and
+            // the inbox's deques go with it; the write buffer keeps its own
+            // rule; the next command spawns the task again.
+            let mut st = lock(&shared.state);
+            if !rx.is_empty() || !st.inbox.is_empty() {
+                continue;
             }
+            if st.inbox.senders_gone() {
+                drop(st);
+                senders_gone = true;
+                ctl.start_deadline();
+                continue;
+            }
+            st.update_written(|w| w.send = half.engines.stats());
+            st.inbox.park();
+            st.parked = Some(half);
+            return;
         }
         // Seal the next batch once the last one is on the wire, and give its
         // room back before writing it: a peer that has read a message never
@@ -87,14 +124,11 @@ pub(super) async fn run<W>(
         if half.engines.pending().is_empty() && !backlog.is_empty() {
             if let Err(e) =
                 half.engines
-                    .seal_backlog(&mut backlog, settings.max_batch_messages, &mut done)
+                    .seal_backlog(&mut backlog, settings.max_batch_messages(), &mut done)
             {
                 break Err(CloseReason::Failed(Arc::new(Error::from_io(e))));
             }
-            match shared.upgrade() {
-                Some(s) => account(&s, &mut done, &mut waiting),
-                None => done.drain(..).for_each(|i| waiting.extend(i.flushed)),
-            }
+            account(&shared, &mut done, &mut waiting);
         }
         // Write it (or finish the last one), while watching for `close` and
         // the shutdown bound.
@@ -124,9 +158,7 @@ pub(super) async fn run<W>(
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                if let Some(s) = shared.upgrade() {
-                    *lock(&s.counters.send) = half.engines.stats();
-                }
+                shared.update_written(|w| w.send = half.engines.stats());
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
@@ -138,20 +170,28 @@ pub(super) async fn run<W>(
     // Stop: record why (the first reason wins), then half-close the
     // transport unless the writer failed.
     let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
-    if let Some(s) = shared.upgrade() {
+    {
+        let s = &*shared;
         let c = &s.counters;
+        let w = s.written();
         tracing::debug!(
             peer = %s.peer,
-            addr = s.addr.map(tracing::field::display),
+            addr = s.addr.as_deref().map(tracing::field::display),
             %reason,
-            messages = c.messages_sent.load(Ordering::Relaxed),
-            batches = c.batches.load(Ordering::Relaxed),
+            messages = w.messages_sent,
+            batches = w.batches,
             dropped_messages = c.pending_messages.load(Ordering::Relaxed),
             "send queue stopped"
         );
-        lock(&s.state).closed.get_or_insert(reason);
-        s.room.notify_waiters();
-        // What is still queued is dropped with the task.
+        // Later commands fail; what is still queued is dropped here (with
+        // the permits it holds), outside the lock.
+        let queued = {
+            let mut st = lock(&s.state);
+            st.closed.get_or_insert_with(|| Box::new(reason));
+            st.inbox.stop()
+        };
+        drop(queued);
+        s.wake_waiters();
         s.counters.pending_bytes.store(0, Ordering::Relaxed);
         s.counters.pending_messages.store(0, Ordering::Relaxed);
     }
@@ -161,7 +201,7 @@ pub(super) async fn run<W>(
         let grace = ctl
             .deadline
             .map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
-            .unwrap_or(settings.shutdown_timeout)
+            .unwrap_or(settings.shutdown_timeout())
             .max(Duration::from_millis(10));
         let _ = tokio::time::timeout(grace, half.io.shutdown()).await;
     }
@@ -181,7 +221,7 @@ pub(super) struct Control {
 impl Control {
     /// Start the shutdown bound (once).
     fn start_deadline(&mut self) {
-        let t = self.settings.shutdown_timeout;
+        let t = self.settings.shutdown_timeout();
         self.deadline
             .get_or_insert_with(|| tokio::time::Instant::now() + t);
     }
@@ -249,13 +289,12 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     let c = &s.counters;
     c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
     c.pending_messages.fetch_sub(messages, Ordering::Relaxed);
-    c.messages_sent
-        .fetch_add(messages as u64, Ordering::Relaxed);
-    c.batches.fetch_add(1, Ordering::Relaxed);
-    c.largest_batch
-        .fetch_max(messages as u64, Ordering::Relaxed);
-    c.queue_wait_nanos
-        .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    s.update_written(|w| {
+        w.messages_sent += messages as u64;
+        w.batches += 1;
+        w.largest_batch = w.largest_batch.max(messages as u64);
+        w.queue_wait += waited;
+    });
 }
 
 /// Everything sealed so far is written: flush the transport, then tell the
