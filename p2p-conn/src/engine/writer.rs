@@ -271,6 +271,13 @@ impl FrameWriter {
         self.stats.snapshot()
     }
 
+    /// The counters as recorded (times still in clock ticks), for a copy
+    /// converted later.
+    #[cfg(feature = "queue")]
+    pub(crate) fn recorder(&self) -> &SendRecorder {
+        &self.stats
+    }
+
     /// The sealing state.
     pub fn core(&self) -> &WriteCore {
         &self.core

@@ -49,6 +49,7 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) mod clock;
 #[cfg(feature = "metrics")]
 pub mod export;
 mod latency;

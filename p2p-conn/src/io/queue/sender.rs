@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
@@ -15,7 +14,8 @@ use super::writer::{run, Settings};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
 use crate::io::tokio::WriteHalf;
-use crate::stats::{self, QueueStats, SendStats, Stamp};
+use crate::stats::clock::Ticks;
+use crate::stats::{self, QueueStats, SendRecorder, Stamp};
 use crate::{Error, NodeId};
 
 /// Room a queued entry holds under the cap; given back when it is dropped
@@ -70,9 +70,11 @@ pub(super) struct Counters {
     pub(super) messages_sent: AtomicU64,
     pub(super) overflows: AtomicU64,
     pub(super) largest_batch: AtomicU64,
-    pub(super) queue_wait_nanos: AtomicU64,
-    /// The writer's counters, published after each batch.
-    pub(super) send: Mutex<SendStats>,
+    /// Summed queue waits, in stats clock ticks.
+    pub(super) queue_wait_ticks: AtomicU64,
+    /// The writer's counters, published after each batch (raw: converted
+    /// to times only when read).
+    pub(super) send: Mutex<SendRecorder>,
 }
 
 pub(super) type Starter = Box<dyn FnOnce(Rx<Command>) + Send>;
@@ -305,8 +307,9 @@ impl Sender {
             messages_sent: c.messages_sent.load(Ordering::Relaxed),
             overflows: c.overflows.load(Ordering::Relaxed),
             largest_batch: c.largest_batch.load(Ordering::Relaxed),
-            queue_wait_time: Duration::from_nanos(c.queue_wait_nanos.load(Ordering::Relaxed)),
-            send: *lock(&c.send),
+            queue_wait_time: Ticks::from_raw(c.queue_wait_ticks.load(Ordering::Relaxed))
+                .to_duration(),
+            send: lock(&c.send).snapshot(),
         }
     }
 

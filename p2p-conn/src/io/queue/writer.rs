@@ -125,7 +125,7 @@ pub(super) async fn run<W>(
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
                 if let Some(s) = shared.upgrade() {
-                    *lock(&s.counters.send) = half.engines.stats();
+                    *lock(&s.counters.send) = half.engines.recorder().clone();
                 }
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
@@ -234,7 +234,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     }
     // One clock reading per batch; each message's wait is measured to it.
     let sealed = (!done.is_empty()).then(stats::now);
-    let mut waited = Duration::ZERO;
+    let mut waited = stats::clock::Ticks::default();
     for mut item in done.drain(..) {
         if let Some(w) = item.flushed.take() {
             waiting.push_back(w);
@@ -242,7 +242,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
             bytes += item.data.len();
             messages += 1;
             if let Some(t) = sealed {
-                waited += stats::recorder::between(item.queued, t);
+                waited += stats::clock::between(item.queued, t);
             }
         }
     }
@@ -254,8 +254,8 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     c.batches.fetch_add(1, Ordering::Relaxed);
     c.largest_batch
         .fetch_max(messages as u64, Ordering::Relaxed);
-    c.queue_wait_nanos
-        .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+    c.queue_wait_ticks
+        .fetch_add(waited.raw(), Ordering::Relaxed);
 }
 
 /// Everything sealed so far is written: flush the transport, then tell the
