@@ -24,8 +24,16 @@
 //! * With it, a conversion is off by the calibration's error: each pair
 //!   brackets its `Instant` reading between two TSC readings (best of a few
 //!   tries), so each is uncertain by tens of nanoseconds, against a span of
-//!   at least 1 ms: about 1e-4 at worst, far under what the stats are
-//!   read for. `rdtsc` is not a serializing instruction: a reading may move
+//!   at least 1 ms: about 1e-4 (unless all tries of a pair were
+//!   preempted), far under what the stats are read for.
+//! * The counters of all cores must agree, since a stamp taken on one core
+//!   may be subtracted from one taken on another (the send queue stamps a
+//!   message in the producer's thread and its batch in the writer's):
+//!   that is what the kernel's choice of `tsc` as clocksource vouches for.
+//!   A difference that comes out negative counts as zero.
+//! * The wait for calibration happens in whichever thread first converts
+//!   a non-zero sum (a snapshot: `stats()`, a metrics export); the close
+//!   events of `tracing` take counts only and never wait. `rdtsc` is not a serializing instruction: a reading may move
 //!   by a few dozen cycles against the code around it.
 //! * Not provided: a clock for anything but the stats' own sums (these
 //!   stamps are not comparable with `Instant` or across processes).

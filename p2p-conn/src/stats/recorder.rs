@@ -23,7 +23,29 @@ pub(crate) struct SendRecorder {
 
 #[allow(unused_variables)]
 impl SendRecorder {
+    /// The counters, times converted from ticks (the first conversion in
+    /// a process may wait for the clock's calibration, see
+    /// [`super::clock`]).
     pub(crate) fn snapshot(&self) -> SendStats {
+        #[cfg(feature = "stats")]
+        {
+            SendStats {
+                seal_time: self.seal.to_duration(),
+                write_time: self.write.to_duration(),
+                not_ready_time: self.wait.total.to_duration(),
+                ..self.counts()
+            }
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            SendStats::default()
+        }
+    }
+
+    /// The counts alone, times left zero: converts nothing, so never waits
+    /// (for a close event).
+    #[cfg_attr(not(any(feature = "stats", feature = "tracing")), allow(dead_code))]
+    pub(crate) fn counts(&self) -> SendStats {
         #[cfg(feature = "stats")]
         {
             let s = &self.stats;
@@ -31,13 +53,11 @@ impl SendRecorder {
                 seals: s.seals,
                 frames_sealed: s.frames_sealed,
                 bytes_sealed: s.bytes_sealed,
-                seal_time: self.seal.to_duration(),
                 writes: s.writes,
                 bytes_written: s.bytes_written,
-                write_time: self.write.to_duration(),
                 short_writes: s.short_writes,
                 not_ready: s.not_ready,
-                not_ready_time: self.wait.total.to_duration(),
+                ..SendStats::default()
             }
         }
         #[cfg(not(feature = "stats"))]
@@ -174,7 +194,27 @@ pub(crate) struct RecvRecorder {
 
 #[allow(unused_variables)]
 impl RecvRecorder {
+    /// The counters, times converted from ticks (see
+    /// [`SendRecorder::snapshot`]).
     pub(crate) fn snapshot(&self) -> RecvStats {
+        #[cfg(feature = "stats")]
+        {
+            RecvStats {
+                open_time: self.open.to_duration(),
+                read_time: self.read.to_duration(),
+                not_ready_time: self.wait.total.to_duration(),
+                ..self.counts()
+            }
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            RecvStats::default()
+        }
+    }
+
+    /// The counts alone, times left zero (see [`SendRecorder::counts`]).
+    #[cfg_attr(not(any(feature = "stats", feature = "tracing")), allow(dead_code))]
+    pub(crate) fn counts(&self) -> RecvStats {
         #[cfg(feature = "stats")]
         {
             let s = &self.stats;
@@ -182,12 +222,10 @@ impl RecvRecorder {
                 opens: s.opens,
                 frames_opened: s.frames_opened,
                 bytes_opened: s.bytes_opened,
-                open_time: self.open.to_duration(),
                 reads: s.reads,
                 bytes_read: s.bytes_read,
-                read_time: self.read.to_duration(),
                 not_ready: s.not_ready,
-                not_ready_time: self.wait.total.to_duration(),
+                ..RecvStats::default()
             }
         }
         #[cfg(not(feature = "stats"))]
