@@ -199,7 +199,9 @@ mod imp {
             None => Duration::from_nanos(ticks),
             Some(origin_tsc) => {
                 let rate = *NS_PER_TICK.get_or_init(|| calibrate(c, origin_tsc));
-                Duration::from_secs_f64(ticks as f64 * rate * 1e-9)
+                // Exact to the nanosecond up to about 100 days of summed
+                // time (an f64's 53 bits); never panics.
+                Duration::try_from_secs_f64(ticks as f64 * rate * 1e-9).unwrap_or(Duration::MAX)
             }
         }
     }
