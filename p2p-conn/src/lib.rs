@@ -59,8 +59,10 @@
 //! conn.read_exact(&mut buf).await?;
 //! # Ok(()) }
 //! ```
-// `unsafe` is allowed in one place only: the AVX-512 kernels of
-// `proto::multiframe` (feature `avx512`), each block with its invariant.
+// `unsafe` is allowed in two places only: the AVX-512 kernels of
+// `proto::multiframe` (feature `avx512`), and the `rdtsc`/`cpuid` reads
+// of the stats clock (`stats::clock`, feature `stats`, x86_64), each block
+// with its invariant.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -147,9 +147,11 @@ fn timers_move_with_an_injected_delay() {
     let before = a.stats();
     const DELAY: Duration = Duration::from_millis(5);
     wd.store(DELAY.as_micros() as u64, Ordering::Relaxed);
+    let wall = std::time::Instant::now();
     for i in 0..10u8 {
         a.write_all(&[i; 100]).unwrap();
     }
+    let wall = wall.elapsed();
     wd.store(0, Ordering::Relaxed);
     let mut got = [0u8; 1000];
     b.read_exact(&mut got).unwrap();
@@ -159,6 +161,15 @@ fn timers_move_with_an_injected_delay() {
         d.send.write_time >= 10 * DELAY,
         "write time {:?} for 10 writes delayed {DELAY:?}",
         d.send.write_time
+    );
+    // And no more than the wall clock saw around them: the stats clock
+    // (the TSC where it is usable) converts to real time (1% for its
+    // calibration).
+    assert!(
+        d.send.write_time + d.send.seal_time <= wall.mul_f64(1.01),
+        "write {:?} + seal {:?} within {wall:?} of wall time",
+        d.send.write_time,
+        d.send.seal_time
     );
     assert!(
         d.send.seal_time < d.send.write_time / 10,

@@ -232,7 +232,9 @@ impl Drop for FrameWriter {
         } else {
             &"dropped by the application"
         };
-        let s = self.stats.snapshot();
+        // Counts only: a close event must not wait for the clock's
+        // calibration.
+        let s = self.stats.counts();
         crate::events::closed(
             crate::events::Side::Send,
             peer,
@@ -269,6 +271,13 @@ impl FrameWriter {
     /// This writer's counters (all zero without the `stats` feature).
     pub fn stats(&self) -> SendStats {
         self.stats.snapshot()
+    }
+
+    /// The counters as recorded (times still in clock ticks), for a copy
+    /// converted later.
+    #[cfg(feature = "queue")]
+    pub(crate) fn recorder(&self) -> &SendRecorder {
+        &self.stats
     }
 
     /// The sealing state.

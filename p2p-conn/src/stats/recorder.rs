@@ -1,61 +1,64 @@
 //! Recording, crate-private: the clock readings and counters behind
 //! [`super::SendStats`] and [`super::RecvStats`], compiled to nothing
-//! without the `stats` feature.
+//! without the `stats` feature. Times are summed in clock ticks and
+//! converted when a snapshot is taken ([`super::clock`]).
 
-use std::time::Duration;
-
-use super::{RecvStats, SendStats};
-
-/// A clock reading; `()` without the `stats` feature.
 #[cfg(feature = "stats")]
-pub(crate) type Stamp = std::time::Instant;
-/// A clock reading; nothing without the `stats` feature.
-#[cfg(not(feature = "stats"))]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stamp;
-
-/// Read the clock (nothing without the `stats` feature).
-#[inline(always)]
-pub(crate) fn now() -> Stamp {
-    #[cfg(feature = "stats")]
-    {
-        std::time::Instant::now()
-    }
-    #[cfg(not(feature = "stats"))]
-    {
-        Stamp
-    }
-}
-
-/// Time from `a` to `b` (zero without the `stats` feature).
-#[inline(always)]
-#[allow(unused_variables, dead_code)]
-pub(crate) fn between(a: Stamp, b: Stamp) -> Duration {
-    #[cfg(feature = "stats")]
-    {
-        b.saturating_duration_since(a)
-    }
-    #[cfg(not(feature = "stats"))]
-    {
-        Duration::ZERO
-    }
-}
+use super::clock::{between, Ticks};
+pub(crate) use super::clock::{now, Stamp};
+use super::{RecvStats, SendStats};
 
 /// The send side's recorder, owned by a [`crate::engine::FrameWriter`].
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SendRecorder {
     #[cfg(feature = "stats")]
-    stats: SendStats,
+    stats: SendCounts,
+    #[cfg(feature = "stats")]
+    seal: Ticks,
+    #[cfg(feature = "stats")]
+    write: Ticks,
     #[cfg(feature = "stats")]
     wait: Wait,
 }
 
 #[allow(unused_variables)]
 impl SendRecorder {
+    /// The counters, times converted from ticks (the first conversion in
+    /// a process may wait for the clock's calibration, see
+    /// [`super::clock`]).
     pub(crate) fn snapshot(&self) -> SendStats {
         #[cfg(feature = "stats")]
         {
-            self.stats
+            SendStats {
+                seal_time: self.seal.to_duration(),
+                write_time: self.write.to_duration(),
+                not_ready_time: self.wait.total.to_duration(),
+                ..self.counts()
+            }
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            SendStats::default()
+        }
+    }
+
+    /// The counts alone, times left zero: converts nothing, so never waits
+    /// (for a close event).
+    #[cfg_attr(not(any(feature = "stats", feature = "tracing")), allow(dead_code))]
+    pub(crate) fn counts(&self) -> SendStats {
+        #[cfg(feature = "stats")]
+        {
+            let s = &self.stats;
+            SendStats {
+                seals: s.seals,
+                frames_sealed: s.frames_sealed,
+                bytes_sealed: s.bytes_sealed,
+                writes: s.writes,
+                bytes_written: s.bytes_written,
+                short_writes: s.short_writes,
+                not_ready: s.not_ready,
+                ..SendStats::default()
+            }
         }
         #[cfg(not(feature = "stats"))]
         {
@@ -72,7 +75,7 @@ impl SendRecorder {
             s.seals += 1;
             s.frames_sealed += frames as u64;
             s.bytes_sealed += bytes as u64;
-            s.seal_time += between(start, end);
+            self.seal += between(start, end);
         }
     }
 
@@ -80,7 +83,7 @@ impl SendRecorder {
     #[inline]
     pub(crate) fn attempt(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        self.wait.end(start, &mut self.stats.not_ready_time);
+        self.wait.end(start);
     }
 
     /// A write call that started at `start` and took `n` of `offered`
@@ -91,8 +94,8 @@ impl SendRecorder {
         let end = now();
         #[cfg(feature = "stats")]
         {
+            self.write += between(start, end);
             let s = &mut self.stats;
-            s.write_time += between(start, end);
             s.writes += 1;
             if let Transfer::Bytes { n, offered } = result {
                 s.bytes_written += n as u64;
@@ -112,6 +115,32 @@ impl SendRecorder {
     }
 }
 
+/// The counts of [`SendStats`], without its times (summed in ticks apart:
+/// smaller than a `SendStats`, and converted only by a snapshot).
+#[cfg(feature = "stats")]
+#[derive(Debug, Default, Clone)]
+struct SendCounts {
+    seals: u64,
+    frames_sealed: u64,
+    bytes_sealed: u64,
+    writes: u64,
+    bytes_written: u64,
+    short_writes: u64,
+    not_ready: u64,
+}
+
+/// The counts of [`RecvStats`], without its times.
+#[cfg(feature = "stats")]
+#[derive(Debug, Default, Clone)]
+struct RecvCounts {
+    opens: u64,
+    frames_opened: u64,
+    bytes_opened: u64,
+    reads: u64,
+    bytes_read: u64,
+    not_ready: u64,
+}
+
 /// The not-ready bookkeeping of both recorders: a call that found the
 /// transport not ready starts a wait at its own start (it returns at once,
 /// so it is not worth a clock reading of its own); the next attempt ends it.
@@ -119,6 +148,8 @@ impl SendRecorder {
 #[derive(Debug, Default, Clone)]
 struct Wait {
     since: Option<Stamp>,
+    /// Summed waits.
+    total: Ticks,
 }
 
 #[cfg(feature = "stats")]
@@ -130,9 +161,9 @@ impl Wait {
     }
 
     #[inline]
-    fn end(&mut self, start: Stamp, total: &mut Duration) {
+    fn end(&mut self, start: Stamp) {
         if let Some(since) = self.since.take() {
-            *total += between(since, start);
+            self.total += between(since, start);
         }
     }
 }
@@ -152,17 +183,50 @@ pub(crate) enum Transfer {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct RecvRecorder {
     #[cfg(feature = "stats")]
-    stats: RecvStats,
+    stats: RecvCounts,
+    #[cfg(feature = "stats")]
+    open: Ticks,
+    #[cfg(feature = "stats")]
+    read: Ticks,
     #[cfg(feature = "stats")]
     wait: Wait,
 }
 
 #[allow(unused_variables)]
 impl RecvRecorder {
+    /// The counters, times converted from ticks (see
+    /// [`SendRecorder::snapshot`]).
     pub(crate) fn snapshot(&self) -> RecvStats {
         #[cfg(feature = "stats")]
         {
-            self.stats
+            RecvStats {
+                open_time: self.open.to_duration(),
+                read_time: self.read.to_duration(),
+                not_ready_time: self.wait.total.to_duration(),
+                ..self.counts()
+            }
+        }
+        #[cfg(not(feature = "stats"))]
+        {
+            RecvStats::default()
+        }
+    }
+
+    /// The counts alone, times left zero (see [`SendRecorder::counts`]).
+    #[cfg_attr(not(any(feature = "stats", feature = "tracing")), allow(dead_code))]
+    pub(crate) fn counts(&self) -> RecvStats {
+        #[cfg(feature = "stats")]
+        {
+            let s = &self.stats;
+            RecvStats {
+                opens: s.opens,
+                frames_opened: s.frames_opened,
+                bytes_opened: s.bytes_opened,
+                reads: s.reads,
+                bytes_read: s.bytes_read,
+                not_ready: s.not_ready,
+                ..RecvStats::default()
+            }
         }
         #[cfg(not(feature = "stats"))]
         {
@@ -180,7 +244,7 @@ impl RecvRecorder {
             s.opens += 1;
             s.frames_opened += frames as u64;
             s.bytes_opened += bytes as u64;
-            s.open_time += between(start, end);
+            self.open += between(start, end);
         }
     }
 
@@ -188,7 +252,7 @@ impl RecvRecorder {
     #[inline]
     pub(crate) fn attempt(&mut self, start: Stamp) {
         #[cfg(feature = "stats")]
-        self.wait.end(start, &mut self.stats.not_ready_time);
+        self.wait.end(start);
     }
 
     /// A read call that started at `start` and returned bytes (0: end of
@@ -198,8 +262,8 @@ impl RecvRecorder {
         let end = now();
         #[cfg(feature = "stats")]
         {
+            self.read += between(start, end);
             let s = &mut self.stats;
-            s.read_time += between(start, end);
             s.reads += 1;
             if let Transfer::Bytes { n, .. } = result {
                 s.bytes_read += n as u64;

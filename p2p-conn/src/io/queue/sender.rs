@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
@@ -15,7 +14,8 @@ use super::writer::{Park, Settings};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
 use crate::io::tokio::WriteHalf;
-use crate::stats::{self, QueueStats, SendStats, Stamp};
+use crate::stats::clock::Ticks;
+use crate::stats::{self, QueueStats, SendRecorder, Stamp};
 use crate::{Error, NodeId};
 
 /// Room a queued entry holds under the cap; given back when it is dropped
@@ -70,15 +70,16 @@ pub(super) struct Counters {
     pub(super) overflows: AtomicU64,
 }
 
-/// The writer's counters behind `State::written`.
-#[derive(Default, Clone, Copy)]
+/// The writer's counters behind `State::written`, raw (times in stats
+/// clock ticks): converted only when read.
+#[derive(Default, Clone)]
 pub(super) struct Written {
     pub(super) batches: u64,
     pub(super) messages_sent: u64,
     pub(super) largest_batch: u64,
-    pub(super) queue_wait: Duration,
+    pub(super) queue_wait: Ticks,
     /// The write half's counters, published after each write.
-    pub(super) send: SendStats,
+    pub(super) send: SendRecorder,
 }
 
 pub(super) struct Shared {
@@ -142,7 +143,7 @@ impl Shared {
         lock(&self.state)
             .written
             .as_deref()
-            .copied()
+            .cloned()
             .unwrap_or_default()
     }
 
@@ -382,8 +383,9 @@ impl Sender {
             messages_sent: w.messages_sent,
             overflows: c.overflows.load(Ordering::Relaxed),
             largest_batch: w.largest_batch,
-            queue_wait_time: w.queue_wait,
-            send: w.send,
+            // Raw ticks until here: converted only when read.
+            queue_wait_time: w.queue_wait.to_duration(),
+            send: w.send.snapshot(),
         }
     }
 

@@ -113,7 +113,7 @@ where
                 ctl.start_deadline();
                 continue;
             }
-            st.update_written(|w| w.send = half.engines.stats());
+            st.update_written(|w| w.send = half.engines.recorder().clone());
             st.inbox.park();
             st.parked = Some(half);
             return;
@@ -158,7 +158,7 @@ where
             None => {}
             Some(Err(e)) => break Err(CloseReason::Failed(Arc::new(Error::from_io(e)))),
             Some(Ok(())) => {
-                shared.update_written(|w| w.send = half.engines.stats());
+                shared.update_written(|w| w.send = half.engines.recorder().clone());
                 // Everything sealed is written: release the flush waiters
                 // now, not only when the queue runs empty.
                 if let Err(e) = release_flushed(&mut half.io, &mut waiting, ctl.deadline).await {
@@ -274,7 +274,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     }
     // One clock reading per batch; each message's wait is measured to it.
     let sealed = (!done.is_empty()).then(stats::now);
-    let mut waited = Duration::ZERO;
+    let mut waited = stats::clock::Ticks::default();
     for mut item in done.drain(..) {
         if let Some(w) = item.flushed.take() {
             waiting.push_back(w);
@@ -282,7 +282,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
             bytes += item.data.len();
             messages += 1;
             if let Some(t) = sealed {
-                waited += stats::recorder::between(item.queued, t);
+                waited += stats::clock::between(item.queued, t);
             }
         }
     }
