@@ -138,6 +138,11 @@ async fn sign_run(client: &SignerClient) {
         }
         other => panic!("double sign not refused: {other:?}"),
     }
+    // Raw bytes: refused by the GuardedSigner's default, the session goes on.
+    match client.sign_bytes(b"anything").await {
+        Err(EndpointError::Remote(e)) => assert!(e.description.contains("raw bytes"), "{e:?}"),
+        other => panic!("raw bytes signed: {other:?}"),
+    }
     // skip_extension_signing (v1): the extension stays unsigned.
     let v = vote(signed_msg_type::PRECOMMIT, 6, 0, 1, 1_700_000_006);
     let signed = client.sign_vote(CHAIN, v, true).await.unwrap();
@@ -161,6 +166,7 @@ async fn tcp_signer_serves_node_and_refuses_double_sign() {
     assert_eq!(s.kind(RequestKind::SignVote).count, 12);
     assert_eq!(s.kind(RequestKind::SignVote).errors, 1);
     assert_eq!(s.kind(RequestKind::SignProposal).count, 5);
+    assert_eq!(s.kind(RequestKind::SignBytes).errors, 1);
     assert!(s.kind(RequestKind::SignVote).p99.is_some());
     let c = client.stats().snapshot();
     assert_eq!(c.kind(RequestKind::SignVote).count, 12, "{c}");

@@ -157,6 +157,27 @@ fn one_signer_per_state_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Raw bytes pass no guard: refused unless allowed. The canonical bytes of
+/// a vote are signed through `sign_vote` only.
+#[test]
+fn sign_bytes_is_refused_unless_allowed() {
+    let dir = temp_dir("signbytes");
+    let (mut s, path) = new_signer(&dir);
+    let v = vote(signed_msg_type::PREVOTE, 3, 0, 1, 10);
+    let raw = vote_sign_bytes(CHAIN, &v);
+    assert!(matches!(
+        s.sign_bytes(&raw),
+        Err(SignerError::SignBytesRefused)
+    ));
+    drop(s);
+    let mut s = GuardedSigner::open(key(), &path)
+        .unwrap()
+        .allow_sign_bytes();
+    let sig = s.sign_bytes(&raw).unwrap();
+    assert!(verify(&raw, &sig));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// When the state cannot be written, no signature is returned and the
 /// mark in memory stays where it was.
 #[test]

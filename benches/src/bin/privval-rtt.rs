@@ -214,7 +214,7 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
     let guarded = GuardedSigner::open(Identity::generate(), &state)?.with_chain_id(CHAIN);
     let spent = Arc::new(Mutex::new(Vec::with_capacity(args.n + args.warmup)));
     let inner: Box<dyn Signer + Send> = if args.no_persist {
-        Box::new(Unguarded(guarded))
+        Box::new(Unguarded(guarded.allow_sign_bytes()))
     } else {
         Box::new(guarded)
     };

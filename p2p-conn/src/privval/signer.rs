@@ -25,10 +25,14 @@
 //!   allowed by the guard and its state is on disk first.
 //! - A [`SignerError`] never contains key material.
 //!
+//! - [`GuardedSigner`] refuses v1's `SignBytesRequest` unless
+//!   [`GuardedSigner::allow_sign_bytes`] is set: raw bytes pass no guard,
+//!   and could be the canonical bytes of a conflicting vote. FilePV signs
+//!   them; no CometBFT line's consensus asks for them.
+//!
 //! # Not provided
-//! - [`Signer::sign_bytes`] (v1's `SignBytesRequest`) signs arbitrary
-//!   bytes, unguarded, as FilePV does: the endpoint decides whether to
-//!   serve it.
+//! - A guard on raw bytes once [`GuardedSigner::allow_sign_bytes`] is set:
+//!   they are signed as given.
 //! - Key types other than Ed25519.
 
 use std::path::{Path, PathBuf};
@@ -111,6 +115,10 @@ pub enum SignerError {
         /// `pub_key.value` or `address`.
         field: &'static str,
     },
+    /// A `SignBytesRequest` reached a [`GuardedSigner`] that does not sign
+    /// raw bytes (the default: see [`GuardedSigner::allow_sign_bytes`]).
+    #[error("this signer does not sign raw bytes (SignBytesRequest): they could be a vote or proposal the guard never saw")]
+    SignBytesRefused,
     /// The application's signer failed (an HSM, a remote KMS...).
     #[error("signer failed: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
@@ -145,7 +153,9 @@ pub trait Signer {
         proposal: Proposal,
     ) -> Result<Proposal, SignerError>;
 
-    /// Sign raw bytes (v1's `SignBytesRequest`). Unguarded.
+    /// Sign raw bytes (v1's `SignBytesRequest`). No guard can apply: a
+    /// signer SHOULD refuse unless its node needs it ([`GuardedSigner`]
+    /// refuses by default).
     fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError>;
 
     /// Answer a `PingRequest`. The default does nothing.
@@ -162,6 +172,7 @@ pub struct GuardedSigner {
     state: SignState,
     state_path: PathBuf,
     chain_id: Option<String>,
+    sign_bytes: bool,
     /// Holds the exclusive lock on `<state file>.lock` while the signer
     /// lives.
     _lock: std::fs::File,
@@ -174,6 +185,7 @@ impl std::fmt::Debug for GuardedSigner {
             .field("state", &self.state)
             .field("state_path", &self.state_path)
             .field("chain_id", &self.chain_id)
+            .field("sign_bytes", &self.sign_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -196,6 +208,7 @@ impl GuardedSigner {
             state,
             state_path,
             chain_id: None,
+            sign_bytes: false,
             _lock: lock,
         })
     }
@@ -204,6 +217,17 @@ impl GuardedSigner {
     /// [`SignerError::WrongChainId`].
     pub fn with_chain_id(mut self, chain_id: impl Into<String>) -> Self {
         self.chain_id = Some(chain_id.into());
+        self
+    }
+
+    /// Sign raw bytes (v1's `SignBytesRequest`), as FilePV does. Off by
+    /// default: those bytes pass no guard, so a node (or whoever speaks
+    /// for it) could have the canonical bytes of a conflicting vote or
+    /// proposal signed through them. No CometBFT line's consensus sends
+    /// `SignBytesRequest` (v1.0.1 serves it for applications); turn it on
+    /// only for a node that needs it and is trusted not to abuse it.
+    pub fn allow_sign_bytes(mut self) -> Self {
+        self.sign_bytes = true;
         self
     }
 
@@ -304,6 +328,9 @@ impl Signer for GuardedSigner {
     }
 
     fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        if !self.sign_bytes {
+            return Err(SignerError::SignBytesRefused);
+        }
         Ok(self.sign_raw(bytes))
     }
 }
