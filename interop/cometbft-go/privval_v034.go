@@ -1,16 +1,12 @@
 //go:build cometbft_v034
 
 // The privval package of v0.34.x, at Tendermint's import paths: its
-// Message (privval-reencode mode), and what the remote-signer modes
-// (privval_remote.go) use of it. Below the imports this file is
-// privval_v0.go's text; keep the two alike.
+// Message (privval-reencode mode) and the names privval_filepv.go uses.
+// Below the imports this file is privval_v0.go's text; keep the two alike.
 
 package main
 
 import (
-	"net"
-	"time"
-
 	"github.com/tendermint/tendermint/crypto"
 	"github.com/tendermint/tendermint/crypto/ed25519"
 	"github.com/tendermint/tendermint/libs/log"
@@ -22,6 +18,7 @@ import (
 
 var privvalReencode = reencodeOf[pvproto.Message]()
 
+// The names privval_filepv.go (and privval_remote.go) use.
 type (
 	filePV          = privval.FilePV
 	pvPubKey        = crypto.PubKey
@@ -30,6 +27,9 @@ type (
 	pvBlockID       = cmtproto.BlockID
 	pvPartSetHeader = cmtproto.PartSetHeader
 	signedMsgType   = cmtproto.SignedMsgType
+	pvPrivValidator = types.PrivValidator
+	pvSocketDialer  = privval.SocketDialer
+	pvSignerClient  = privval.SignerClient
 )
 
 const (
@@ -39,86 +39,21 @@ const (
 )
 
 var (
-	loadFilePV          = privval.LoadFilePV
-	pvVoteSignBytes     = types.VoteSignBytes
-	pvProposalSignBytes = types.ProposalSignBytes
+	loadFilePV                  = privval.LoadFilePV
+	pvGenFilePV                 = privval.GenFilePV
+	pvVoteSignBytes             = types.VoteSignBytes
+	pvProposalSignBytes         = types.ProposalSignBytes
+	pvGenPrivKey                = ed25519.GenPrivKey
+	pvNopLogger                 = log.NewNopLogger
+	pvDialUnixFn                = privval.DialUnixFn
+	pvDialTCPFn                 = privval.DialTCPFn
+	pvNewSignerDialerEndpoint   = privval.NewSignerDialerEndpoint
+	pvDialerTimeoutReadWrite    = privval.SignerDialerEndpointTimeoutReadWrite
+	pvDialerConnRetries         = privval.SignerDialerEndpointConnRetries
+	pvDialerRetryWaitInterval   = privval.SignerDialerEndpointRetryWaitInterval
+	pvNewSignerServer           = privval.NewSignerServer
+	pvNewUnixListener           = privval.NewUnixListener
+	pvNewTCPListener            = privval.NewTCPListener
+	pvNewSignerListenerEndpoint = privval.NewSignerListenerEndpoint
+	pvNewSignerClient           = privval.NewSignerClient
 )
-
-func genFilePV(keyFile, stateFile string) (*filePV, error) {
-	return privval.GenFilePV(keyFile, stateFile), nil
-}
-
-// timedPV is a FilePV whose SignVote calls are timed.
-type timedPV struct {
-	*privval.FilePV
-	timer *signTimer
-}
-
-func (t timedPV) SignVote(chainID string, vote *cmtproto.Vote) error {
-	defer t.timer.record(time.Now())
-	return t.FilePV.SignVote(chainID, vote)
-}
-
-// startSigner runs CometBFT's SignerServer for pv, dialing the node at
-// address over a SignerDialerEndpoint (tcp: a secret connection with a
-// fresh key); with a timer, pv's SignVote calls are timed. stop stops it.
-func startSigner(proto, address, chainID string, pv *filePV, timer *signTimer) (func() error, error) {
-	var dialer privval.SocketDialer
-	if proto == "unix" {
-		dialer = privval.DialUnixFn(address)
-	} else {
-		dialer = privval.DialTCPFn(address, signerTimeoutReadWrite, ed25519.GenPrivKey())
-	}
-	endpoint := privval.NewSignerDialerEndpoint(
-		log.NewNopLogger(), dialer,
-		privval.SignerDialerEndpointTimeoutReadWrite(signerTimeoutReadWrite),
-		privval.SignerDialerEndpointConnRetries(signerDialRetries),
-		privval.SignerDialerEndpointRetryWaitInterval(signerRetryWait),
-	)
-	var served types.PrivValidator = pv
-	if timer != nil {
-		served = timedPV{pv, timer}
-	}
-	server := privval.NewSignerServer(endpoint, chainID, served)
-	if err := server.Start(); err != nil {
-		return nil, err
-	}
-	return server.Stop, nil
-}
-
-// nodeSide is a node's SignerClient over a SignerListenerEndpoint.
-type nodeSide struct {
-	listener net.Listener
-	client   *privval.SignerClient
-}
-
-// listenNode listens as a node does for its remote signer (tcp: a secret
-// connection with a fresh key).
-func listenNode(proto, address, chainID string) (*nodeSide, error) {
-	ln, err := net.Listen(proto, address)
-	if err != nil {
-		return nil, err
-	}
-	var listener net.Listener
-	if proto == "unix" {
-		listener = privval.NewUnixListener(ln)
-	} else {
-		listener = privval.NewTCPListener(ln, ed25519.GenPrivKey())
-	}
-	endpoint := privval.NewSignerListenerEndpoint(log.NewNopLogger(), listener)
-	client, err := privval.NewSignerClient(endpoint, chainID)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return &nodeSide{ln, client}, nil
-}
-
-func (n *nodeSide) addr() net.Addr                           { return n.listener.Addr() }
-func (n *nodeSide) close()                                   { _ = n.client.Close() }
-func (n *nodeSide) waitForSigner(wait time.Duration) error   { return n.client.WaitForConnection(wait) }
-func (n *nodeSide) pubKey() (pvPubKey, error)                { return n.client.GetPubKey() }
-func (n *nodeSide) signVote(chainID string, v *pvVote) error { return n.client.SignVote(chainID, v) }
-func (n *nodeSide) signProposal(chainID string, p *pvProposal) error {
-	return n.client.SignProposal(chainID, p)
-}

@@ -12,8 +12,9 @@
 //! `signbytes_ext.go` (`VoteExtensionSignBytes`, from v0.38). v1.0.1 builds
 //! with `cometbft_v1`, which picks `privval_v1.go` (its privval messages are
 //! in the api module, and its `PrivValidator` signs extensions on request)
-//! over `privval_v0.go`; v0.34.35's tag picks `privval_v034.go`. The
-//! remote-signer modes (`privval_remote.go`, driven by
+//! over `privval_v0.go`; v0.34.35's tag picks `privval_v034.go`. Those two
+//! only name what `privval_filepv.go`, one text for v0.34.35 to v0.40.0,
+//! uses of the line's `privval` package. The remote-signer modes (`privval_remote.go`, driven by
 //! [`crate::privval_peer`]) build at every line. Binaries
 //! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
 //! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
@@ -218,8 +219,10 @@ impl GoVersion {
     /// program, the file with the line's import paths, the file with (or
     /// without) `VoteExtensionSignBytes` and the vote extension fields, the
     /// file with its privval `Message` and privval package, the
-    /// remote-signer modes, and the module and checksum files.
-    pub fn inputs(self) -> [&'static str; 7] {
+    /// remote-signer modes and their FilePV part (v0.34.35 to v0.40.0;
+    /// listed at v1.0.1 too, which builds `privval_v1.go` instead), and the
+    /// module and checksum files.
+    pub fn inputs(self) -> [&'static str; 8] {
         let row = self.row();
         [
             "main.go",
@@ -227,6 +230,7 @@ impl GoVersion {
             row.extension,
             row.privval,
             "privval_remote.go",
+            "privval_filepv.go",
             row.modfile,
             row.sumfile,
         ]
