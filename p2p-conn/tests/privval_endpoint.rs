@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,22 +22,9 @@ use p2p_conn::privval::{
 use p2p_conn::Identity;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::privval::{block, vote};
+use common::privval::{block, temp_dir, vote};
 
 const CHAIN: &str = "endpoint-chain";
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "p2p-conn-endpoint-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn validator_key() -> Identity {
     Identity::from_seed(&[9; 32])

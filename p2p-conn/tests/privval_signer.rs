@@ -17,22 +17,9 @@ use p2p_conn::privval::{
 };
 use p2p_conn::Identity;
 
-use common::privval::{block, vote};
+use common::privval::{block, temp_dir, vote};
 
 const CHAIN: &str = "test-chain";
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "p2p-conn-signer-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn key() -> Identity {
     Identity::from_seed(&[7; 32])

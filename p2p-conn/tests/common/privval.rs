@@ -1,5 +1,7 @@
 //! Votes and block IDs for the privval tests.
 
+use std::path::PathBuf;
+
 use p2p_conn::privval::{BlockId, PartSetHeader, Timestamp, Vote};
 
 /// Block ID number `n`: 0 is the nil block ID, any other a 32-byte hash of
@@ -27,4 +29,19 @@ pub fn vote(msg_type: i32, height: i64, round: i32, block_n: u8, secs: i64) -> V
     v.block_id = block(block_n);
     v.timestamp = Timestamp::new(secs, 0);
     v
+}
+
+/// A new empty folder for one test's key and state files:
+/// `p2p-conn-privval-<tag>-<pid>-<nanos>` in the temporary directory.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "p2p-conn-privval-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
