@@ -216,6 +216,20 @@ impl RequestKind {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// The kind of request a message holding `sum` is
+    /// ([`RequestKind::Other`] for anything that is not a request).
+    pub(crate) fn of(sum: Option<&super::message::Sum>) -> RequestKind {
+        use super::message::Sum;
+        match sum {
+            Some(Sum::PubKeyRequest(_)) => RequestKind::PubKey,
+            Some(Sum::SignVoteRequest(_)) => RequestKind::SignVote,
+            Some(Sum::SignProposalRequest(_)) => RequestKind::SignProposal,
+            Some(Sum::SignBytesRequest(_)) => RequestKind::SignBytes,
+            Some(Sum::PingRequest(_)) => RequestKind::Ping,
+            _ => RequestKind::Other,
+        }
+    }
 }
 
 impl fmt::Display for RequestKind {

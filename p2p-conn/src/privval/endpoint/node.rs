@@ -260,7 +260,7 @@ impl SignerClient {
 
     /// Send `msg` and return the signer's reply, whatever its kind.
     pub async fn request(&self, msg: Message) -> Result<Message, EndpointError> {
-        let kind = kind_of(&msg);
+        let kind = RequestKind::of(msg.sum.as_ref());
         self.call(kind, msg, Ok).await
     }
 
@@ -415,17 +415,6 @@ fn unexpected(expected: &'static str, got: Option<Sum>) -> EndpointError {
     EndpointError::UnexpectedResponse {
         expected,
         got: got.as_ref().map_or("an empty message", sum_name).into(),
-    }
-}
-
-fn kind_of(msg: &Message) -> RequestKind {
-    match &msg.sum {
-        Some(Sum::PubKeyRequest(_)) => RequestKind::PubKey,
-        Some(Sum::SignVoteRequest(_)) => RequestKind::SignVote,
-        Some(Sum::SignProposalRequest(_)) => RequestKind::SignProposal,
-        Some(Sum::SignBytesRequest(_)) => RequestKind::SignBytes,
-        Some(Sum::PingRequest(_)) => RequestKind::Ping,
-        _ => RequestKind::Other,
     }
 }
 

@@ -26,6 +26,21 @@ pub(crate) struct Outcome {
     pub error: Option<String>,
 }
 
+impl Outcome {
+    /// A message that is not a request, or a body that did not decode:
+    /// no response, `error` says why.
+    pub(crate) fn not_a_request(error: String) -> Outcome {
+        Outcome {
+            kind: RequestKind::Other,
+            height: 0,
+            round: 0,
+            msg_type: 0,
+            response: None,
+            error: Some(error),
+        }
+    }
+}
+
 fn remote(err: impl std::fmt::Display) -> RemoteSignerError {
     RemoteSignerError {
         code: REFUSED_CODE,
@@ -41,21 +56,19 @@ pub(crate) fn respond<S: Signer + ?Sized>(
     request: Message,
     sign_extensions: bool,
 ) -> Outcome {
+    let Some(sum) = request.sum else {
+        return Outcome::not_a_request("a message with no request".into());
+    };
     let mut out = Outcome {
-        kind: RequestKind::Other,
+        kind: RequestKind::of(Some(&sum)),
         height: 0,
         round: 0,
         msg_type: 0,
         response: None,
         error: None,
     };
-    let Some(sum) = request.sum else {
-        out.error = Some("a message with no request".into());
-        return out;
-    };
     match sum {
         Sum::PubKeyRequest(r) => {
-            out.kind = RequestKind::PubKey;
             let resp = match signer.public_key(&r.chain_id) {
                 Ok(pk) => pub_key_response(pk),
                 Err(e) => {
@@ -66,7 +79,6 @@ pub(crate) fn respond<S: Signer + ?Sized>(
             out.response = Some(Sum::PubKeyResponse(resp).into());
         }
         Sum::SignVoteRequest(r) => {
-            out.kind = RequestKind::SignVote;
             let result = match r.vote {
                 Some(vote) => {
                     out.height = vote.height;
@@ -90,7 +102,6 @@ pub(crate) fn respond<S: Signer + ?Sized>(
             out.response = Some(Sum::SignedVoteResponse(resp).into());
         }
         Sum::SignProposalRequest(r) => {
-            out.kind = RequestKind::SignProposal;
             let result = match r.proposal {
                 Some(p) => {
                     out.height = p.height;
@@ -118,7 +129,6 @@ pub(crate) fn respond<S: Signer + ?Sized>(
             out.response = Some(Sum::SignedProposalResponse(resp).into());
         }
         Sum::SignBytesRequest(r) => {
-            out.kind = RequestKind::SignBytes;
             let resp = match signer.sign_bytes(&r.value) {
                 Ok(signature) => SignBytesResponse {
                     signature,
@@ -135,7 +145,6 @@ pub(crate) fn respond<S: Signer + ?Sized>(
             out.response = Some(Sum::SignBytesResponse(resp).into());
         }
         Sum::PingRequest(_) => {
-            out.kind = RequestKind::Ping;
             if let Err(e) = signer.ping() {
                 // A ping has no error field: answer anyway (the connection
                 // is alive) and report the signer's complaint.

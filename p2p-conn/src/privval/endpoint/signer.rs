@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
-use super::serve::respond;
+use super::serve::{respond, Outcome};
 use super::stream::Conn;
 use super::{Address, EndpointError, RequestKind, StatsHandle};
 use crate::privval::{Signer, MAX_MESSAGE_BYTES};
@@ -313,14 +313,7 @@ impl SignerEndpoint {
             let started = Instant::now();
             let outcome = match request {
                 Ok(msg) => respond(signer, msg, self.sign_extensions),
-                Err(e) => super::serve::Outcome {
-                    kind: RequestKind::Other,
-                    height: 0,
-                    round: 0,
-                    msg_type: 0,
-                    response: None,
-                    error: Some(e.to_string()),
-                },
+                Err(e) => Outcome::not_a_request(e.to_string()),
             };
             let written = match &outcome.response {
                 Some(resp) => conn.write(resp, self.write_timeout).await,
