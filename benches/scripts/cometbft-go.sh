@@ -18,12 +18,12 @@
 # messages/s and CPU seconds (user+sys) per GiB, and the ratios of p2p-conn
 # over each Go version. Needs `go` (the CLI builds the Go peer) and python3.
 #
-# With `producers N`: 200 B and 1 KiB messages from N producers sharing one
-# connection: p2p-conn's send queue against Go v1.0.1 (N goroutines calling
-# `Write` on one `SecretConnection`), the plain writer behind a shared lock
-# against Go v0.38.26, and the queue against tendermint-p2p (N threads behind
-# a mutex); then the same paced at 100k messages/s for send-to-receive
-# latency (p50, p99).
+# With `producers N`: 200 B and 1 KiB messages (PAIRS="SIZE:MIB ...",
+# default "200:256 1024:1024") from N producers sharing one connection:
+# p2p-conn's send queue against Go v1.0.1 and v0.38.26 (N goroutines calling
+# `Write` on one `SecretConnection`) and tendermint-p2p (N threads behind a
+# mutex), and p2p-conn's plain writer behind a shared lock; then the same
+# paced at 100k messages/s for send-to-receive latency (p50, p99).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -45,16 +45,20 @@ fi
 # size:MiB pairs: about half a second to a second per run on 2 cores.
 for round in $(seq "$rounds"); do
   if [ "$producers" -gt 0 ]; then
-    for pair in 200:32 1024:128; do
+    # At least 0.5 s per p2p-conn run (bench's "too short" line).
+    for pair in ${PAIRS:-200:256 1024:1024}; do
       size=${pair%%:*}
       mib=${pair##*:}
       p=(--json --size "$size" --mib "$mib" --producers "$producers")
       "$bin" bench --repeat 1 "${p[@]}" --baseline cometbft-go >>"$out"
-      "$bin" bench --repeat 1 "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --send-path lock >>"$out"
       "$bin" bench --repeat 1 "${p[@]}" --baseline tendermint-p2p >>"$out"
-      # Latency at 100k messages/s, about half what Go sustains here.
-      "$bin" bench --repeat 1 "${p[@]}" --rate 100000 --baseline cometbft-go >>"$out"
-      "$bin" bench --repeat 1 "${p[@]}" --rate 100000 --send-path lock --baseline cometbft-go-0.38 >>"$out"
+      # Latency at 100k messages/s, about half what Go sustains here, over
+      # an eighth of the bytes (1 to 2 s a run).
+      p=(--json --size "$size" --mib "$((mib / 8))" --producers "$producers" --rate 100000)
+      "$bin" bench --repeat 1 "${p[@]}" --baseline cometbft-go >>"$out"
+      "$bin" bench --repeat 1 "${p[@]}" --send-path lock --baseline cometbft-go-0.38 >>"$out"
     done
   elif [ "$lines" != 0 ]; then
     # The release lines side by side: the tokio adapter against each Go

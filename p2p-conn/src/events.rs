@@ -85,7 +85,7 @@ pub(crate) enum Side {
 #[inline]
 pub(crate) fn closed(
     side: Side,
-    peer: &crate::PublicKey,
+    peer: &crate::NodeId,
     cause: &dyn std::fmt::Display,
     frames: u64,
     bytes: u64,
@@ -94,7 +94,7 @@ pub(crate) fn closed(
     #[cfg(feature = "tracing")]
     {
         // Field values are evaluated only when the event is enabled.
-        let peer = || tracing::field::display(peer.node_id());
+        let peer = || tracing::field::display(peer);
         match side {
             Side::Send => tracing::debug!(
                 peer = peer(),

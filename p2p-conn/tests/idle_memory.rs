@@ -41,6 +41,10 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         for _ in 0..2 {
             drop(connect().await);
         }
+        // tokio frees a dropped socket's registration on a later driver
+        // turn: let that happen now, not inside the measured connect (it
+        // made the figure below negative).
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         let before = live();
         let (x, y) = connect().await;
         let connected = live();
@@ -57,11 +61,16 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         // holds next to nothing on the heap; the queue (its shared state
         // with the cap accounting and an empty inbox, the write half boxed
         // for its task, and tokio's split of the stream) at most 720 bytes
-        // (680 here; 2176 before issue #22 with tokio's channel and its
-        // first block of 32 slots; 984 with our own channel, a start-up
-        // closure and the writer's counters in the shared state).
+        // (624 here; 680 before the write half lost 32 bytes; 2176 before
+        // issue #22 with tokio's channel and its first block of 32 slots;
+        // 984 with our own channel, a start-up closure and the writer's
+        // counters in the shared state).
+        // Per connection end (256 here: tokio's registration and the
+        // socket's share; the connection value itself is inline). Above
+        // zero too: before the counting allocator counted `realloc` on the
+        // thread, this figure came out at -1059 and checked nothing.
         assert!(
-            per_connection < 4 * 1024,
+            per_connection > 0 && per_connection <= 512,
             "{per_connection} bytes per idle connection"
         );
         assert!(queue <= 720, "{queue} bytes for an unused send queue");
@@ -70,7 +79,7 @@ fn an_idle_connection_with_a_send_queue_holds_a_few_kib() {
         // writer, idle, parks the half and its task ends: what stays is
         // mostly the write buffer (1044 bytes), the sealing cipher's key
         // state built on the first frame and the writer's counters (boxed
-        // with the first batch), at most 2 KiB more (1796 here; 3324 bytes
+        // with the first batch), at most 2 KiB more (1772 here; 3324 bytes
         // before issue #22 with the half twice in the task and the lists
         // kept; 2380 with the task's cell kept for the queue's life).
         sender.send(&b"hello"[..]).await.unwrap();

@@ -290,7 +290,8 @@ pub struct FrameReader {
     stats: RecvRecorder,
     /// The authenticated peer, named by the close event.
     #[cfg(feature = "tracing")]
-    peer: Option<crate::PublicKey>,
+    /// Its node ID, not its 32-byte key: the event names the ID.
+    peer: Option<crate::NodeId>,
 }
 
 /// Why a [`FrameReader`] stopped: kept so that every later call fails the
@@ -359,7 +360,7 @@ impl FrameReader {
     pub(crate) fn set_peer(&mut self, peer: crate::PublicKey) {
         #[cfg(feature = "tracing")]
         {
-            self.peer = Some(peer);
+            self.peer = Some(peer.node_id());
         }
     }
 

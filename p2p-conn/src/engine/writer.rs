@@ -54,20 +54,30 @@ pub const WRITE_BUFFER_KEEP: usize = 16 * 1024;
 #[derive(Debug)]
 pub struct WriteCore {
     sealer: Sealer,
-    flush_bytes: usize,
-    max_chunk: usize,
+    /// Both at most `config::MAX_BUFFER_SIZE` (64 MiB), so `u32`: 8 bytes
+    /// less in every connection's write half.
+    flush_bytes: u32,
+    max_chunk: u32,
     poisoned: bool,
+}
+
+/// A size under the flush cap, as stored.
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl WriteCore {
     /// Seal with `sealer`, at most `flush_size` sealed bytes per write
     /// (rounded down to whole frames, at least one).
     pub fn new(sealer: Sealer, flush_size: usize) -> Self {
+        // `Config` refuses more; capped here too so that both sizes fit
+        // their `u32`s exactly (whole frames).
+        let flush_size = flush_size.min(crate::config::MAX_BUFFER_SIZE);
         let fs = sealer.frame_size();
         let flush_bytes = fs.whole_frames(flush_size);
         WriteCore {
-            max_chunk: fs.flush_chunk(flush_size),
-            flush_bytes,
+            max_chunk: to_u32(fs.flush_chunk(flush_size)),
+            flush_bytes: to_u32(flush_bytes),
             sealer,
             poisoned: false,
         }
@@ -75,12 +85,12 @@ impl WriteCore {
 
     /// Sealed bytes per write: `flush_size` rounded down to whole frames.
     pub fn flush_bytes(&self) -> usize {
-        self.flush_bytes
+        self.flush_bytes as usize
     }
 
     /// Plaintext bytes that seal into [`Self::flush_bytes`].
     pub fn max_chunk(&self) -> usize {
-        self.max_chunk
+        self.max_chunk as usize
     }
 
     /// True after a failed write; see [`Error::Poisoned`].
@@ -214,7 +224,8 @@ pub struct FrameWriter {
     stats: SendRecorder,
     /// The authenticated peer, named by the close event.
     #[cfg(feature = "tracing")]
-    peer: Option<crate::PublicKey>,
+    /// Its node ID, not its 32-byte key: the event names the ID.
+    peer: Option<crate::NodeId>,
 }
 
 /// The close event of a connection's send side (`tracing`): why it ended
@@ -264,7 +275,7 @@ impl FrameWriter {
     pub(crate) fn set_peer(&mut self, peer: crate::PublicKey) {
         #[cfg(feature = "tracing")]
         {
-            self.peer = Some(peer);
+            self.peer = Some(peer.node_id());
         }
     }
 

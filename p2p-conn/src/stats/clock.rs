@@ -52,6 +52,35 @@ pub(crate) struct Stamp(u64);
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp;
 
+/// A reading or none, in 8 bytes where `Option<Stamp>` takes 16 (two of
+/// these sit in every connection): no reading is `u64::MAX` (TSC ticks or
+/// nanoseconds since the origin would take centuries to get there).
+#[cfg(feature = "stats")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Since(u64);
+
+#[cfg(feature = "stats")]
+impl Default for Since {
+    fn default() -> Self {
+        Since(u64::MAX)
+    }
+}
+
+#[cfg(feature = "stats")]
+impl Since {
+    #[inline(always)]
+    pub(crate) fn set(&mut self, at: Stamp) {
+        self.0 = at.0;
+    }
+
+    /// The reading, if one was set, leaving none.
+    #[inline(always)]
+    pub(crate) fn take(&mut self) -> Option<Stamp> {
+        let v = std::mem::replace(&mut self.0, u64::MAX);
+        (v != u64::MAX).then_some(Stamp(v))
+    }
+}
+
 /// A sum of time in clock ticks (always zero without the `stats` feature);
 /// [`Ticks::to_duration`] converts it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -311,6 +340,19 @@ mod tests {
         assert_eq!(between(b, a), Ticks::default());
         assert_eq!(Ticks::default().to_duration(), Duration::ZERO);
         eprintln!("stats clock: tsc {}, {d:?} over {seen:?}", uses_tsc());
+    }
+
+    /// `Since` holds one reading at a time and gives it back once.
+    #[test]
+    fn since_holds_a_reading_until_taken() {
+        let mut s = Since::default();
+        assert!(s.take().is_none());
+        let a = now();
+        s.set(a);
+        let back = s.take().expect("the reading set");
+        assert_eq!(between(back, a), Ticks::default());
+        assert_eq!(between(a, back), Ticks::default());
+        assert!(s.take().is_none(), "taken twice");
     }
 
     /// The source this machine gets: the TSC exactly when the CPU reports

@@ -4,7 +4,7 @@
 //! converted when a snapshot is taken ([`super::clock`]).
 
 #[cfg(feature = "stats")]
-use super::clock::{between, Ticks};
+use super::clock::{between, Since, Ticks};
 pub(crate) use super::clock::{now, Stamp};
 use super::{RecvStats, SendStats};
 
@@ -147,7 +147,7 @@ struct RecvCounts {
 #[cfg(feature = "stats")]
 #[derive(Debug, Default, Clone)]
 struct Wait {
-    since: Option<Stamp>,
+    since: Since,
     /// Summed waits.
     total: Ticks,
 }
@@ -157,7 +157,7 @@ impl Wait {
     #[inline]
     fn begin(&mut self, start: Stamp, count: &mut u64) {
         *count += 1;
-        self.since = Some(start);
+        self.since.set(start);
     }
 
     #[inline]

@@ -39,10 +39,9 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.alloc(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
+        let grown = new_size as isize - layout.size() as isize;
+        LIVE.fetch_add(grown, Ordering::Relaxed);
+        here(grown);
         count_one();
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
