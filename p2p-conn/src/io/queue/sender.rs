@@ -2,7 +2,7 @@
 //! cap and the waiting for room.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -18,28 +18,17 @@ use crate::stats::clock::Ticks;
 use crate::stats::{self, QueueStats, SendRecorder, Stamp};
 use crate::{Error, NodeId};
 
-/// Room a queued entry holds under the cap; given back when it is dropped
-/// (the writer gives back a whole batch's at once, see `account`).
-pub(super) struct Permit {
-    pub(super) admission: Option<Admission>,
-    pub(super) shared: std::sync::Weak<Shared>,
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        if let (Some(a), Some(s)) = (self.admission.take(), self.shared.upgrade()) {
-            s.release([a]);
-        }
-    }
-}
-
 /// One queued message; the permit it holds is returned when it is sealed.
 pub(super) struct Item {
     pub(super) data: Bytes,
     /// When it was queued.
     pub(super) queued: Stamp,
-    /// Cap accounting of the whole entry, on its last message.
-    pub(super) permit: Option<Permit>,
+    /// Room the whole entry holds under the cap, on its last message. The
+    /// writer gives it back once the entry is sealed (`account`, a batch's
+    /// at once). Nothing else gives it back: an entry is dropped unsealed
+    /// only once the queue has stopped, when the cap no longer matters (no
+    /// pointer back to the queue per message, and no atomics for one).
+    pub(super) permit: Option<Admission>,
     /// A flush marker: fire once everything before it is written.
     pub(super) flushed: Option<oneshot::Sender<()>>,
 }
@@ -64,10 +53,17 @@ pub(super) enum Command {
 
 #[derive(Default)]
 pub(super) struct Counters {
-    /// Counted by producers (and taken back by the writer): atomics.
-    pub(super) pending_bytes: AtomicUsize,
-    pub(super) pending_messages: AtomicUsize,
+    /// Counted by producers on overflow.
     pub(super) overflows: AtomicU64,
+}
+
+/// Bytes and messages queued and not yet sealed, behind `State`'s lock:
+/// counted as a command is queued and taken back by the writer's per-batch
+/// update, each under the lock it takes anyway.
+#[derive(Default, Clone, Copy)]
+pub(super) struct Pending {
+    pub(super) bytes: usize,
+    pub(super) messages: usize,
 }
 
 /// The writer's counters behind `State::written`, raw (times in stats
@@ -112,6 +108,7 @@ pub(super) struct State {
     /// Counted by the writer alone, once per batch; allocated with the
     /// first batch (an unused queue does not hold them).
     pub(super) written: Option<Box<Written>>,
+    pub(super) pending: Pending,
 }
 
 impl State {
@@ -138,13 +135,13 @@ impl Shared {
         lock(&self.state).update_written(f);
     }
 
-    /// The writer's counters as last updated.
-    pub(super) fn written(&self) -> Written {
-        lock(&self.state)
-            .written
-            .as_deref()
-            .cloned()
-            .unwrap_or_default()
+    /// The writer's counters as last updated, and what is pending.
+    pub(super) fn written(&self) -> (Written, Pending) {
+        let st = lock(&self.state);
+        (
+            st.written.as_deref().cloned().unwrap_or_default(),
+            st.pending,
+        )
     }
 
     /// Give back room under the cap and wake producers waiting for it.
@@ -265,6 +262,7 @@ impl Sender {
                 runtime: None,
                 closed: None,
                 written: None,
+                pending: Pending::default(),
             }),
         });
         Ok(Sender { shared })
@@ -322,25 +320,17 @@ impl Sender {
         self.hand_off(Command::Messages(items), len, n)
     }
 
-    /// Count `len` bytes in `n` messages as pending and hand `cmd` to the
-    /// writer. Counted before the hand-off, so the writer's decrement can
-    /// never come first; taken back if the queue closed in between.
+    /// Hand `cmd` to the writer, counting `len` bytes in `n` messages as
+    /// pending (under the lock that queues it, so the writer's decrement
+    /// never comes first, and nothing is counted if the queue has stopped).
     fn hand_off(&self, cmd: Command, len: usize, n: usize) -> Result<(), SendError> {
-        let c = &self.shared.counters;
-        c.pending_bytes.fetch_add(len, Ordering::Relaxed);
-        c.pending_messages.fetch_add(n, Ordering::Relaxed);
-        let r = self.command(cmd);
-        if r.is_err() {
-            // Saturating: a stopping writer may have zeroed them already.
-            let take_back = |counter: &AtomicUsize, k: usize| {
-                let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                    Some(v.saturating_sub(k))
-                });
-            };
-            take_back(&c.pending_bytes, len);
-            take_back(&c.pending_messages, n);
-        }
-        r
+        self.command_counted(
+            cmd,
+            Pending {
+                bytes: len,
+                messages: n,
+            },
+        )
     }
 
     /// Wait until everything queued before this call has been written to the
@@ -375,10 +365,10 @@ impl Sender {
     /// The queue's counters.
     pub fn stats(&self) -> QueueStats {
         let c = &self.shared.counters;
-        let w = self.shared.written();
+        let (w, pending) = self.shared.written();
         QueueStats {
-            pending_bytes: c.pending_bytes.load(Ordering::Relaxed),
-            pending_messages: c.pending_messages.load(Ordering::Relaxed),
+            pending_bytes: pending.bytes,
+            pending_messages: pending.messages,
             batches: w.batches,
             messages_sent: w.messages_sent,
             overflows: c.overflows.load(Ordering::Relaxed),
@@ -430,6 +420,11 @@ impl Sender {
     /// none runs. One lock: the command is queued and the writer's state
     /// read together, so a writer that parks never leaves a command behind.
     fn command(&self, cmd: Command) -> Result<(), SendError> {
+        self.command_counted(cmd, Pending::default())
+    }
+
+    /// As [`Self::command`], counting `add` as pending once it is queued.
+    fn command_counted(&self, cmd: Command, add: Pending) -> Result<(), SendError> {
         let mut st = self.lock();
         // Shutdown and the overflow disconnect follow the close they cause.
         let follows_close = matches!(cmd, Command::Shutdown | Command::Abandon);
@@ -441,6 +436,8 @@ impl Sender {
             drop(st);
             return Err(self.closed_error());
         }
+        st.pending.bytes += add.bytes;
+        st.pending.messages += add.messages;
         if st.parked.is_none() {
             // A task runs.
             let waker = st.inbox.push(cmd);
@@ -477,20 +474,19 @@ impl Sender {
     }
 
     /// Reserve room for `len` bytes under the cap, by the overflow policy.
-    async fn admit(&self, len: usize) -> Result<Permit, SendError> {
-        self.check_open()?;
+    /// With room, one lock: whether the queue is open is checked when the
+    /// message is queued (`command`); without, here first, so that a
+    /// stopped queue reports that rather than an overflow.
+    async fn admit(&self, len: usize) -> Result<Admission, SendError> {
         let s = &self.shared;
-        let permit = |admission| Permit {
-            admission: Some(admission),
-            shared: Arc::downgrade(&self.shared),
-        };
         let (pending, max) = {
             let mut r = lock(&s.budget);
             if let Some(a) = r.budget.try_admit(len) {
-                return Ok(permit(a));
+                return Ok(a);
             }
             (r.budget.pending(), r.budget.max())
         };
+        self.check_open()?;
         s.counters.overflows.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             peer = %s.peer,
@@ -519,7 +515,7 @@ impl Sender {
                     room.as_mut().enable();
                     self.check_open()?;
                     if let Some(a) = lock(&s.budget).budget.try_admit(len) {
-                        return Ok(permit(a));
+                        return Ok(a);
                     }
                     room.await;
                 }

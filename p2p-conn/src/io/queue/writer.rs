@@ -5,7 +5,6 @@
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -172,15 +171,14 @@ where
     let reason = outcome.clone().err().unwrap_or(CloseReason::Shutdown);
     {
         let s = &*shared;
-        let c = &s.counters;
-        let w = s.written();
+        let (w, pending) = s.written();
         tracing::debug!(
             peer = %s.peer,
             addr = s.addr.as_deref().map(tracing::field::display),
             %reason,
             messages = w.messages_sent,
             batches = w.batches,
-            dropped_messages = c.pending_messages.load(Ordering::Relaxed),
+            dropped_messages = pending.messages,
             "send queue stopped"
         );
         // Later commands fail; what is still queued is dropped here (with
@@ -188,12 +186,11 @@ where
         let queued = {
             let mut st = lock(&s.state);
             st.closed.get_or_insert_with(|| Box::new(reason));
+            st.pending = Default::default();
             st.inbox.stop()
         };
         drop(queued);
         s.wake_waiters();
-        s.counters.pending_bytes.store(0, Ordering::Relaxed);
-        s.counters.pending_messages.store(0, Ordering::Relaxed);
     }
     if outcome.is_ok() {
         // Graceful: FIN after what was written (the bound has been applied
@@ -267,10 +264,7 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
     // The batch's room goes back under one lock, with at most one wake-up
     // (taken from the items in place: no list of its own).
     if done.iter().any(|i| i.permit.is_some()) {
-        s.release(
-            done.iter_mut()
-                .filter_map(|i| i.permit.as_mut().and_then(|p| p.admission.take())),
-        );
+        s.release(done.iter_mut().filter_map(|i| i.permit.take()));
     }
     // One clock reading per batch; each message's wait is measured to it.
     let sealed = (!done.is_empty()).then(stats::now);
@@ -286,10 +280,11 @@ fn account(s: &Shared, done: &mut Vec<Item>, waiting: &mut VecDeque<oneshot::Sen
             }
         }
     }
-    let c = &s.counters;
-    c.pending_bytes.fetch_sub(bytes, Ordering::Relaxed);
-    c.pending_messages.fetch_sub(messages, Ordering::Relaxed);
-    s.update_written(|w| {
+    let mut st = lock(&s.state);
+    // Saturating: a stopped queue has zeroed them.
+    st.pending.bytes = st.pending.bytes.saturating_sub(bytes);
+    st.pending.messages = st.pending.messages.saturating_sub(messages);
+    st.update_written(|w| {
         w.messages_sent += messages as u64;
         w.batches += 1;
         w.largest_batch = w.largest_batch.max(messages as u64);
