@@ -10,6 +10,8 @@
 //!   `p2p/conn.MConnection` over the secret connection, reporting each
 //!   message's digest and the connection's `onError`.
 //! - [`cometbft_node`] builds and runs real `cometbft` nodes on loopback.
+//! - [`cometbft_network`] runs several of them, from several release
+//!   lines, as one chain joined in a line, one of them a seed.
 //! - [`process`] runs child processes with deadlines, loopback ports and
 //!   scratch folders; [`compare`] checks byte streams.
 //! - [`scripted`] is a p2p-conn peer that sends exactly the bytes a test
@@ -24,6 +26,7 @@
 //! helpers here fail by panicking.
 
 pub mod cometbft_go;
+pub mod cometbft_network;
 pub mod cometbft_node;
 pub mod compare;
 pub mod go_peer;
