@@ -10,6 +10,7 @@ package main
 import (
 	"github.com/cometbft/cometbft/crypto"
 	"github.com/cometbft/cometbft/crypto/ed25519"
+	"github.com/cometbft/cometbft/libs/log"
 	"github.com/cometbft/cometbft/libs/protoio"
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/p2p/conn"
@@ -27,6 +28,9 @@ type (
 	nodeID           = p2p.ID
 	nodeInfo         = p2p.DefaultNodeInfo
 	nodeInfoOther    = p2p.DefaultNodeInfoOther
+	// The mconn mode (mconn.go): the same API at every line.
+	mConnection       = conn.MConnection
+	channelDescriptor = conn.ChannelDescriptor
 )
 
 var (
@@ -43,6 +47,10 @@ var (
 	// signbytes_ext.go, from v0.38.
 	voteSignBytes     = viaJSON(types.VoteSignBytes)
 	proposalSignBytes = viaJSON(types.ProposalSignBytes)
+	// The mconn mode (mconn.go).
+	newMConnection     = conn.NewMConnectionWithConfig
+	defaultMConnConfig = conn.DefaultMConnConfig
+	nopLogger          = log.NewNopLogger
 )
 
 // genPrivKey is a fresh Ed25519 node key.

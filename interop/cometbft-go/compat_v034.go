@@ -11,6 +11,7 @@ package main
 import (
 	"github.com/tendermint/tendermint/crypto"
 	"github.com/tendermint/tendermint/crypto/ed25519"
+	"github.com/tendermint/tendermint/libs/log"
 	"github.com/tendermint/tendermint/libs/protoio"
 	"github.com/tendermint/tendermint/p2p"
 	"github.com/tendermint/tendermint/p2p/conn"
@@ -28,6 +29,9 @@ type (
 	nodeID           = p2p.ID
 	nodeInfo         = p2p.DefaultNodeInfo
 	nodeInfoOther    = p2p.DefaultNodeInfoOther
+	// The mconn mode (mconn.go): the same API at every line.
+	mConnection       = conn.MConnection
+	channelDescriptor = conn.ChannelDescriptor
 )
 
 var (
@@ -44,6 +48,10 @@ var (
 	// signbytes_ext.go, from v0.38.
 	voteSignBytes     = viaJSON(types.VoteSignBytes)
 	proposalSignBytes = viaJSON(types.ProposalSignBytes)
+	// The mconn mode (mconn.go).
+	newMConnection     = conn.NewMConnectionWithConfig
+	defaultMConnConfig = conn.DefaultMConnConfig
+	nopLogger          = log.NewNopLogger
 )
 
 // genPrivKey is a fresh Ed25519 node key.

@@ -28,6 +28,21 @@
 //	    shorter), then the TCP write side is half-closed; the connection is
 //	    copied to stdout until the peer's stream ends. Exit 0 when both
 //	    directions are done. listen prints "listening <addr>" first.
+//	mconn listen|dial [-key F] [-channels ID:PRIO[:RECVCAP],...]
+//	      [-ping-interval D] [-pong-timeout D] [-max-packet-payload N]
+//	      [-flush-throttle D] [-echo] [-send CH:SIZE:COUNT]...
+//	      [-exit-after N] [-duration D] ADDR
+//	    (mconn.go) after the handshake (no NodeInfo), run CometBFT's own
+//	    MConnection with those channels (default 0x20:1) and MConnConfig
+//	    fields (CometBFT's defaults otherwise). On stdout, one JSON line
+//	    each: a received message {"channel","len","sha256"}; a sent one
+//	    (each -send: COUNT messages of SIZE random bytes, from the start)
+//	    {"sent":true,"channel","len","sha256"}; the MConnection's onError
+//	    {"error":"..."}, after which it exits 0; or, when -exit-after
+//	    messages were received or -duration passed, {"stopped","received",
+//	    "sent_bytes","recv_bytes"} after a FlushStop, and exit 0. -echo
+//	    sends each received message back on its channel. "peer <id>" on
+//	    stderr after the handshake (listen prints "listening <addr>" first).
 //	keygen FILE        write a new node_key.json with CometBFT's code, print the ID
 //	id FILE            print the node ID of a node_key.json
 //	version            print the CometBFT module version built in
@@ -132,13 +147,19 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench ...")
+		fail("usage: cometbft-peer listen|dial|mconn|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
 	switch cmd {
 	case "listen", "dial":
 		err = pipe(cmd, args)
+	case "mconn":
+		if len(args) < 1 || (args[0] != "listen" && args[0] != "dial") {
+			err = errors.New("usage: cometbft-peer mconn listen|dial [flags] ADDR")
+		} else {
+			err = mconnMode(args[0], args[1:])
+		}
 	case "keygen":
 		err = keygen(args)
 	case "id":
@@ -248,6 +269,29 @@ func id(args []string) error {
 	return nil
 }
 
+// openTCP accepts one connection on addr (mode "listen", after printing
+// "listening <addr>" on stderr) or dials addr.
+func openTCP(mode, addr string) (*net.TCPConn, error) {
+	if mode == "listen" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "listening %s\n", ln.Addr())
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			return nil, err
+		}
+		return c.(*net.TCPConn), nil
+	}
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.TCPConn), nil
+}
+
 // handshake runs MakeSecretConnection under the handshake timeout.
 func handshake(tcp net.Conn, key privateKey) (*secretConnection, error) {
 	if err := tcp.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
@@ -280,25 +324,9 @@ func pipe(mode string, args []string) error {
 	if err != nil {
 		return err
 	}
-	var tcp *net.TCPConn
-	if mode == "listen" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "listening %s\n", ln.Addr())
-		c, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			return err
-		}
-		tcp = c.(*net.TCPConn)
-	} else {
-		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-		if err != nil {
-			return err
-		}
-		tcp = c.(*net.TCPConn)
+	tcp, err := openTCP(mode, addr)
+	if err != nil {
+		return err
 	}
 	defer tcp.Close()
 	sc, err := handshake(tcp, key)

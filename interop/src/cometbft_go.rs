@@ -216,16 +216,17 @@ impl GoVersion {
     }
 
     /// Every file (in the source folder) this version's build reads: the
-    /// program, the file with the line's import paths, the file with (or
+    /// program and its MConnection mode, the file with the line's import paths, the file with (or
     /// without) `VoteExtensionSignBytes` and the vote extension fields, the
     /// file with its privval `Message` and privval package, the
     /// remote-signer modes and their FilePV part (v0.34.35 to v0.40.0;
     /// listed at v1.0.1 too, which builds `privval_v1.go` instead), and the
     /// module and checksum files.
-    pub fn inputs(self) -> [&'static str; 8] {
+    pub fn inputs(self) -> [&'static str; 9] {
         let row = self.row();
         [
             "main.go",
+            "mconn.go",
             row.api,
             row.extension,
             row.privval,
@@ -388,7 +389,7 @@ mod tests {
             assert!(seen.insert(v.modfile()), "{}", v.label());
             assert!(v.label().starts_with(v.line()), "{}", v.label());
         }
-        assert_eq!(GoVersion::V034.inputs()[1], "compat_v034.go");
+        assert_eq!(GoVersion::V034.inputs()[2], "compat_v034.go");
         assert_eq!(
             GoVersion::V034.go_flags(),
             ["-modfile=go.v0.34.mod", "-tags=cometbft_v034"]
@@ -397,13 +398,13 @@ mod tests {
             GoVersion::V037.go_flags(),
             ["-modfile=go.v0.37.mod", "-tags=cometbft_v037"]
         );
-        assert_eq!(GoVersion::V037.inputs()[2], "signbytes_noext.go");
-        assert_eq!(GoVersion::V038.inputs()[2], "signbytes_ext.go");
+        assert_eq!(GoVersion::V037.inputs()[3], "signbytes_noext.go");
+        assert_eq!(GoVersion::V038.inputs()[3], "signbytes_ext.go");
         assert_eq!(
             GoVersion::V1.go_flags(),
             ["-modfile=go.mod", "-tags=cometbft_v1"]
         );
-        assert_eq!(GoVersion::V1.inputs()[3], "privval_v1.go");
-        assert_eq!(GoVersion::V040.inputs()[3], "privval_v0.go");
+        assert_eq!(GoVersion::V1.inputs()[4], "privval_v1.go");
+        assert_eq!(GoVersion::V040.inputs()[4], "privval_v0.go");
     }
 }

@@ -215,14 +215,25 @@ impl Home {
     /// `cometbft init` in a fresh scratch folder named `<tag>-<n>`, then
     /// both listeners on free loopback ports, no other listener and no
     /// empty blocks, then `extra` (`(section, key, value)`, written as
-    /// given: quote strings), which may override any of those.
-    fn init(bin: &NodeBinary, tag: &str, extra: &[(&str, &str, String)]) -> Home {
+    /// given: quote strings), which may override any of those. With
+    /// `genesis`, that file replaces the one `cometbft init` wrote (to join
+    /// another node's chain).
+    fn init(
+        bin: &NodeBinary,
+        tag: &str,
+        extra: &[(&str, &str, String)],
+        genesis: Option<&Path>,
+    ) -> Home {
         static HOMES: AtomicUsize = AtomicUsize::new(0);
         let (release, bin) = (bin.version, bin.path.as_path());
         let n = HOMES.fetch_add(1, Ordering::Relaxed);
         let home = scratch(&format!("{tag}-{n}"));
         let init = [OsStr::new("init"), OsStr::new("--home"), home.as_os_str()];
         run_ok(bin, &init, SHORT_RUN);
+        if let Some(file) = genesis {
+            std::fs::copy(file, home.join("config/genesis.json"))
+                .unwrap_or_else(|e| panic!("copying {file:?} into {home:?}: {e}"));
+        }
 
         let (p2p_port, rpc_port) = (free_port(), free_port());
         let p2p_addr = format!("127.0.0.1:{p2p_port}");
@@ -290,6 +301,18 @@ impl Node {
     /// Start a node from the `cometbft` binary `bin` (see [`node_binary`])
     /// and wait until it is up.
     pub fn start(bin: &NodeBinary) -> Node {
+        Node::start_with(bin, &[], None)
+    }
+
+    /// [`start`](Self::start) with `extra` settings in its `config.toml`
+    /// (`(section, key, value)`, the value written as given: quote strings;
+    /// they override the defaults [`start`](Self::start) sets) and, with
+    /// `genesis`, that genesis file instead of its own.
+    pub fn start_with(
+        bin: &NodeBinary,
+        extra: &[(&str, &str, String)],
+        genesis: Option<&Path>,
+    ) -> Node {
         let Home {
             home,
             p2p_port,
@@ -297,7 +320,7 @@ impl Node {
             rpc_laddr,
             network,
             ..
-        } = Home::init(bin, "cometbft-node", &[]);
+        } = Home::init(bin, "cometbft-node", extra, genesis);
         let bin = bin.path.as_path();
         let show_id = [
             OsStr::new("show-node-id"),
@@ -382,6 +405,13 @@ impl Node {
         let value = &line[at + 1 + field.len() + 1..];
         let end = value.find([' ', '}', '"']).unwrap_or(value.len());
         &value[..end]
+    }
+
+    /// `GET path` (`/net_info`, `/status`) on the node's own RPC, over
+    /// loopback: its JSON answer, or `None` while it does not answer.
+    pub fn rpc(&self, path: &str) -> Option<serde_json::Value> {
+        let port = self.rpc_laddr.rsplit(':').next()?.parse().ok()?;
+        rpc_get(port, path)
     }
 
     /// Everything the node has logged so far.
@@ -581,7 +611,7 @@ impl SignedNode {
             rpc_port,
             network,
             ..
-        } = Home::init(bin, "cometbft-validator", &extra);
+        } = Home::init(bin, "cometbft-validator", &extra, None);
 
         let key_file = signer_dir.join("priv_validator_key.json");
         let state_file = signer_dir.join("priv_validator_state.json");

@@ -81,7 +81,19 @@ pub fn go_listen<S: AsRef<OsStr>>(
     feed: Feed,
     deadline: Instant,
 ) -> (Proc, String) {
-    let mut all = vec![OsStr::new("listen")];
+    go_listen_as(bin, &["listen"], args, feed, deadline)
+}
+
+/// [`go_listen`] for any listening subcommand (`subcommand`, such as
+/// `["mconn", "listen"]`, then `args`, then `127.0.0.1:0`).
+pub fn go_listen_as<S: AsRef<OsStr>>(
+    bin: &Path,
+    subcommand: &[&str],
+    args: &[S],
+    feed: Feed,
+    deadline: Instant,
+) -> (Proc, String) {
+    let mut all: Vec<&OsStr> = subcommand.iter().map(OsStr::new).collect();
     all.extend(args.iter().map(AsRef::as_ref));
     all.push(OsStr::new("127.0.0.1:0"));
     let mut peer = Proc::spawn(bin, &all, feed);

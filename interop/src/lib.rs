@@ -6,7 +6,12 @@
 //! - [`go_peer`] drives that peer from tests (keys, `dial`, `listen`).
 //! - [`privval_peer`] drives its remote-signer modes: CometBFT's own
 //!   privval `SignerServer` (with a `FilePV`) and `SignerClient`.
+//! - [`mconn_peer`] drives its MConnection mode: CometBFT's own
+//!   `p2p/conn.MConnection` over the secret connection, reporting each
+//!   message's digest and the connection's `onError`.
 //! - [`cometbft_node`] builds and runs real `cometbft` nodes on loopback.
+//! - [`cometbft_network`] runs several of them, from several release
+//!   lines, as one chain joined in a line, one of them a seed.
 //! - [`process`] runs child processes with deadlines, loopback ports and
 //!   scratch folders; [`compare`] checks byte streams.
 //! - [`scripted`] is a p2p-conn peer that sends exactly the bytes a test
@@ -21,9 +26,11 @@
 //! helpers here fail by panicking.
 
 pub mod cometbft_go;
+pub mod cometbft_network;
 pub mod cometbft_node;
 pub mod compare;
 pub mod go_peer;
+pub mod mconn_peer;
 pub mod privval_peer;
 pub mod process;
 pub mod scripted;
