@@ -28,14 +28,19 @@
 //!
 //! NodeInfo does not keep the lines apart: every line announces block
 //! protocol 11 and the same channels, which is all `CompatibleWith` checks
-//! (besides the network), at every line. The chain does: tried with
-//! v0.38.26 making the chain, v0.39.4, v0.40.0 and v1.0.1 read its genesis
-//! file and follow its blocks; v0.37.18 reads it but halts at block 1
-//! (`wrong Block.Header.AppHash`: its kvstore application computes another
-//! app hash), and v0.34.35 refuses the genesis file (`block.TimeIotaMs must
-//! be greater than 0`). So [`LAYOUT`] mixes v0.38.26, v0.39.4, v0.40.0 and
-//! v1.0.1, and the seed is v0.38.26 (a seed follows the chain too).
-//!
+//! (besides the network), at every line. The chain and the reactors do.
+//! Tried with v0.38.26 making the chain: v0.39.4, v0.40.0 and v1.0.1 read
+//! its genesis file and follow its blocks; v0.37.18 reads it but halts at
+//! block 1 (`wrong Block.Header.AppHash`: its kvstore application computes
+//! another app hash), and v0.34.35 refuses the genesis file
+//! (`block.TimeIotaMs must be greater than 0`). But v1.0.1 does not keep
+//! peers of the other lines: v0.38.26 and v0.40.0 each stopped their
+//! v1.0.1 peer every few hundred milliseconds ("Stopping peer for error
+//! ... unwrapping message: unknown message: <nil>", a message of v1's they
+//! do not know), with v0.38.26 or v1.0.1 making the chain. So [`LAYOUT`]
+//! mixes v0.38.26, v0.39.4 and v0.40.0, which keep each other as peers
+//! (`network_peers` checks that no node stops a peer for an error).
+
 //! # Guarantees and limits
 //!
 //! Nodes start one after the other, each once its predecessor listens, so
@@ -53,13 +58,13 @@ use crate::cometbft_go::GoVersion;
 use crate::cometbft_node::{node_binary, Node};
 
 /// The default layout: node 0 makes the chain (v0.38.26, what most chains
-/// run), the last is the seed; four release lines in all.
+/// run), the last is the seed (v0.39.4); three release lines in all.
 pub const LAYOUT: [GoVersion; 5] = [
     GoVersion::V038,
-    GoVersion::V1,
     GoVersion::V039,
     GoVersion::V040,
     GoVersion::V038,
+    GoVersion::V039,
 ];
 
 /// `timeout_commit` of every node: a block about every 300 ms.

@@ -11,6 +11,7 @@ use std::fmt;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -331,8 +332,33 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, for a process to listen on.
+///
+/// Taken below the kernel's ephemeral range where it can (on Linux,
+/// `ip_local_port_range`, 32768 by default): a port from that range (what
+/// binding port 0 gives) can be taken, before the process binds it, as the
+/// local port of some other connection, which a network of nodes dialing
+/// each other makes often ("bind: address already in use" in about one
+/// start in fifteen). Ports are tried from a per-process, per-call
+/// sequence, so parallel tests and processes spread out.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(0);
+    const FLOOR: u32 = 10_000;
+    if low > FLOOR + 1000 {
+        let span = low - FLOOR;
+        let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+        for _ in 0..64 {
+            let k = NEXT.fetch_add(7919, Ordering::Relaxed);
+            let port = FLOOR + (start.wrapping_add(k)) % span;
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+                return l.local_addr().unwrap().port();
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
