@@ -78,6 +78,8 @@ pub mod identity;
 pub mod io;
 #[cfg(feature = "keyfile")]
 pub mod keyfile;
+#[cfg(feature = "mconn")]
+pub mod mconn;
 #[cfg(feature = "nodeinfo")]
 pub mod nodeinfo;
 #[cfg(feature = "privval")]

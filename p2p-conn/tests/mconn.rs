@@ -1,0 +1,1 @@
+//! MConnection core tests: see below.
