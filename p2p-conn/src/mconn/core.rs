@@ -237,8 +237,7 @@ impl MConnCore {
             }
         }
         let payload = self.config.max_packet_msg_payload_size;
-        loop {
-            let Some(i) = self.select() else { break };
+        while let Some(i) = self.select() {
             let ch = &mut self.channels[i];
             let msg = &ch.queue[0];
             let rest = msg.len() - ch.offset;
@@ -366,7 +365,13 @@ impl MConnCore {
                         // A one-packet message: hand over the packet's buffer.
                         ch.stats.messages_received += 1;
                         let channel = ch.desc.id;
-                        return Ok((used, Some(Event::Message { channel, data: m.data })));
+                        return Ok((
+                            used,
+                            Some(Event::Message {
+                                channel,
+                                data: m.data,
+                            }),
+                        ));
                     }
                     if total > ch.recving.capacity() {
                         // Grow by doubling, never past the cap.

@@ -18,14 +18,15 @@ pub(super) mod wire {
         pub sum: Option<Sum>,
     }
 
+    /// `packet_ping = 1`, `packet_pong = 2`, `packet_msg = 3`.
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Sum {
         #[prost(message, tag = "1")]
-        PacketPing(Empty),
+        Ping(Empty),
         #[prost(message, tag = "2")]
-        PacketPong(Empty),
+        Pong(Empty),
         #[prost(message, tag = "3")]
-        PacketMsg(PacketMsg),
+        Msg(PacketMsg),
     }
 
     /// `PacketPing` and `PacketPong`: no fields.
@@ -103,9 +104,9 @@ pub fn encode_packet(packet: &Packet, out: &mut Vec<u8>) -> usize {
     use prost::Message;
     let start = out.len();
     let sum = match packet {
-        Packet::Ping => wire::Sum::PacketPing(wire::Empty {}),
-        Packet::Pong => wire::Sum::PacketPong(wire::Empty {}),
-        Packet::Msg(m) => wire::Sum::PacketMsg(wire::PacketMsg {
+        Packet::Ping => wire::Sum::Ping(wire::Empty {}),
+        Packet::Pong => wire::Sum::Pong(wire::Empty {}),
+        Packet::Msg(m) => wire::Sum::Msg(wire::PacketMsg {
             channel_id: m.channel_id,
             eof: m.eof,
             data: m.data.clone(),
@@ -182,12 +183,11 @@ pub(super) fn encode_msg(channel: u8, eof: bool, data: &[u8], out: &mut Vec<u8>)
 /// Decodes one packet body (no length prefix).
 pub fn decode_packet(body: &[u8]) -> Result<Packet, MConnError> {
     use prost::Message;
-    let packet =
-        wire::Packet::decode(body).map_err(|e| MConnError::Malformed(e.to_string()))?;
+    let packet = wire::Packet::decode(body).map_err(|e| MConnError::Malformed(e.to_string()))?;
     match packet.sum {
-        Some(wire::Sum::PacketPing(_)) => Ok(Packet::Ping),
-        Some(wire::Sum::PacketPong(_)) => Ok(Packet::Pong),
-        Some(wire::Sum::PacketMsg(m)) => Ok(Packet::Msg(PacketMsg {
+        Some(wire::Sum::Ping(_)) => Ok(Packet::Ping),
+        Some(wire::Sum::Pong(_)) => Ok(Packet::Pong),
+        Some(wire::Sum::Msg(m)) => Ok(Packet::Msg(PacketMsg {
             channel_id: m.channel_id,
             eof: m.eof,
             data: m.data,
@@ -316,7 +316,13 @@ mod tests {
         let mut dec = PacketDecoder::new(1024);
         // 1035 = 0x8b 0x08
         let err = dec.feed(&[0x8b, 0x08]).unwrap_err();
-        assert_eq!(err, MConnError::PacketTooLarge { len: 1035, max: 1034 });
+        assert_eq!(
+            err,
+            MConnError::PacketTooLarge {
+                len: 1035,
+                max: 1034
+            }
+        );
         assert_eq!(dec.feed(&[0]).unwrap_err(), err, "the error sticks");
         let mut dec = PacketDecoder::new(1024);
         assert_eq!(dec.feed(&[0xff; 11]).unwrap_err(), MConnError::BadLength);
@@ -352,7 +358,10 @@ mod tests {
             for ch in [0u8, 1, 0x7f, 0x80, 0xff] {
                 let mut out = Vec::new();
                 let n = encode_msg(ch, true, &vec![0; piece_size(ch, payload)], &mut out);
-                assert!(n <= max_packet_wire_size(payload), "ch {ch} payload {payload}");
+                assert!(
+                    n <= max_packet_wire_size(payload),
+                    "ch {ch} payload {payload}"
+                );
             }
         }
     }
@@ -381,14 +390,11 @@ mod tests {
             let mut dec = PacketDecoder::new(1024);
             for piece in bytes.chunks(chunk) {
                 let mut rest = piece;
-                loop {
-                    match dec.feed(rest) {
-                        Ok((used, _)) => {
-                            prop_assert!(used <= rest.len());
-                            rest = &rest[used..];
-                            if rest.is_empty() { break; }
-                        }
-                        Err(_) => break,
+                while let Ok((used, _)) = dec.feed(rest) {
+                    prop_assert!(used <= rest.len());
+                    rest = &rest[used..];
+                    if rest.is_empty() {
+                        break;
                     }
                 }
             }

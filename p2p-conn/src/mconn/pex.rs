@@ -139,7 +139,8 @@ impl PexMessage {
         match msg.sum {
             Some(wire::Sum::PexRequest(_)) => Ok(PexMessage::Request),
             Some(wire::Sum::PexAddrs(a)) => {
-                let text = |field, b: Vec<u8>| String::from_utf8(b).map_err(|_| PexError::NotUtf8(field));
+                let text =
+                    |field, b: Vec<u8>| String::from_utf8(b).map_err(|_| PexError::NotUtf8(field));
                 a.addrs
                     .into_iter()
                     .map(|a| {
