@@ -22,10 +22,12 @@
 //!     and yields one [`Event`] at a time (a whole message, a ping, a pong);
 //!   - [`MConnCore::poll_timeout`] says when to call
 //!     [`MConnCore::handle_timeout`] (ping due, pong deadline, rate limit).
-//! - [`packet`](PacketDecoder) holds the hand-declared protobuf messages
-//!   (prost, no code generation), the encoder and the sans-IO
-//!   [`PacketDecoder`], on the crate's one delimited reader (the same as
-//!   NodeInfo and privval).
+//! - The packet layer ([`Packet`], [`encode_packet`], [`PacketDecoder`])
+//!   encodes and decodes through hand-declared protobuf messages (prost, no
+//!   code generation); the decoder is the crate's one delimited reader (the
+//!   same as NodeInfo's and privval's). `MConnCore` writes its own
+//!   `PacketMsg`s without copying the data into a message first; a test
+//!   holds that writer to prost's bytes.
 //! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`).
 //!
 //! # Guarantees
