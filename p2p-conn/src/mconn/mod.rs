@@ -76,8 +76,8 @@ pub use self::channel::{
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::{
-    decode_packet, encode_packet, max_packet_size, max_packet_wire_size, Packet, PacketDecoder,
-    PacketMsg, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
+    encode_packet, max_packet_size, max_packet_wire_size, Packet, PacketDecoder, PacketMsg,
+    DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };
 
 /// CometBFT's default ping interval (`pingInterval`, 60 s).

@@ -181,7 +181,7 @@ pub(super) fn encode_msg(channel: u8, eof: bool, data: &[u8], out: &mut Vec<u8>)
 }
 
 /// Decodes one packet body (no length prefix).
-pub fn decode_packet(body: &[u8]) -> Result<Packet, MConnError> {
+pub(crate) fn decode_packet(body: &[u8]) -> Result<Packet, MConnError> {
     use prost::Message;
     let packet = wire::Packet::decode(body).map_err(|e| MConnError::Malformed(e.to_string()))?;
     match packet.sum {
@@ -236,7 +236,7 @@ impl PacketDecoder {
     }
 
     /// Whether no byte of a packet has been taken yet.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.reader.is_idle()
     }
 
@@ -261,7 +261,7 @@ impl PacketDecoder {
     }
 
     /// Bytes of the current packet taken so far (0 at a packet boundary).
-    pub fn partial(&self) -> usize {
+    pub(crate) fn partial(&self) -> usize {
         self.reader.progress().0
     }
 }
