@@ -12,7 +12,7 @@
 set -euo pipefail
 
 SECONDS_PER_TARGET="${1:-30}"
-TARGETS="${FUZZ_TARGETS:-handshake frames auth_sig roundtrip queue_budget send_queue nodeinfo codec_decoder privval}"
+TARGETS="${FUZZ_TARGETS:-handshake frames auth_sig roundtrip queue_budget send_queue nodeinfo codec_decoder privval mconn_packets}"
 cd "$(dirname "$0")"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

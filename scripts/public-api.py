@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-FEATURES = "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,privval,metrics,tracing,rustcrypto"
+FEATURES = "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,privval,mconn,metrics,tracing,rustcrypto"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -220,6 +220,7 @@ fn main() {
     );
     send_queue_seeds();
     codec_decoder_seeds();
+    mconn_packets_seeds();
     let failed = FAILED.lock().unwrap();
     if !failed.is_empty() {
         eprintln!(
@@ -669,4 +670,85 @@ fn codec_decoder_seeds() {
     for (name, bytes) in seeds {
         write("codec_decoder", name, &bytes);
     }
+}
+
+/// `mconn_packets`: chunk size, then the peer's plaintext (packets made by
+/// the library's own encoder, and hostile ones by hand).
+fn mconn_packets_seeds() {
+    use p2p_conn::mconn::pex::{NetAddress, PexMessage};
+    use p2p_conn::mconn::{
+        encode_packet, ChannelDescriptor, MConnConfig, MConnCore, Packet, PacketMsg,
+    };
+    use std::time::Instant;
+
+    let now = Instant::now();
+    let chans = [
+        ChannelDescriptor::new(0x00),
+        ChannelDescriptor::new(0x20),
+        ChannelDescriptor::new(0xc0),
+    ];
+    let mut tx = MConnCore::new(MConnConfig::default(), &chans, now).unwrap();
+    let addrs = (0..40)
+        .map(|i| NetAddress {
+            id: format!("{i:040x}"),
+            ip: format!("10.0.0.{i}"),
+            port: 26656,
+        })
+        .collect();
+    tx.send(0x00, PexMessage::Request.encode()).unwrap();
+    tx.send(0x20, (0..2500u32).map(|i| i as u8).collect())
+        .unwrap();
+    tx.send(0xc0, vec![0xab; 3000]).unwrap();
+    tx.send(0x00, PexMessage::Addrs(addrs).encode()).unwrap();
+    tx.send(0x20, Vec::new()).unwrap();
+    let mut stream = Vec::new();
+    while tx.poll_transmit(now, &mut stream, 4096) > 0 {}
+    write("mconn_packets", "channels-chunk13", &cat(&[&[13], &stream]));
+    write("mconn_packets", "channels-whole", &cat(&[&[0], &stream]));
+
+    let msg = |channel_id: i32, eof: bool, data: Vec<u8>| {
+        let mut out = Vec::new();
+        encode_packet(
+            &Packet::Msg(PacketMsg {
+                channel_id,
+                eof,
+                data,
+            }),
+            &mut out,
+        );
+        out
+    };
+    let mut ping_pong = Vec::new();
+    encode_packet(&Packet::Ping, &mut ping_pong);
+    encode_packet(&Packet::Pong, &mut ping_pong);
+    encode_packet(&Packet::Ping, &mut ping_pong);
+    write("mconn_packets", "ping-pong-ping", &cat(&[&[1], &ping_pong]));
+    // eof never set on 0x20 (cap 3000 in the check).
+    let piece = msg(0x20, false, vec![0x55; 1024]);
+    write(
+        "mconn_packets",
+        "never-ends",
+        &cat(&[&[200], &piece, &piece, &piece, &piece]),
+    );
+    write(
+        "mconn_packets",
+        "unknown-channel",
+        &cat(&[&[3], &msg(0x21, true, b"hi".to_vec())]),
+    );
+    write(
+        "mconn_packets",
+        "negative-channel",
+        &cat(&[&[3], &msg(-1, true, b"hi".to_vec())]),
+    );
+    write("mconn_packets", "oversized-prefix", &[1, 0x8b, 0x08]);
+    write(
+        "mconn_packets",
+        "garbage-protobuf",
+        &[2, 0x03, 0x1a, 0x05, 0x08],
+    );
+    write(
+        "mconn_packets",
+        "empty-packet",
+        &[2, 0x00, 0x02, 0x0a, 0x00],
+    );
 }

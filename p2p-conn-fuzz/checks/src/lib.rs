@@ -21,6 +21,7 @@ pub mod auth_sig;
 pub mod codec_decoder;
 pub mod frames;
 pub mod handshake;
+pub mod mconn_packets;
 pub mod nodeinfo;
 pub mod privval;
 pub mod queue_budget;
@@ -52,6 +53,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("nodeinfo", nodeinfo::check),
     ("codec_decoder", codec_decoder::check),
     ("privval", privval::check),
+    ("mconn_packets", mconn_packets::check),
 ];
 
 /// The check of the target called `name`.

@@ -82,6 +82,11 @@ fn send_queue_seeds() {
 }
 
 #[test]
+fn mconn_packets_seeds() {
+    replay("mconn_packets");
+}
+
+#[test]
 fn codec_decoder_seeds() {
     replay("codec_decoder");
 }

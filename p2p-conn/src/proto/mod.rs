@@ -9,7 +9,7 @@
 
 pub mod aead;
 pub mod auth_sig;
-#[cfg(any(feature = "nodeinfo", feature = "privval"))]
+#[cfg(any(feature = "nodeinfo", feature = "privval", feature = "mconn"))]
 pub(crate) mod delimited;
 mod error;
 pub mod frame;
