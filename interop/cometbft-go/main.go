@@ -117,6 +117,11 @@
 //	    the FilePV's SignVote. Prints one JSON line: {"n", "rtt_p50_us",
 //	    "rtt_p99_us", "sign_p50_us", "sign_p99_us", "transport_p50_us",
 //	    "transport_p99_us" (round trip minus signing, per request), "warmup"}.
+//	mconn-bench [-size S] [-n N] [-channels K] [-rate R] [-flush-throttle D]
+//	    Two MConnections over one loopback connection in one process: K
+//	    channels, N messages of S bytes each from one end, stamped; prints
+//	    one JSON line with msgs/s, MB/s, CPU s/GiB and latency p50/p99
+//	    (mconn_bench.go).
 package main
 
 import (
@@ -147,7 +152,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|mconn|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench ...")
+		fail("usage: cometbft-peer listen|dial|mconn|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench|mconn-bench ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -186,6 +191,8 @@ func main() {
 		err = privvalNode(args)
 	case "privval-bench":
 		err = privvalBench(args)
+	case "mconn-bench":
+		err = mconnBench(args)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", cmd)
 	}

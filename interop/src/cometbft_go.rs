@@ -220,9 +220,9 @@ impl GoVersion {
     /// without) `VoteExtensionSignBytes` and the vote extension fields, the
     /// file with its privval `Message` and privval package, the
     /// remote-signer modes and their FilePV part (v0.34.35 to v0.40.0;
-    /// listed at v1.0.1 too, which builds `privval_v1.go` instead), and the
-    /// module and checksum files.
-    pub fn inputs(self) -> [&'static str; 9] {
+    /// listed at v1.0.1 too, which builds `privval_v1.go` instead), the
+    /// module and checksum files, and the MConnection benchmark mode.
+    pub fn inputs(self) -> [&'static str; 10] {
         let row = self.row();
         [
             "main.go",
@@ -234,6 +234,7 @@ impl GoVersion {
             "privval_filepv.go",
             row.modfile,
             row.sumfile,
+            "mconn_bench.go",
         ]
     }
 
