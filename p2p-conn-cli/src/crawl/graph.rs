@@ -213,6 +213,27 @@ impl Graph {
     /// An SVG picture, laid out as the module docs say.
     pub fn svg(&self) -> String {
         let (pos, w, h) = self.layout();
+        // Each arrow: its ends on the boxes' borders and its control point,
+        // bent to the left of the direction of travel (so the two
+        // directions of a pair stay apart). The picture grows to hold the
+        // bends: a quadratic curve stays within its control polygon.
+        let curves: Vec<[(f64, f64); 3]> = self
+            .edges
+            .iter()
+            .map(|&(a, b)| {
+                let p1 = border(pos[a], pos[b]);
+                let p2 = border(pos[b], pos[a]);
+                let (dx, dy) = (p2.0 - p1.0, p2.1 - p1.1);
+                let c = (
+                    (p1.0 + p2.0) / 2.0 - dy * 0.15,
+                    (p1.1 + p2.1) / 2.0 + dx * 0.15,
+                );
+                [p1, c, p2]
+            })
+            .collect();
+        let top = curves.iter().map(|c| c[1].1).fold(0.0f64, f64::min);
+        let bottom = curves.iter().map(|c| c[1].1).fold(h - LEGEND_H, f64::max);
+        let (shift, h) = (-top, h - top + (bottom - (h - LEGEND_H)));
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -223,15 +244,10 @@ impl Graph {
         );
         let _ = writeln!(
             out,
-            "<rect x=\"0\" y=\"0\" width=\"{w:.0}\" height=\"{h:.0}\" fill=\"white\"/>"
+            "<rect x=\"0\" y=\"0\" width=\"{w:.0}\" height=\"{h:.0}\" fill=\"white\"/>\n<g transform=\"translate(0 {shift:.1})\">"
         );
         out.push_str("<g id=\"edges\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.2\">\n");
-        for &(a, b) in &self.edges {
-            let (x1, y1) = border(pos[a], pos[b]);
-            let (x2, y2) = border(pos[b], pos[a]);
-            // Bend to the left of the direction of travel.
-            let (dx, dy) = (x2 - x1, y2 - y1);
-            let (cx, cy) = ((x1 + x2) / 2.0 - dy * 0.15, (y1 + y2) / 2.0 + dx * 0.15);
+        for (&(a, b), [(x1, y1), (cx, cy), (x2, y2)]) in self.edges.iter().zip(&curves) {
             let _ = writeln!(
                 out,
                 "<path d=\"M {x1:.1} {y1:.1} Q {cx:.1} {cy:.1} {x2:.1} {y2:.1}\" marker-end=\"url(#arrow)\"><title>{} knows {}</title></path>",
@@ -243,10 +259,10 @@ impl Graph {
         for (v, &(x, y)) in self.vertices.iter().zip(&pos) {
             node_svg(&mut out, v.kind, x, y, &v.title, &v.sub, &v.key);
         }
-        out.push_str("</g>\n<g id=\"legend\">\n");
+        out.push_str("</g>\n</g>\n<g id=\"legend\">\n");
         let ly = h - LEGEND_H + 20.0;
         for (i, k) in Kind::ALL.iter().enumerate() {
-            let x = MARGIN + i as f64 * 130.0;
+            let x = MARGIN + i as f64 * LEGEND_STEP;
             let (fill, stroke, dash, _) = k.style();
             let _ = writeln!(
                 out,
@@ -268,7 +284,8 @@ const BOX_H: f64 = 44.0;
 const COL_W: f64 = 280.0;
 const ROW_H: f64 = 80.0;
 const LEGEND_H: f64 = 50.0;
-const LEGEND_W: f64 = 2.0 * MARGIN + 5.0 * 130.0;
+const LEGEND_STEP: f64 = 185.0;
+const LEGEND_W: f64 = 2.0 * MARGIN + 5.0 * LEGEND_STEP;
 
 fn dash_attr(dash: &str) -> String {
     if dash.is_empty() {
