@@ -163,7 +163,7 @@ fn crawl_maps_a_real_network() {
     let id2 = crawler_id(&out2.stderr);
     assert_ne!(id, id2);
     let table = String::from_utf8_lossy(&out2.stdout).into_owned();
-    eprintln!("{table}");
+    eprintln!("{}{table}", String::from_utf8_lossy(&out2.stderr));
     assert!(table.starts_with("NODE ID"), "{table}");
     for n in &net.nodes {
         let row = table

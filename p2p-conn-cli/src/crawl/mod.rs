@@ -107,8 +107,14 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         network: args.network.clone(),
     };
     let rt = conn::runtime()?;
+    let started = Instant::now();
     let crawl = rt.block_on(drive(Scheduler::new(seeds, opts), identity, timeout));
     rt.shutdown_background();
+    eprintln!(
+        "crawled {} addresses in {:.2} s",
+        crawl.visits.len(),
+        started.elapsed().as_secs_f64()
+    );
     if let (Some(path), Some(dot)) = (&args.graph, graph_format) {
         let g = graph::Graph::of(&crawl);
         let text = if dot { g.dot() } else { g.svg() };
