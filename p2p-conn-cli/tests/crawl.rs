@@ -175,11 +175,43 @@ fn crawl_maps_a_real_network() {
     let dot = std::fs::read_to_string(&dot).expect("the DOT was written");
     assert!(dot.starts_with("digraph crawl {"));
 
+    // A third crawl: a closed port, and node 0 under another network than
+    // its own. Both reported, node 0 not asked, nothing followed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let out3 = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--json",
+            "--network",
+            "other-chain",
+            &closed_addr,
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out3.status.success(), "{test}: crawl failed: {out3:?}");
+    let id3 = crawler_id(&out3.stderr);
+    let v3: Value = serde_json::from_slice(&out3.stdout).unwrap();
+    let nodes3 = v3["nodes"].as_array().unwrap();
+    assert_eq!(nodes3.len(), 2, "{v3:#}");
+    assert_eq!(nodes3[0]["address"], closed_addr.as_str());
+    assert_eq!(nodes3[0]["status"], "refused", "{v3:#}");
+    assert_eq!(nodes3[0]["reachable"], false);
+    assert_eq!(nodes3[1]["status"], "other network", "{v3:#}");
+    assert_eq!(nodes3[1]["network"], net.chain_id.as_str());
+    assert_eq!(nodes3[1]["moniker"], "node-0");
+    assert_eq!(nodes3[1]["peers_known"], Value::Null);
+    assert_eq!(v3["edges"], serde_json::json!([]));
+    assert_eq!(v3["network"], "other-chain");
+
     // Give the nodes a moment to log our hang-ups, then read their logs.
     std::thread::sleep(Duration::from_secs(2));
     for n in &net.nodes {
         let log = n.node.log();
-        for who in [&id, &id2] {
+        for who in [&id, &id2, &id3] {
             let bad = complaints(&log, who);
             assert!(
                 bad.is_empty(),
@@ -189,7 +221,7 @@ fn crawl_maps_a_real_network() {
             );
         }
         if std::env::var_os("CRAWL_TEST_SHOW").is_some() {
-            for l in log.lines().filter(|l| l.contains(&id)) {
+            for l in log.lines().filter(|l| l.contains(&id) || l.contains(&id3)) {
                 eprintln!("node {}: {l}", n.index);
             }
         }
