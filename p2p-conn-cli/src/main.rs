@@ -2,7 +2,7 @@
 //! loopback benchmark.
 //!
 //! Modules: [`conn`] (the connection flags, the dial helper and how failures
-//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`signer`], [`bench`](mod@bench) (the
+//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`crawl`], [`signer`], [`bench`](mod@bench) (the
 //! benchmark and the workload `profile` shares), [`profile`], [`resources`];
 //! every command fails with one [`error::CliError`].
 
@@ -16,6 +16,7 @@ use p2p_conn::{keyfile, Identity};
 mod bench;
 mod child;
 mod conn;
+mod crawl;
 mod error;
 mod exit;
 mod pipe;
@@ -88,6 +89,11 @@ enum Cmd {
     /// 8 network mismatch, 1 other (2: the command line does not parse;
     /// docs/guide.md, "Exit codes")
     Probe(probe::ProbeArgs),
+    /// Map a CometBFT network over p2p (no RPC): from the seeds, breadth
+    /// first, visit each node once (handshake, NodeInfo, one PexRequest,
+    /// its PexAddrs, hang up) and print a table of every node, or --json;
+    /// --graph draws who knows whom (docs/guide.md, "Mapping a network")
+    Crawl(crawl::CrawlArgs),
     /// A remote signer for a CometBFT validator, for tests and testnets (a
     /// software key: in memory, in a file on disk): dials the node's
     /// priv_validator_laddr, reconnects whenever the connection ends, and
@@ -133,6 +139,7 @@ fn main() -> ExitCode {
             args,
         } => pipe::run_async(pipe::dial(addr, connect_timeout, args)),
         Cmd::Probe(args) => return probe::run(args),
+        Cmd::Crawl(args) => crawl::run(args),
         Cmd::Signer(args) => signer::run(args),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Profile(args) => profile::run(args),

@@ -1,0 +1,222 @@
+//! `p2p-conn crawl`: map a CometBFT network over p2p alone (no RPC).
+//!
+//! For each node it dials: the secret-connection handshake, the NodeInfo
+//! exchange, one `PexRequest` over MConnection, the node's `PexAddrs`, a
+//! hang-up; then breadth first over the addresses learned.
+//!
+//! # Design
+//! - [`scheduler`]: a sans-IO scheduler (which address next, the limits,
+//!   one visit per node and address, one network), with the politeness
+//!   rules it follows and where CometBFT states them.
+//! - [`probe`](mod@probe): the one piece that touches the network, one node per
+//!   call.
+//! - This module: the tokio driver (a task per probe, aborted at the
+//!   scheduler's deadline), the progress line, and the output through
+//!   [`output`] (table, `--json`) and [`graph`] (`--graph`, DOT or SVG).
+//!
+//! # Not provided
+//! - No address book and no re-crawl: one pass, one request per node.
+//! - Host names in the seeds are resolved by the system; reported
+//!   addresses must be IP addresses.
+//! - Nodes that do not accept inbound peers (full, private, behind NAT)
+//!   are seen only as addresses others report.
+
+pub mod graph;
+pub mod output;
+pub mod probe;
+pub mod scheduler;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use p2p_conn::{keyfile, Identity};
+use tokio::task::JoinSet;
+
+use crate::conn;
+use crate::error::CliError;
+use scheduler::{Options, ProbeId, Report, Scheduler, Target};
+
+#[derive(clap::Args)]
+pub struct CrawlArgs {
+    /// Where to start: one or more p2p addresses, ID@HOST:PORT or HOST:PORT
+    #[arg(required = true)]
+    seeds: Vec<String>,
+    /// Most nodes probed at once
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Bound on one node's visit (connect to hang-up), in seconds
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Most addresses dialed in the whole crawl
+    #[arg(long, default_value_t = 1000)]
+    max_nodes: usize,
+    /// The network (chain ID) to follow [default: the first node's]
+    #[arg(long)]
+    network: Option<String>,
+    /// Print one JSON document (nodes and edges) instead of the table
+    #[arg(long)]
+    json: bool,
+    /// Also write a picture of who knows whom: FILE.svg (drawn by p2p-conn)
+    /// or FILE.dot (Graphviz DOT)
+    #[arg(long)]
+    graph: Option<PathBuf>,
+    /// node_key.json to authenticate with (default: a fresh ephemeral
+    /// identity for this crawl)
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+pub fn run(args: CrawlArgs) -> Result<(), CliError> {
+    if args.concurrency == 0 {
+        return Err(CliError::usage("--concurrency must be at least 1"));
+    }
+    if args.max_nodes == 0 {
+        return Err(CliError::usage("--max-nodes must be at least 1"));
+    }
+    let timeout = conn::seconds("--timeout", args.timeout)?;
+    let graph_format = match &args.graph {
+        None => None,
+        Some(p) => match p.extension().and_then(|e| e.to_str()) {
+            Some("svg") => Some(false),
+            Some("dot") | Some("gv") => Some(true),
+            _ => {
+                return Err(CliError::usage(
+                    "--graph takes a file ending in .svg or .dot",
+                ))
+            }
+        },
+    };
+    let mut seeds = Vec::new();
+    for s in &args.seeds {
+        let (addr, id) = conn::split_id(s)?;
+        seeds.push(Target { addr, id, depth: 0 });
+    }
+    let identity = match &args.key {
+        Some(p) => keyfile::load(p)?,
+        None => Identity::generate(),
+    };
+    let crawler_id = identity.node_id();
+    eprintln!("crawler id {crawler_id}");
+    let opts = Options {
+        concurrency: args.concurrency,
+        timeout,
+        max_nodes: args.max_nodes,
+        network: args.network.clone(),
+    };
+    let rt = conn::runtime()?;
+    let started = Instant::now();
+    let crawl = rt.block_on(drive(Scheduler::new(seeds, opts), identity, timeout));
+    rt.shutdown_background();
+    eprintln!(
+        "crawled {} addresses in {:.2} s",
+        crawl.visits.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if let (Some(path), Some(dot)) = (&args.graph, graph_format) {
+        let g = graph::Graph::of(&crawl);
+        let text = if dot { g.dot() } else { g.svg() };
+        std::fs::write(path, text).map_err(|source| {
+            CliError::usage(format!("cannot write {}: {source}", path.display()))
+        })?;
+        eprintln!("graph written to {}", path.display());
+    }
+    if args.json {
+        println!("{}", output::json(&crawl, crawler_id));
+    } else {
+        print!("{}", output::table(&crawl));
+    }
+    Ok(())
+}
+
+/// Runs the crawl: probes as tasks, as many as the scheduler allows, each
+/// aborted at its deadline.
+async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler::Crawl {
+    let s = Arc::new(Mutex::new(s));
+    let identity = Arc::new(identity);
+    let bar = progress();
+    let mut tasks: JoinSet<(ProbeId, Report)> = JoinSet::new();
+    let mut aborts = HashMap::new();
+    let mut done = 0u64;
+    loop {
+        let deadline = {
+            let mut g = s.lock().expect("scheduler lock");
+            while let Some((pid, target)) = g.next(Instant::now()) {
+                let s = Arc::clone(&s);
+                let identity = Arc::clone(&identity);
+                let h = tasks.spawn(async move {
+                    let r = probe::probe(&target, &identity, timeout, |id, info| {
+                        s.lock().expect("scheduler lock").claim(pid, id, info)
+                    })
+                    .await;
+                    (pid, r)
+                });
+                aborts.insert(pid, h);
+            }
+            if let Some(b) = &bar {
+                let (dialed, queued) = g.counts();
+                b.set_length((dialed + queued) as u64);
+                b.set_position(done);
+                b.set_message(format!(
+                    "{} running, network {}",
+                    g.running(),
+                    g.network().unwrap_or("not known yet")
+                ));
+            }
+            if g.is_done() {
+                break;
+            }
+            g.poll_timeout()
+        };
+        let wake = deadline.map_or_else(
+            || tokio::time::Instant::now() + timeout,
+            tokio::time::Instant::from_std,
+        );
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                Some(Ok((pid, report))) => {
+                    aborts.remove(&pid);
+                    done += 1;
+                    s.lock().expect("scheduler lock").complete(pid, report);
+                }
+                // Aborted at its deadline (already recorded), or a panic.
+                Some(Err(e)) if e.is_cancelled() => {}
+                Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
+                None => {}
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                let late = s.lock().expect("scheduler lock").handle_timeout(Instant::now());
+                for pid in late {
+                    done += 1;
+                    if let Some(h) = aborts.remove(&pid) {
+                        h.abort();
+                    }
+                }
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    // Aborted tasks still hold the scheduler until they are reaped.
+    tasks.shutdown().await;
+    let s = Arc::try_unwrap(s).expect("every probe has ended");
+    s.into_inner().expect("scheduler lock").finish()
+}
+
+/// A progress bar on stderr when stderr is a terminal; nothing otherwise.
+fn progress() -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "crawl [{bar:30}] {pos}/{len} nodes, {msg} {elapsed}",
+    ) {
+        b.set_style(style.progress_chars("=> "));
+    }
+    Some(b)
+}

@@ -1,0 +1,884 @@
+//! The crawl's scheduler: which address to dial next, and what a visit
+//! taught us. Pure code (no sockets, no clock of its own: every call that
+//! needs the time takes `now`), driven by [`super::run`] over real probes
+//! and by the tests below over a fake prober.
+//!
+//! # Rules
+//! - Breadth first: the seeds in the order given, then the addresses each
+//!   node reported, in the order the answers came, a FIFO queue. Every
+//!   target remembers its depth (seeds: 0).
+//! - At most `concurrency` probes at once, at most `max_nodes` dials in
+//!   all, and each probe ends at `now + timeout` (the driver aborts it when
+//!   [`Scheduler::handle_timeout`] says so).
+//! - One visit per node and per address: an address is dialed at most
+//!   once, a node ID is asked for addresses at most once
+//!   ([`Scheduler::claim`] refuses a second probe that reaches a node
+//!   already claimed, before it sends anything). This is what CometBFT's
+//!   PEX reactor requires (`p2p/pex/pex_reactor.go`, the same at v0.38.26
+//!   and v1.0.1): `receiveRequest` lets a peer's first two `PexRequest`s
+//!   through, then stops the peer (`StopPeerForError`, "sent next PEX
+//!   request too soon") and marks its address bad for `defaultBanTime`
+//!   (24 h) when a request comes within `minReceiveRequestInterval`
+//!   (`ensurePeersPeriod / 3`, 10 s by default) of the previous one. A seed
+//!   (`SeedMode`) answers an inbound peer's first request and hangs up on
+//!   it. The reactor also stops and bans a peer that sends `PexAddrs` it
+//!   did not ask for (`ErrUnsolicitedList`): we never send addresses.
+//! - One network: `--network`, or else the network of the first node that
+//!   answers. Until that is known only one probe runs, so "first" is the
+//!   first seed in command-line order that answers, not a race. A node of
+//!   another network is reported with its network and not asked for
+//!   addresses, so its neighbours are not followed.
+//! - Only the seeds and what nodes reported are dialed; a reported address
+//!   is followed only when its ID, IP and port are valid (an ID of 40 hex
+//!   digits, an IP address, not unspecified, a port from 1 to 65535).
+//! - An address reached under another ID than the one it was given with is
+//!   reported (`IdMismatch`, with the ID that answered) and not asked.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use p2p_conn::mconn::pex::NetAddress;
+use p2p_conn::nodeinfo::NodeInfo;
+use p2p_conn::NodeId;
+
+/// An address to dial.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// The ID it was given with (`ID@` on a seed, the ID of a reported
+    /// address); `None` for a seed given without one.
+    pub id: Option<NodeId>,
+    /// 0 for a seed, one more than the reporting node's otherwise.
+    pub depth: u32,
+}
+
+/// What the scheduler needs to know.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Most probes at once (at least 1).
+    pub concurrency: usize,
+    /// Bound on one probe, connect to hang-up.
+    pub timeout: Duration,
+    /// Most dials in the whole crawl.
+    pub max_nodes: usize,
+    /// The network to follow; `None`: the first answering node's.
+    pub network: Option<String>,
+}
+
+/// The index of a visit in [`Crawl::visits`].
+pub type ProbeId = usize;
+
+/// How a visit ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Handshake, NodeInfo, `PexRequest`, `PexAddrs`: all done.
+    Ok,
+    /// The TCP connection was refused.
+    Refused(String),
+    /// The TCP connection failed otherwise.
+    ConnectFailed(String),
+    /// The probe did not finish within the timeout.
+    Timeout,
+    /// The secret-connection handshake failed.
+    HandshakeFailed(String),
+    /// The NodeInfo exchange failed, or the node's NodeInfo breaks a rule
+    /// (so we refused it).
+    NodeInfoRefused(String),
+    /// The node is on another network than the crawl's (not asked).
+    OtherNetwork,
+    /// The node answered under another ID than the address named (not
+    /// asked).
+    IdMismatch {
+        /// The ID the address was given with.
+        expected: NodeId,
+    },
+    /// A node already visited under another address (not asked again).
+    Duplicate,
+    /// The node does not serve PEX (no channel 0x00; not asked).
+    NoPex,
+    /// Asked, but no `PexAddrs` came (the connection ended or failed).
+    NoAnswer(String),
+}
+
+impl Status {
+    /// A short name, as the table and the JSON show it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Refused(_) => "refused",
+            Status::ConnectFailed(_) => "connect failed",
+            Status::Timeout => "timeout",
+            Status::HandshakeFailed(_) => "handshake failed",
+            Status::NodeInfoRefused(_) => "NodeInfo refused",
+            Status::OtherNetwork => "other network",
+            Status::IdMismatch { .. } => "ID mismatch",
+            Status::Duplicate => "duplicate",
+            Status::NoPex => "no PEX",
+            Status::NoAnswer(_) => "no PEX answer",
+        }
+    }
+
+    /// The detail behind the name, if any.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Status::Refused(s)
+            | Status::ConnectFailed(s)
+            | Status::HandshakeFailed(s)
+            | Status::NodeInfoRefused(s)
+            | Status::NoAnswer(s) => Some(s.clone()),
+            Status::IdMismatch { expected } => Some(format!("expected {expected}")),
+            _ => None,
+        }
+    }
+
+    /// Whether the node answered the handshake and its NodeInfo came.
+    pub fn reachable(&self) -> bool {
+        matches!(
+            self,
+            Status::Ok
+                | Status::OtherNetwork
+                | Status::IdMismatch { .. }
+                | Status::Duplicate
+                | Status::NoPex
+                | Status::NoAnswer(_)
+        )
+    }
+}
+
+/// What one probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// How it ended.
+    pub status: Status,
+    /// The authenticated ID, once the handshake is done.
+    pub node_id: Option<NodeId>,
+    /// The node's NodeInfo, once it came.
+    pub info: Option<NodeInfo>,
+    /// How long the secret-connection handshake took.
+    pub handshake: Option<Duration>,
+    /// The addresses of its `PexAddrs` (`Some` once it came).
+    pub addrs: Option<Vec<NetAddress>>,
+    /// Messages other than `PexAddrs` received (a `PexRequest` of the node's
+    /// own), not answered.
+    pub ignored_messages: u64,
+}
+
+impl Report {
+    /// A probe that stopped with `status` before anything was learned.
+    pub fn failed(status: Status) -> Report {
+        Report {
+            status,
+            node_id: None,
+            info: None,
+            handshake: None,
+            addrs: None,
+            ignored_messages: 0,
+        }
+    }
+}
+
+/// What [`Scheduler::claim`] tells a probe that has the node's NodeInfo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send the one `PexRequest`.
+    Ask,
+    /// Hang up without asking, and report this.
+    Stop(Status),
+}
+
+/// A reported address and what became of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// The visit that reported it.
+    pub from: ProbeId,
+    /// The address as reported.
+    pub addr: NetAddress,
+    /// Why it was not followed if it is invalid.
+    pub invalid: Option<String>,
+}
+
+/// One dial and its outcome.
+#[derive(Clone, Debug)]
+pub struct Visit {
+    /// What was dialed.
+    pub target: Target,
+    /// What the probe found; `None` while it runs.
+    pub report: Option<Report>,
+}
+
+/// The whole crawl: every dial, every reported address, what was left.
+#[derive(Clone, Debug)]
+pub struct Crawl {
+    /// The network followed (`None`: no node answered and none was given).
+    pub network: Option<String>,
+    /// In dial order.
+    pub visits: Vec<Visit>,
+    /// Every address reported, in the order received.
+    pub edges: Vec<Edge>,
+    /// Targets queued but never dialed (`max_nodes` reached).
+    pub left: Vec<Target>,
+}
+
+/// The scheduler; see the module docs.
+#[derive(Debug)]
+pub struct Scheduler {
+    opts: Options,
+    network: Option<String>,
+    queue: VecDeque<Target>,
+    /// Addresses queued or dialed.
+    known_addrs: HashSet<String>,
+    /// IDs queued or dialed under.
+    known_ids: HashSet<NodeId>,
+    /// IDs claimed by a probe (asked, or about to be).
+    claimed: HashSet<NodeId>,
+    /// Running probes and their deadlines.
+    running: HashMap<ProbeId, Instant>,
+    visits: Vec<Visit>,
+    edges: Vec<Edge>,
+}
+
+/// The key an address is known by: the socket address when it parses
+/// (so `127.0.0.1:1` and `127.0.0.01:1`-style spellings of one address do
+/// not count twice), the text otherwise.
+fn addr_key(addr: &str) -> String {
+    addr.parse::<SocketAddr>()
+        .map_or_else(|_| addr.to_string(), |a| a.to_string())
+}
+
+/// A reported address as a target, or why it cannot be one.
+fn follow(a: &NetAddress) -> Result<(NodeId, String), String> {
+    let id: NodeId =
+        a.id.parse()
+            .map_err(|_| format!("ID {:?} is not 40 hex digits", a.id))?;
+    let ip: IpAddr =
+        a.ip.parse()
+            .map_err(|_| format!("IP {:?} is not an IP address", a.ip))?;
+    if ip.is_unspecified() {
+        return Err(format!("IP {ip} is unspecified"));
+    }
+    let port = u16::try_from(a.port)
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| format!("port {} is not 1 to 65535", a.port))?;
+    Ok((id, SocketAddr::new(ip, port).to_string()))
+}
+
+impl Scheduler {
+    /// A crawl from `seeds` (duplicates dropped).
+    pub fn new(seeds: Vec<Target>, opts: Options) -> Scheduler {
+        let mut s = Scheduler {
+            network: opts.network.clone(),
+            opts,
+            queue: VecDeque::new(),
+            known_addrs: HashSet::new(),
+            known_ids: HashSet::new(),
+            claimed: HashSet::new(),
+            running: HashMap::new(),
+            visits: Vec::new(),
+            edges: Vec::new(),
+        };
+        for t in seeds {
+            s.enqueue(t);
+        }
+        s
+    }
+
+    fn enqueue(&mut self, t: Target) -> bool {
+        if t.id.is_some_and(|id| self.known_ids.contains(&id)) {
+            return false;
+        }
+        if !self.known_addrs.insert(addr_key(&t.addr)) {
+            return false;
+        }
+        self.known_ids.extend(t.id);
+        self.queue.push_back(t);
+        true
+    }
+
+    /// The network followed so far.
+    pub fn network(&self) -> Option<&str> {
+        self.network.as_deref()
+    }
+
+    fn limit(&self) -> usize {
+        if self.network.is_none() {
+            1
+        } else {
+            self.opts.concurrency.max(1)
+        }
+    }
+
+    /// The next target to dial now, if the limits allow one: call until
+    /// `None`, start a probe for each, and call again after every
+    /// [`complete`](Self::complete) and [`handle_timeout`](Self::handle_timeout).
+    pub fn next(&mut self, now: Instant) -> Option<(ProbeId, Target)> {
+        while self.running.len() < self.limit() && self.visits.len() < self.opts.max_nodes {
+            let t = self.queue.pop_front()?;
+            // Claimed meanwhile through an address given without an ID.
+            if t.id.is_some_and(|id| self.claimed.contains(&id)) {
+                continue;
+            }
+            let pid = self.visits.len();
+            self.visits.push(Visit {
+                target: t.clone(),
+                report: None,
+            });
+            self.running.insert(pid, now + self.opts.timeout);
+            return Some((pid, t));
+        }
+        None
+    }
+
+    /// A running probe has the node's authenticated ID and NodeInfo: may it
+    /// ask for addresses? Refused (with what to report) for an ID other
+    /// than the address named, a node already claimed, another network, a
+    /// node without PEX, or a probe that has already timed out.
+    pub fn claim(&mut self, pid: ProbeId, node_id: NodeId, info: &NodeInfo) -> Verdict {
+        if !self.running.contains_key(&pid) {
+            return Verdict::Stop(Status::Timeout);
+        }
+        if let Some(expected) = self.visits[pid].target.id.filter(|&e| e != node_id) {
+            return Verdict::Stop(Status::IdMismatch { expected });
+        }
+        if self.claimed.contains(&node_id) {
+            return Verdict::Stop(Status::Duplicate);
+        }
+        match &self.network {
+            Some(n) if *n != info.network => return Verdict::Stop(Status::OtherNetwork),
+            Some(_) => {}
+            None => self.network = Some(info.network.clone()),
+        }
+        // Known now under this ID too, so a report of it is not followed.
+        self.known_ids.insert(node_id);
+        self.claimed.insert(node_id);
+        if !info.channels.contains(&p2p_conn::mconn::pex::PEX_CHANNEL) {
+            return Verdict::Stop(Status::NoPex);
+        }
+        Verdict::Ask
+    }
+
+    /// A probe ended with `report`: record it and queue what it reported.
+    /// A report for a probe that has already timed out is dropped.
+    pub fn complete(&mut self, pid: ProbeId, report: Report) {
+        if self.running.remove(&pid).is_none() {
+            return;
+        }
+        let depth = self.visits[pid].target.depth + 1;
+        let follow_ok = report.status == Status::Ok;
+        for a in report.addrs.iter().flatten() {
+            let invalid = match follow(a) {
+                Ok((id, addr)) => {
+                    if follow_ok {
+                        self.enqueue(Target {
+                            addr,
+                            id: Some(id),
+                            depth,
+                        });
+                    }
+                    None
+                }
+                Err(why) => Some(why),
+            };
+            self.edges.push(Edge {
+                from: pid,
+                addr: a.clone(),
+                invalid,
+            });
+        }
+        self.visits[pid].report = Some(report);
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must run next: the
+    /// earliest deadline of a running probe.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.running.values().min().copied()
+    }
+
+    /// Ends every probe past its deadline as [`Status::Timeout`] (keeping
+    /// what was known when the ID was claimed); returns them, for the
+    /// driver to abort.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<ProbeId> {
+        let mut late: Vec<ProbeId> = self
+            .running
+            .iter()
+            .filter(|(_, &d)| d <= now)
+            .map(|(&p, _)| p)
+            .collect();
+        late.sort_unstable();
+        for &p in &late {
+            self.complete(p, Report::failed(Status::Timeout));
+        }
+        late
+    }
+
+    /// Probes running.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Dials so far and targets still queued (which `max_nodes` may cut).
+    pub fn counts(&self) -> (usize, usize) {
+        let room = self.opts.max_nodes.saturating_sub(self.visits.len());
+        (self.visits.len(), self.queue.len().min(room))
+    }
+
+    /// Whether nothing runs and nothing more will be dialed.
+    pub fn is_done(&self) -> bool {
+        self.running.is_empty()
+            && (self.queue.is_empty() || self.visits.len() >= self.opts.max_nodes)
+    }
+
+    /// The result (call once [`is_done`](Self::is_done)).
+    pub fn finish(self) -> Crawl {
+        Crawl {
+            network: self.network,
+            visits: self.visits,
+            edges: self.edges,
+            left: self.queue.into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use p2p_conn::Identity;
+
+    /// A node of the fake network.
+    #[derive(Clone)]
+    pub struct FakeNode {
+        pub id: NodeId,
+        pub network: String,
+        pub moniker: String,
+        /// Indexes of the nodes it reports.
+        pub knows: Vec<usize>,
+        /// Never answers (the probe runs into its timeout).
+        pub hangs: bool,
+        pub pex: bool,
+    }
+
+    pub struct Fake {
+        pub nodes: Vec<FakeNode>,
+        /// Extra addresses a node reports, verbatim.
+        pub extra: HashMap<usize, Vec<NetAddress>>,
+    }
+
+    pub fn addr_of(i: usize) -> String {
+        format!("127.0.0.1:{}", 20000 + i)
+    }
+
+    impl Fake {
+        pub fn new(n: usize) -> Fake {
+            Fake {
+                nodes: (0..n)
+                    .map(|i| FakeNode {
+                        id: Identity::generate().node_id(),
+                        network: "chain-a".into(),
+                        moniker: format!("n{i}"),
+                        knows: Vec::new(),
+                        hangs: false,
+                        pex: true,
+                    })
+                    .collect(),
+                extra: HashMap::new(),
+            }
+        }
+
+        pub fn link(&mut self, a: usize, b: usize) {
+            self.nodes[a].knows.push(b);
+            self.nodes[b].knows.push(a);
+        }
+
+        pub fn seed(&self, i: usize) -> Target {
+            Target {
+                addr: addr_of(i),
+                id: Some(self.nodes[i].id),
+                depth: 0,
+            }
+        }
+
+        fn find(&self, addr: &str) -> Option<usize> {
+            (0..self.nodes.len()).find(|&i| addr_of(i) == addr)
+        }
+
+        pub fn info(&self, i: usize) -> NodeInfo {
+            let n = &self.nodes[i];
+            let mut info = NodeInfo::new(n.id, n.network.clone());
+            info.moniker = n.moniker.clone();
+            info.listen_addr = addr_of(i);
+            info.channels = if n.pex { vec![0x00, 0x20] } else { vec![0x20] };
+            info
+        }
+
+        fn pex(&self, i: usize) -> Vec<NetAddress> {
+            let mut v: Vec<NetAddress> = self.nodes[i]
+                .knows
+                .iter()
+                .map(|&j| NetAddress {
+                    id: self.nodes[j].id.to_string(),
+                    ip: "127.0.0.1".into(),
+                    port: 20000 + j as u32,
+                })
+                .collect();
+            v.extend(self.extra.get(&i).cloned().unwrap_or_default());
+            v
+        }
+
+        /// One probe against the fake network; `None` for a node that
+        /// hangs.
+        pub fn probe(&self, s: &mut Scheduler, pid: ProbeId, t: &Target) -> Option<Report> {
+            let Some(i) = self.find(&t.addr) else {
+                return Some(Report::failed(Status::Refused("connection refused".into())));
+            };
+            let n = &self.nodes[i];
+            if n.hangs {
+                return None;
+            }
+            let info = self.info(i);
+            let mut r = Report {
+                status: Status::Ok,
+                node_id: Some(n.id),
+                info: Some(info.clone()),
+                handshake: Some(Duration::from_millis(1)),
+                addrs: None,
+                ignored_messages: 0,
+            };
+            match s.claim(pid, n.id, &info) {
+                Verdict::Ask => r.addrs = Some(self.pex(i)),
+                Verdict::Stop(st) => r.status = st,
+            }
+            Some(r)
+        }
+    }
+
+    /// Runs a crawl over the fake network: probes complete in start order
+    /// (one at a time), hanging ones at their deadline. Returns the crawl,
+    /// the probe count each node ID got, and the most probes that ran at
+    /// once.
+    pub fn run(
+        fake: &Fake,
+        seeds: Vec<Target>,
+        opts: Options,
+    ) -> (Crawl, HashMap<NodeId, usize>, usize) {
+        let mut s = Scheduler::new(seeds, opts);
+        let mut now = Instant::now();
+        let mut running: VecDeque<(ProbeId, Target)> = VecDeque::new();
+        let mut asked: HashMap<NodeId, usize> = HashMap::new();
+        let mut most = 0;
+        let mut hung: Vec<ProbeId> = Vec::new();
+        for _ in 0..10_000 {
+            while let Some(p) = s.next(now) {
+                running.push_back(p);
+            }
+            most = most.max(s.running());
+            if s.is_done() {
+                break;
+            }
+            match running.pop_front() {
+                Some((pid, t)) => match fake.probe(&mut s, pid, &t) {
+                    Some(r) => {
+                        if r.addrs.is_some() {
+                            *asked.entry(r.node_id.unwrap()).or_default() += 1;
+                        }
+                        s.complete(pid, r);
+                    }
+                    None => hung.push(pid),
+                },
+                None => {
+                    // Only hanging probes left: jump to the deadline.
+                    now = s.poll_timeout().expect("a probe runs");
+                    let late = s.handle_timeout(now);
+                    assert!(!late.is_empty());
+                    hung.retain(|p| !late.contains(p));
+                }
+            }
+        }
+        assert!(s.is_done(), "the crawl did not end");
+        (s.finish(), asked, most)
+    }
+
+    fn opts() -> Options {
+        Options {
+            concurrency: 4,
+            timeout: Duration::from_secs(5),
+            max_nodes: 100,
+            network: None,
+        }
+    }
+
+    fn status_of(c: &Crawl, addr: &str) -> Status {
+        c.visits
+            .iter()
+            .find(|v| v.target.addr == addr)
+            .unwrap_or_else(|| panic!("{addr} not visited"))
+            .report
+            .clone()
+            .expect("done")
+            .status
+    }
+
+    #[test]
+    fn each_node_is_asked_once_breadth_first() {
+        // A ring of 6 with chords: every node is reported by several.
+        let mut f = Fake::new(6);
+        for i in 0..6 {
+            f.link(i, (i + 1) % 6);
+        }
+        f.link(0, 3);
+        f.link(1, 4);
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(c.visits.len(), 6);
+        assert_eq!(asked.len(), 6);
+        assert!(asked.values().all(|&n| n == 1), "{asked:?}");
+        // One dial per address.
+        let addrs: HashSet<_> = c.visits.iter().map(|v| &v.target.addr).collect();
+        assert_eq!(addrs.len(), 6);
+        // Breadth first: depths never decrease in dial order, and node 0's
+        // reports (1, 5, 3) come before anything at depth 2.
+        let depths: Vec<u32> = c.visits.iter().map(|v| v.target.depth).collect();
+        assert!(depths.windows(2).all(|w| w[0] <= w[1]), "{depths:?}");
+        let order: Vec<String> = c.visits.iter().map(|v| v.target.addr.clone()).collect();
+        let want: Vec<String> = [0, 1, 5, 3].into_iter().map(addr_of).collect();
+        assert_eq!(order[..4], want[..]);
+        assert_eq!(depths, [0, 1, 1, 1, 2, 2]);
+        // Every report is an edge.
+        let reported: usize = f.nodes.iter().map(|n| n.knows.len()).sum();
+        assert_eq!(c.edges.len(), reported);
+        assert_eq!(c.network.as_deref(), Some("chain-a"));
+        assert!(c.left.is_empty());
+    }
+
+    #[test]
+    fn a_node_reached_twice_is_asked_once() {
+        // Seed 0 given twice (with and without its ID) and node 1 given
+        // without an ID, which node 0 also reports (with it).
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        let bare = |i| Target {
+            addr: addr_of(i),
+            id: None,
+            depth: 0,
+        };
+        let seeds = vec![f.seed(0), bare(0), bare(1)];
+        let (c, asked, _) = run(&f, seeds, opts());
+        assert!(asked.values().all(|&n| n == 1), "{asked:?}");
+        assert_eq!(asked.len(), 2);
+        assert_eq!(c.visits.len(), 2, "{:?}", c.visits);
+
+        // The same node behind a second address: the second probe is a
+        // duplicate and does not ask.
+        let mut f = Fake::new(3);
+        f.nodes[2].id = f.nodes[0].id;
+        let seeds = vec![f.seed(0), bare(2)];
+        let (c, asked, _) = run(&f, seeds, opts());
+        assert_eq!(asked[&f.nodes[0].id], 1);
+        assert_eq!(status_of(&c, &addr_of(2)), Status::Duplicate);
+    }
+
+    #[test]
+    fn concurrency_and_max_nodes_are_limits() {
+        // A star: node 0 knows 20 others.
+        let mut f = Fake::new(21);
+        for i in 1..21 {
+            f.link(0, i);
+        }
+        for conc in [1, 3, 8] {
+            let o = Options {
+                concurrency: conc,
+                ..opts()
+            };
+            let (c, _, most) = run(&f, vec![f.seed(0)], o);
+            assert_eq!(most, conc, "concurrency {conc}");
+            assert_eq!(c.visits.len(), 21);
+        }
+        let o = Options {
+            max_nodes: 5,
+            ..opts()
+        };
+        let (c, asked, _) = run(&f, vec![f.seed(0)], o);
+        assert_eq!(c.visits.len(), 5);
+        assert_eq!(asked.len(), 5);
+        // What was queued but not dialed is kept.
+        assert_eq!(c.left.len(), 16);
+    }
+
+    #[test]
+    fn one_probe_until_the_network_is_known() {
+        let mut f = Fake::new(10);
+        for i in 2..10 {
+            f.link(1, i);
+        }
+        // Three seeds; the first refuses, so the second sets the network.
+        let seeds = vec![
+            Target {
+                addr: "127.0.0.1:1".into(),
+                id: None,
+                depth: 0,
+            },
+            f.seed(1),
+            f.seed(2),
+        ];
+        let mut s = Scheduler::new(seeds, opts());
+        let now = Instant::now();
+        let (p0, _) = s.next(now).unwrap();
+        assert_eq!(
+            s.next(now),
+            None,
+            "a second probe before the network is known"
+        );
+        s.complete(p0, Report::failed(Status::Refused("refused".into())));
+        let (p1, t1) = s.next(now).unwrap();
+        assert_eq!(t1, f.seed(1));
+        assert_eq!(s.next(now), None);
+        let r = f.probe(&mut s, p1, &t1).unwrap();
+        assert_eq!(s.network(), Some("chain-a"));
+        s.complete(p1, r);
+        // Now up to 4 at once (of seed 2 and the 7 more node 1 reported).
+        assert_eq!(s.counts(), (2, 8));
+        let mut n = 0;
+        while s.next(now).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn other_networks_are_reported_not_followed() {
+        // 0 - 1 - 2 - 3, with 1 and 2 on another chain: 3 is never reached.
+        let mut f = Fake::new(4);
+        f.link(0, 1);
+        f.link(1, 2);
+        f.link(2, 3);
+        f.nodes[1].network = "chain-b".into();
+        f.nodes[2].network = "chain-b".into();
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(c.visits.len(), 2);
+        assert_eq!(status_of(&c, &addr_of(1)), Status::OtherNetwork);
+        let r1 = c.visits[1].report.as_ref().unwrap();
+        assert_eq!(r1.info.as_ref().unwrap().network, "chain-b");
+        assert!(r1.addrs.is_none());
+        assert_eq!(asked.len(), 1);
+
+        // --network chain-b from node 0: node 0 is the other network.
+        let o = Options {
+            network: Some("chain-b".into()),
+            ..opts()
+        };
+        let (c, _, _) = run(&f, vec![f.seed(0)], o);
+        assert_eq!(c.visits.len(), 1);
+        assert_eq!(status_of(&c, &addr_of(0)), Status::OtherNetwork);
+        assert_eq!(c.network.as_deref(), Some("chain-b"));
+    }
+
+    #[test]
+    fn an_id_mismatch_is_reported_not_asked() {
+        let mut f = Fake::new(3);
+        f.link(0, 1);
+        f.link(1, 2);
+        // Node 0 reports node 2's address under a made-up ID.
+        let wrong = Identity::generate().node_id();
+        f.nodes[0].knows.clear();
+        f.extra.insert(
+            0,
+            vec![
+                NetAddress {
+                    id: wrong.to_string(),
+                    ip: "127.0.0.1".into(),
+                    port: 20002,
+                },
+                NetAddress {
+                    id: f.nodes[1].id.to_string(),
+                    ip: "127.0.0.1".into(),
+                    port: 20001,
+                },
+            ],
+        );
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        let v = c
+            .visits
+            .iter()
+            .find(|v| v.target.addr == addr_of(2))
+            .unwrap();
+        let r = v.report.as_ref().unwrap();
+        assert_eq!(r.status, Status::IdMismatch { expected: wrong });
+        assert_eq!(r.node_id, Some(f.nodes[2].id));
+        assert!(r.addrs.is_none());
+        // Node 1 then reports node 2 under its real ID: that address was
+        // dialed already, so node 2 is not dialed again nor asked.
+        assert!(!asked.contains_key(&f.nodes[2].id));
+        assert_eq!(c.visits.len(), 3);
+    }
+
+    #[test]
+    fn timeouts_end_a_probe_and_the_crawl_goes_on() {
+        let mut f = Fake::new(4);
+        f.link(0, 1);
+        f.link(0, 2);
+        f.link(2, 3);
+        f.nodes[1].hangs = true;
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(status_of(&c, &addr_of(1)), Status::Timeout);
+        assert_eq!(status_of(&c, &addr_of(3)), Status::Ok);
+        assert_eq!(asked.len(), 3);
+
+        // A late claim and a late report after the timeout are dropped.
+        let mut s = Scheduler::new(vec![f.seed(0)], opts());
+        let t0 = Instant::now();
+        let (p, _) = s.next(t0).unwrap();
+        assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(5)));
+        assert!(s.handle_timeout(t0 + Duration::from_secs(4)).is_empty());
+        assert_eq!(s.handle_timeout(t0 + Duration::from_secs(5)), vec![p]);
+        assert_eq!(
+            s.claim(p, f.nodes[0].id, &f.info(0)),
+            Verdict::Stop(Status::Timeout)
+        );
+        let mut late = Report::failed(Status::Ok);
+        late.addrs = Some(vec![NetAddress {
+            id: f.nodes[1].id.to_string(),
+            ip: "127.0.0.1".into(),
+            port: 20001,
+        }]);
+        s.complete(p, late);
+        assert!(s.is_done());
+        let c = s.finish();
+        assert_eq!(c.visits[0].report.as_ref().unwrap().status, Status::Timeout);
+        assert!(c.edges.is_empty());
+    }
+
+    #[test]
+    fn invalid_addresses_are_recorded_not_followed() {
+        let mut f = Fake::new(1);
+        let id = Identity::generate().node_id().to_string();
+        let bad = |id: &str, ip: &str, port| NetAddress {
+            id: id.into(),
+            ip: ip.into(),
+            port,
+        };
+        f.extra.insert(
+            0,
+            vec![
+                bad("xyz", "127.0.0.1", 1),
+                bad(&id, "not-an-ip", 1),
+                bad(&id, "0.0.0.0", 1),
+                bad(&id, "127.0.0.1", 0),
+                bad(&id, "127.0.0.1", 70000),
+            ],
+        );
+        let (c, _, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(c.visits.len(), 1);
+        assert_eq!(c.edges.len(), 5);
+        assert!(c.edges.iter().all(|e| e.invalid.is_some()), "{:?}", c.edges);
+    }
+
+    #[test]
+    fn a_node_without_pex_is_not_asked() {
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        f.nodes[1].pex = false;
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(status_of(&c, &addr_of(1)), Status::NoPex);
+        assert_eq!(asked.len(), 1);
+    }
+}
