@@ -115,7 +115,8 @@ impl Graph {
                     match (&r.status, &r.info) {
                         (Status::OtherNetwork, Some(i)) => format!("network {}", i.network),
                         (Status::Ok, _) => {
-                            format!("{} peers", r.addrs.as_ref().map_or(0, Vec::len))
+                            let n = r.addrs.as_ref().map_or(0, Vec::len);
+                            format!("{n} peer{}", if n == 1 { "" } else { "s" })
                         }
                         (s, _) => s.name().to_string(),
                     },
