@@ -2,7 +2,7 @@
 //! loopback benchmark.
 //!
 //! Modules: [`conn`] (the connection flags, the dial helper and how failures
-//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`signer`], [`bench`](mod@bench) (the
+//! are worded), [`pipe`] (`listen`, `dial`), [`mconn`] (their `--mconn`), [`probe`], [`signer`], [`bench`](mod@bench) (the
 //! benchmark and the workload `profile` shares), [`profile`], [`resources`];
 //! every command fails with one [`error::CliError`].
 
@@ -18,6 +18,7 @@ mod child;
 mod conn;
 mod error;
 mod exit;
+mod mconn;
 mod pipe;
 mod probe;
 mod profile;

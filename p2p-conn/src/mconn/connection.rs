@@ -124,6 +124,27 @@ impl Shared {
 /// Runs an [`MConnCore`] over a live secret connection:
 /// [`MConnection::spawn`] (features `mconn` and `tokio`).
 ///
+/// ```no_run
+/// # async fn f(conn: p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// use p2p_conn::mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
+///
+/// // `conn`: after the handshake (and, with a node, the NodeInfo exchange
+/// // announcing exactly these channels).
+/// let channels = [ChannelDescriptor::new(0x20).with_priority(5), ChannelDescriptor::new(0x30)];
+/// let (tx, mut rx) = MConnection::spawn(conn, &channels, MConnConfig::default())?;
+/// tx.send(0x30, b"hello".to_vec()).await?; // waits for room in 0x30's queue
+/// while let Some(event) = rx.recv().await {
+///     match event {
+///         Received::Message { channel, data } => println!("{channel:#04x}: {} bytes", data.len()),
+///         Received::Closed(why) => println!("closed: {why}"),
+///         _ => {}
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Design
 /// - [`MConnection::spawn`] takes an established [`SecretConnection`] (after
 ///   the handshake and, for a node, the NodeInfo exchange), splits it into
