@@ -160,8 +160,9 @@ impl Shared {
 ///   [`MConnCore::handle_input`]; a ping wakes the writer for the pong.
 /// - The writer asks [`MConnCore::poll_transmit`] for a batch of up to
 ///   [`BATCH_BYTES`] and hands it to the secret connection in one write
-///   (sealed as a whole: never a write per packet), again while the core
-///   has more. No flush timer: a batch is whatever is pending when the
+///   (sealed as a whole: never a write per packet; one transport write when
+///   the connection's `flush_size` holds the sealed batch, as the default
+///   128 KiB does), again while the core has more. No flush timer: a batch is whatever is pending when the
 ///   writer runs. It sleeps until [`MConnCore::poll_timeout`] (the next
 ///   ping, the pong deadline, a rate limit's release) or a wake-up, and
 ///   runs [`MConnCore::handle_timeout`]: a late pong closes the connection
