@@ -125,7 +125,9 @@ impl CliError {
                 NodeInfoFailure::Timeout(_) => Stage::Timeout,
                 NodeInfoFailure::Network(_) => Stage::Network,
             },
-            CliError::Copy(CopyError::Send(_) | CopyError::Recv(_)) => Stage::Connection,
+            CliError::Copy(CopyError::Send(_) | CopyError::Recv(_) | CopyError::Mconn(_)) => {
+                Stage::Connection
+            }
             _ => Stage::Usage,
         }
     }

@@ -2,7 +2,8 @@
 //! loopback benchmark.
 //!
 //! Modules: [`conn`] (the connection flags, the dial helper and how failures
-//! are worded), [`pipe`] (`listen`, `dial`), [`probe`], [`crawl`], [`signer`], [`bench`](mod@bench) (the
+//! are worded), [`pipe`] (`listen`, `dial`), [`mconn`] (their `--mconn`),
+//! [`probe`], [`crawl`], [`signer`], [`bench`](mod@bench) (the
 //! benchmark and the workload `profile` shares), [`profile`], [`resources`];
 //! every command fails with one [`error::CliError`].
 
@@ -19,6 +20,7 @@ mod conn;
 mod crawl;
 mod error;
 mod exit;
+mod mconn;
 mod pipe;
 mod probe;
 mod profile;

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::{self, describe, ConnArgs};
 use crate::error::CliError;
+use crate::mconn;
 use crate::probe;
 use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
@@ -28,6 +29,14 @@ pub struct PipeArgs {
     nodeinfo: bool,
     #[command(flatten)]
     info: probe::NodeInfoArgs,
+    /// After the handshake (and --nodeinfo), speak CometBFT's MConnection
+    /// on the --channels given: each read of stdin (a line, typed; up to 64
+    /// KiB from a file) goes out as one message on the first channel, the
+    /// messages received on it go to stdout (other channels' are dropped),
+    /// pings are answered. At the end of stdin, what is queued is sent and
+    /// the connection closed; the peer's close ends it too
+    #[arg(long)]
+    mconn: bool,
     /// At the end, print on stderr how many read(2) calls stdin took and
     /// write(2) calls stdout took, with their bytes (`io stdin-reads=N
     /// stdin-bytes=B stdout-writes=N stdout-bytes=B`)
@@ -85,15 +94,23 @@ pub async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<
 }
 
 impl PipeArgs {
-    /// The flags that only mean something with `--nodeinfo` need it.
+    /// The flags that only mean something with `--nodeinfo` need it
+    /// (`--channels`: or `--mconn`, which needs `--channels`).
     fn check(&self) -> Result<(), CliError> {
+        if self.mconn && self.info.channels.is_none() {
+            return Err(CliError::usage(
+                "--mconn needs --channels (the MConnection's channels)",
+            ));
+        }
         if self.nodeinfo {
             return Ok(());
+        }
+        if self.info.channels.is_some() && !self.mconn {
+            return Err(CliError::usage("--channels needs --nodeinfo or --mconn"));
         }
         let given: Vec<&str> = [
             ("--network", self.info.network.is_some()),
             ("--moniker", self.info.moniker.is_some()),
-            ("--channels", self.info.channels.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, set)| set.then_some(flag))
@@ -146,6 +163,9 @@ pub enum CopyError {
     /// Receiving from the peer.
     #[error("{}", receiving(.0))]
     Recv(Error),
+    /// `--mconn`: the MConnection ended on an error.
+    #[error("connection failed: MConnection: {0}")]
+    Mconn(p2p_conn::mconn::CloseReason),
 }
 
 impl CopyError {
@@ -243,8 +263,13 @@ async fn established(
         .await?;
     }
     let counts = Arc::new(IoCounts::default());
-    let (r, w) = conn.into_split();
-    let copied = copy_both_ways(r, w, &counts).await;
+    let copied = match &args.info.channels {
+        Some(channels) if args.mconn => mconn::pipe(conn, channels, &counts).await,
+        _ => {
+            let (r, w) = conn.into_split();
+            copy_both_ways(r, w, &counts).await
+        }
+    };
     if args.count_io {
         eprintln!("{counts}");
     }

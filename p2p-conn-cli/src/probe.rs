@@ -35,22 +35,66 @@ pub struct NodeInfoArgs {
     /// otherwise]. listen, dial: needs --nodeinfo
     #[arg(long)]
     pub moniker: Option<String>,
-    /// Channels to announce, as hex bytes (e.g. 4020). None by default, so
-    /// a node completes the exchange and then drops us ("no common
-    /// channels"), and no reactor traffic flows. listen, dial: needs
-    /// --nodeinfo
+    /// Channels to announce: hex bytes (e.g. 4020), or a list
+    /// 0x40,0x20[:PRIORITY] (priorities are for --mconn; default 1). None by
+    /// default, so a node completes the exchange and then drops us ("no
+    /// common channels"), and no reactor traffic flows. listen, dial: needs
+    /// --nodeinfo or --mconn (whose channels they are too)
     #[arg(long, value_parser = parse_channels)]
     pub channels: Option<Channels>,
 }
 
-/// Channel IDs given as hex.
+/// Channel IDs, each with its MConnection priority.
 #[derive(Clone, Debug)]
-pub struct Channels(Vec<u8>);
+pub struct Channels(pub Vec<(u8, u32)>);
 
+impl Channels {
+    /// The IDs, in order.
+    pub fn ids(&self) -> Vec<u8> {
+        self.0.iter().map(|c| c.0).collect()
+    }
+}
+
+/// `4020` (hex bytes, priority 1 each) or `0x40,0x20:5` (IDs in hex with
+/// `0x`, or decimal; an optional priority of at least 1). No ID twice.
 fn parse_channels(s: &str) -> Result<Channels, String> {
-    hex::decode(s)
-        .map(Channels)
-        .map_err(|e| format!("channels must be hex bytes, e.g. 4020: {e}"))
+    let list = if s.contains(['x', 'X', ',', ':']) {
+        s.split(',')
+            .map(|item| {
+                let (id, prio) = match item.split_once(':') {
+                    Some((id, prio)) => (id, Some(prio)),
+                    None => (item, None),
+                };
+                let id = match id.strip_prefix("0x").or_else(|| id.strip_prefix("0X")) {
+                    Some(hex) => u8::from_str_radix(hex, 16),
+                    None => id.parse(),
+                }
+                .map_err(|e| format!("channel {item:?}: the ID must be 0x00..0xff: {e}"))?;
+                let prio = match prio {
+                    Some(p) => p.parse::<u32>().ok().filter(|&p| p >= 1).ok_or_else(|| {
+                        format!("channel {item:?}: the priority must be 1 or more")
+                    })?,
+                    None => 1,
+                };
+                Ok((id, prio))
+            })
+            .collect::<Result<Vec<_>, String>>()?
+    } else {
+        hex::decode(s)
+            .map_err(|e| {
+                format!("channels must be hex bytes (e.g. 4020) or a list (0x40,0x20:5): {e}")
+            })?
+            .into_iter()
+            .map(|id| (id, 1))
+            .collect()
+    };
+    let mut seen = [false; 256];
+    for &(id, _) in &list {
+        if std::mem::replace(&mut seen[usize::from(id)], true) {
+            return Err(format!("channel {id:#04x} given twice"));
+        }
+    }
+    Ok(Channels(list))
 }
 
 #[derive(clap::Args)]
@@ -281,8 +325,8 @@ where
     if let Some(addr) = listen_addr {
         ours.listen_addr = addr.to_string();
     }
-    if let Some(Channels(ch)) = &args.channels {
-        ours.channels = ch.clone();
+    if let Some(ch) = &args.channels {
+        ours.channels = ch.ids();
     }
     let adopt = args.network.is_none();
     let work = async {

@@ -1034,7 +1034,11 @@ fn nodeinfo_flags_need_nodeinfo() {
         ),
         (
             &["dial", "127.0.0.1:9", "--channels", "40"],
-            "--channels needs --nodeinfo",
+            "--channels needs --nodeinfo or --mconn",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--mconn"],
+            "--mconn needs --channels (the MConnection's channels)",
         ),
         (
             &["listen", "127.0.0.1:0", "--network", "n", "--moniker", "m"],

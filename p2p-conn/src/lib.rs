@@ -12,7 +12,7 @@
 //! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] holds the wire's sizes |
 //! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
 //! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
-//! | `mconn` (feature `mconn`) | CometBFT's MConnection as a sans-IO core (packets, channels with priorities and byte-capped send queues, reassembly under a receive cap, ping/pong with the clock passed in, optional rate limits) and the PEX messages; no I/O adapter yet |
+//! | `mconn` (feature `mconn`) | CometBFT's MConnection as a sans-IO core (packets, channels with priorities and byte-capped send queues, reassembly under a receive cap, ping/pong with the clock passed in, optional rate limits), the PEX messages, and with `tokio` the adapter `mconn::MConnection` (one task per connection) |
 //! | `privval` (feature `privval`) | the remote-signer protocol's wire core: its messages at every tested CometBFT line, the length-prefixed message stream, CometBFT's sign bytes, and the signer's safety core (double-sign guard, FilePV state file, `Signer`, `GuardedSigner`) |
 //! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
 //! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core |
@@ -39,8 +39,7 @@
 //!   (`ring` does not wipe its own copy).
 //!
 //! ## Not provided
-//! * An MConnection over a live connection: `mconn` is the sans-IO core
-//!   only, with no adapter, peer manager or address book yet; rekeying (the
+//! * A peer manager, switch or address book above `mconn`; rekeying (the
 //!   protocol has none).
 //! * Key types other than Ed25519 (CometBFT's p2p layer uses only Ed25519).
 //! * An authenticated close: the protocol has none, so a clean end of stream

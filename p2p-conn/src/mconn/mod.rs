@@ -1,6 +1,7 @@
 //! CometBFT's MConnection: the multiplexed packet layer a node speaks above
 //! the secret connection and the NodeInfo exchange, as a sans-IO core; and
-//! the PEX messages of channel `0x00`.
+//! the PEX messages of channel `0x00`; with feature `tokio`, the adapter
+//! that runs it over a live secret connection ([`MConnection::spawn`]).
 //!
 //! A CometBFT node keeps a peer only while the peer speaks MConnection:
 //! varint-delimited `Packet`s (`PacketPing`, `PacketPong`, `PacketMsg`),
@@ -29,6 +30,10 @@
 //!   `PacketMsg`s without copying the data into a message first; a test
 //!   holds that writer to prost's bytes.
 //! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`).
+//! - With feature `tokio`, [`MConnection::spawn`] runs the core over a
+//!   `SecretConnection` on one task: [`MConnSender`] (cloneable, `send`
+//!   waits for room, `try_send` does not) and [`MConnReceiver`] (messages,
+//!   then why it closed). Its own docs give its design and guarantees.
 //!
 //! # Guarantees
 //! - A packet's length prefix over [`max_packet_size`] (1034 bytes by
@@ -54,16 +59,19 @@
 //!   Go's `protoio` writer produces.
 //!
 //! # Not provided
-//! - No I/O adapter yet: nothing here reads a socket or a clock.
+//! - Without feature `tokio`, no I/O adapter: the core reads no socket and
+//!   no clock.
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
 //!   no address book, no PEX reactor logic (request intervals, bans): the
 //!   PEX module is the messages only.
-//! - No `tracing` events: the core does not know the peer; an adapter names
-//!   the peer and the channel.
+//! - No `tracing` events from the core (it does not know the peer); the
+//!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
 //!   [`MConnConfig::send_rate`]).
 
 mod channel;
+#[cfg(feature = "tokio")]
+mod connection;
 mod core;
 mod packet;
 pub mod pex;
@@ -73,6 +81,11 @@ use std::time::Duration;
 
 pub use self::channel::{
     ChannelDescriptor, ChannelStats, DEFAULT_RECV_MESSAGE_CAPACITY, DEFAULT_SEND_QUEUE_CAPACITY,
+};
+#[cfg(feature = "tokio")]
+pub use self::connection::{
+    CloseReason, MConnReceiver, MConnSender, MConnection, Received, SendError, BATCH_BYTES,
+    RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::{

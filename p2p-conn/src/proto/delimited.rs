@@ -149,7 +149,7 @@ pub(crate) trait Feed {
 /// Feed what `stream` has buffered to `decoder` until a message is
 /// complete, consuming only its bytes. Cancel-safe: the partial message is
 /// in `decoder`.
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", any(feature = "nodeinfo", feature = "privval")))]
 pub(crate) fn poll_feed<S, D>(
     mut stream: std::pin::Pin<&mut S>,
     cx: &mut std::task::Context<'_>,

@@ -1,7 +1,7 @@
 //! A counting global allocator for memory tests. A test binary installs it
 //! with `#[global_allocator] static A: Counting = Counting;` and reads
 //! [`live`] before and after (all threads), [`live_here`] (this thread's
-//! share), or [`allocations`] (calls made on the current thread, so that a
+//! share, and [`peak_here`] its high-water mark), or [`allocations`] (calls made on the current thread, so that a
 //! peer on another thread is not counted).
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -15,6 +15,8 @@ thread_local! {
     static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Bytes allocated minus bytes freed on this thread.
     static LIVE_HERE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+    /// The highest [`LIVE_HERE`] since [`reset_peak_here`].
+    static PEAK_HERE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
 }
 
 fn count_one() {
@@ -23,7 +25,11 @@ fn count_one() {
 }
 
 fn here(bytes: isize) {
-    let _ = LIVE_HERE.try_with(|c| c.set(c.get() + bytes));
+    let _ = LIVE_HERE.try_with(|c| {
+        let now = c.get() + bytes;
+        c.set(now);
+        let _ = PEAK_HERE.try_with(|p| p.set(p.get().max(now)));
+    });
 }
 
 /// Forwards to the system allocator and counts live bytes.
@@ -70,4 +76,14 @@ pub fn allocations() -> u64 {
 /// capture of their output, say).
 pub fn live_here() -> isize {
     LIVE_HERE.with(|c| c.get())
+}
+
+/// Start [`peak_here`] over from [`live_here`] now.
+pub fn reset_peak_here() {
+    PEAK_HERE.with(|p| p.set(live_here()));
+}
+
+/// The highest [`live_here`] since [`reset_peak_here`].
+pub fn peak_here() -> isize {
+    PEAK_HERE.with(|p| p.get())
 }

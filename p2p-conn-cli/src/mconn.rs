@@ -1,0 +1,91 @@
+//! `listen --mconn` and `dial --mconn`: the library's MConnection
+//! (`p2p_conn::mconn::MConnection`) between stdin/stdout and the peer, so
+//! that a p2p-conn process stays a CometBFT node's peer.
+//!
+//! Each chunk read from stdin goes out as one message on the first channel
+//! of `--channels` (back-pressure: the next read waits for room in its send
+//! queue); each message received on that channel is written to stdout as
+//! it is, with no framing; messages on the other channels are dropped (and
+//! counted in the final `-v` tracing event). Pings are answered, ours go out
+//! at CometBFT's default interval. At the end of stdin, what is queued is
+//! sent and the connection is closed; the peer's close (or its failure)
+//! ends the command too.
+
+use std::sync::Arc;
+
+use p2p_conn::io::tokio::SecretConnection;
+use p2p_conn::mconn::{
+    ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received, SendError,
+};
+
+use crate::error::CliError;
+use crate::pipe::CopyError;
+use crate::probe::Channels;
+use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
+
+/// Most bytes of stdin one read takes (one message).
+const STDIN_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Run the MConnection over `conn` on `channels` (at least one) until it
+/// ends: `Ok` when it closed at the end of stdin or by the peer, the close
+/// reason otherwise.
+pub async fn pipe(
+    conn: SecretConnection<tokio::net::TcpStream>,
+    channels: &Channels,
+    counts: &Arc<IoCounts>,
+) -> Result<(), CliError> {
+    let descs: Vec<ChannelDescriptor> = channels
+        .0
+        .iter()
+        .map(|&(id, prio)| ChannelDescriptor::new(id).with_priority(prio))
+        .collect();
+    let Some(&(first, _)) = channels.0.first() else {
+        return Err(CliError::usage("--mconn needs at least one channel"));
+    };
+    let (tx, mut rx) = MConnection::spawn(conn, &descs, MConnConfig::default())
+        .map_err(|e| CliError::usage(format!("--mconn: {e}")))?;
+    let mut stdin =
+        StdinChunks::start(STDIN_CHUNK_BYTES, counts.clone()).map_err(CopyError::Stdin)?;
+    let mut stdout = StdoutChunks::start(counts.clone()).map_err(CopyError::Stdout)?;
+    let sender = tx.clone();
+    let upload = async move {
+        while let Some(chunk) = stdin.next().await {
+            let chunk = chunk.map_err(CopyError::Stdin)?;
+            match sender.send(first, chunk).await {
+                Ok(()) => {}
+                // The download side reports why it closed.
+                Err(SendError::Closed(_)) => break,
+                Err(e) => return Err(CliError::failed(format!("--mconn: {e}"))),
+            }
+        }
+        sender.close();
+        std::future::pending::<Result<(), CliError>>().await
+    };
+    let download = async move {
+        let reason = loop {
+            match rx.recv().await {
+                Some(Received::Message { channel, data }) if channel == first => {
+                    if !stdout.write(data.to_vec()).await {
+                        break None;
+                    }
+                }
+                Some(Received::Message { .. }) => {}
+                Some(Received::Closed(reason)) => break Some(reason),
+                Some(_) => {}
+                None => break None,
+            }
+        };
+        stdout.finish().await.map_err(CopyError::Stdout)?;
+        match reason {
+            None | Some(CloseReason::Local | CloseReason::PeerClosed) => Ok(()),
+            Some(other) => Err(CliError::from(CopyError::Mconn(other))),
+        }
+    };
+    let r = tokio::select! {
+        r = upload => r,
+        r = download => r,
+    };
+    // Ends the connection if stdout failed or stdin did.
+    tx.close();
+    r
+}
