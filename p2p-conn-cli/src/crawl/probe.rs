@@ -2,12 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use p2p_conn::io::tokio as ptokio;
-use p2p_conn::mconn::pex::{PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
-use p2p_conn::mconn::{ChannelDescriptor, Event, MConnConfig, MConnCore};
+use p2p_conn::io::tokio::{self as ptokio, SecretConnection};
+use p2p_conn::mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
+use p2p_conn::mconn::{ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError};
 use p2p_conn::{Config, Identity, NodeId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
 use super::scheduler::{Report, Status, Target, Verdict};
 use crate::conn::{self, describe};
@@ -43,19 +44,26 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(1);
 /// - Otherwise we announce the node's own network and block protocol, only
 ///   channel `0x00` (PEX, so no other reactor sends us anything), the
 ///   moniker [`CRAWL_MONIKER`] and the listen address
-///   [`CRAWL_LISTEN_ADDR`]; then send ONE `PexRequest` and read packets
-///   until `PexAddrs`: pings are answered (the core queues the pong), any
-///   other message (a `PexRequest` of the node's own) is counted and not
-///   answered, so we never send an unsolicited `PexAddrs`.
+///   [`CRAWL_LISTEN_ADDR`]; then run the library's MConnection adapter
+///   ([`MConnection::spawn`], channel `0x00` only), send ONE `PexRequest`
+///   and wait up to `timeout` for `PexAddrs`: pings are answered (by the
+///   adapter), any other message (a `PexRequest` of the node's own) is
+///   counted and not answered, so we never send an unsolicited `PexAddrs`.
+///   Then we close
+///   ([`MConnSender::close`](p2p_conn::mconn::MConnSender::close)).
 ///
-/// The whole visit is bounded by the caller (the scheduler's deadline);
-/// dropping the future closes the socket.
+/// The crawler has no packet loop of its own: every MConnection rule
+/// (framing, keepalive, caps) is the library's.
 ///
-/// It drives the sans-IO [`MConnCore`] directly over the secret
-/// connection's tokio reads and writes (one write per batch from
-/// `poll_transmit`). When the library's tokio MConnection adapter lands,
-/// this loop is to move onto it; nothing outside this function depends on
-/// how the packets are carried.
+/// The whole visit is also bounded by the caller (the scheduler's
+/// deadline). Dropping the future before the MConnection runs closes the
+/// socket; after, it drops the adapter's sender and receiver, which closes
+/// the connection (queued bytes sent, then the stream shut down) on the
+/// adapter's own task. That close (here after the answer too, where we
+/// wait for it only [`CLOSE_LIMIT`]) is not bounded in time by the adapter:
+/// a node that stops reading once our pongs fill its TCP window (only a
+/// flood of its pings could do that) holds the adapter's task and socket
+/// until it reads again or the socket fails.
 pub async fn probe(
     target: &Target,
     identity: &Identity,
@@ -118,85 +126,78 @@ pub async fn probe(
         return report;
     }
 
-    // MConnection: one request, then packets until the answer.
-    let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
-    let mut core = match MConnCore::new(MConnConfig::default(), &[pex], Instant::now()) {
-        Ok(core) => core,
-        Err(e) => {
-            report.status = Status::NoAnswer(e.to_string());
-            return report;
-        }
-    };
-    if let Err(e) = core.send(PEX_CHANNEL, PexMessage::Request.encode()) {
-        report.status = Status::NoAnswer(e.to_string());
-        return report;
-    }
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    let answer = loop {
-        out.clear();
-        while core.poll_transmit(Instant::now(), &mut out, 64 * 1024) > 0 {}
-        if !out.is_empty() {
-            if let Err(e) = sc.send(&out).await {
-                break Err(format!("write: {}", describe(&e)));
-            }
-        }
-        let wake = core
-            .poll_timeout()
-            .unwrap_or_else(|| Instant::now() + timeout);
-        let n = tokio::select! {
-            r = sc.read(&mut buf) => match r {
-                Ok(0) => break Err("the node closed the connection".to_string()),
-                Ok(n) => n,
-                Err(e) => break Err(format!("read: {}", describe(&p2p_conn::Error::from_io(e)))),
-            },
-            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
-                if let Err(e) = core.handle_timeout(Instant::now()) {
-                    break Err(e.to_string());
-                }
-                continue;
-            }
-        };
-        match take(&mut core, &buf[..n], &mut report.ignored_messages) {
-            Ok(Some(addrs)) => break Ok(addrs),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-    };
-    match answer {
-        Ok(addrs) => {
-            report.addrs = Some(addrs);
-            let _ = tokio::time::timeout(CLOSE_LIMIT, sc.shutdown()).await;
-        }
-        Err(why) => report.status = Status::NoAnswer(why),
+    // MConnection: one request, then messages until the answer.
+    match ask(sc, timeout, &mut report.ignored_messages).await {
+        Ok(addrs) => report.addrs = Some(addrs),
+        Err(Unanswered::Timeout) => report.status = Status::Timeout,
+        Err(Unanswered::Failed(why)) => report.status = Status::NoAnswer(why),
     }
     report
 }
 
-/// Feeds the peer's bytes to the core: the addresses once `PexAddrs` is
-/// whole, counting the other messages in `ignored`.
-fn take(
-    core: &mut MConnCore,
-    mut input: &[u8],
+/// Why [`ask`] has no addresses.
+enum Unanswered {
+    /// No `PexAddrs` within the timeout.
+    Timeout,
+    /// The connection ended or failed first, or the answer was malformed.
+    Failed(String),
+}
+
+/// Runs an MConnection with the one PEX channel over `sc` (the library's
+/// adapter, [`MConnection::spawn`]: it answers pings), sends ONE
+/// `PexRequest`, and waits up to `timeout` for `PexAddrs`, counting any
+/// other message in `ignored` and answering none. Then it closes: the
+/// adapter sends what is queued (a pong at most) and shuts the stream down,
+/// waited for up to [`CLOSE_LIMIT`]. Dropped early (the scheduler's
+/// deadline), the sender and receiver close the connection the same way.
+async fn ask(
+    sc: SecretConnection<TcpStream>,
+    timeout: Duration,
     ignored: &mut u64,
-) -> Result<Option<Vec<p2p_conn::mconn::pex::NetAddress>>, String> {
-    while !input.is_empty() {
-        let (used, event) = core
-            .handle_input(Instant::now(), input)
-            .map_err(|e| format!("MConnection: {e}"))?;
-        input = &input[used..];
-        if let Some(Event::Message { data, .. }) = event {
-            match PexMessage::decode(&data) {
-                Ok(PexMessage::Addrs(addrs)) => return Ok(Some(addrs)),
-                Ok(PexMessage::Request) => *ignored += 1,
-                Err(e) => return Err(format!("PEX: {e}")),
+) -> Result<Vec<NetAddress>, Unanswered> {
+    let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
+    let (tx, mut rx) = MConnection::spawn(sc, &[pex], MConnConfig::default())
+        .map_err(|e| Unanswered::Failed(e.to_string()))?;
+    let answer = tokio::time::timeout(timeout, async {
+        tx.send(PEX_CHANNEL, PexMessage::Request.encode())
+            .await
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        loop {
+            match rx.recv().await {
+                Some(Received::Message { data, .. }) => match PexMessage::decode(&data) {
+                    Ok(PexMessage::Addrs(addrs)) => break Ok(addrs),
+                    Ok(PexMessage::Request) => *ignored += 1,
+                    Err(e) => break Err(Unanswered::Failed(format!("PEX: {e}"))),
+                },
+                Some(Received::Closed(why)) => break Err(Unanswered::Failed(closed(&why))),
+                // `Received` may grow; `None` only follows `Closed`.
+                Some(_) => {}
+                None => break Err(Unanswered::Failed("the connection ended".into())),
             }
-        } else if used == 0 && event.is_none() {
-            // Only a receive rate limit holds input back; none is set.
-            return Err("MConnection took no input".into());
         }
+    })
+    .await
+    .unwrap_or(Err(Unanswered::Timeout));
+    tx.close();
+    let _ = tokio::time::timeout(CLOSE_LIMIT, async {
+        while let Some(event) = rx.recv().await {
+            if matches!(event, Received::Closed(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+    answer
+}
+
+/// The end of the connection, worded as before the adapter.
+fn closed(why: &CloseReason) -> String {
+    match why {
+        CloseReason::PeerClosed => "the node closed the connection".into(),
+        CloseReason::Transport(e) => describe(e),
+        CloseReason::Protocol(e) => format!("MConnection: {e}"),
+        other => other.to_string(),
     }
-    Ok(None)
 }
 
 fn nodeinfo_error(e: NodeInfoError) -> String {
