@@ -36,7 +36,7 @@ pub struct NodeInfoArgs {
     #[arg(long)]
     pub moniker: Option<String>,
     /// Channels to announce: hex bytes (e.g. 4020), or a list
-    /// 0x40,0x20[:PRIORITY] (priorities are for --mconn; default 1). None by
+    /// `0x40,0x20[:PRIORITY]` (priorities are for --mconn; default 1). None by
     /// default, so a node completes the exchange and then drops us ("no
     /// common channels"), and no reactor traffic flows. listen, dial: needs
     /// --nodeinfo or --mconn (whose channels they are too)
