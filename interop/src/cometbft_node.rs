@@ -313,6 +313,22 @@ impl Node {
         extra: &[(&str, &str, String)],
         genesis: Option<&Path>,
     ) -> Node {
+        Node::launch(bin, extra, genesis, "info")
+    }
+
+    /// [`start`](Self::start) with `--log_level=LEVEL` instead of `info`:
+    /// `p2p:debug,*:info` has the node log each ping and pong of its
+    /// MConnections (`Send Ping`, `Receive Pong`, ... with `peer=ID@ADDR`).
+    pub fn start_logging(bin: &NodeBinary, level: &str) -> Node {
+        Node::launch(bin, &[], None, level)
+    }
+
+    fn launch(
+        bin: &NodeBinary,
+        extra: &[(&str, &str, String)],
+        genesis: Option<&Path>,
+        log_level: &str,
+    ) -> Node {
         let Home {
             home,
             p2p_port,
@@ -336,7 +352,8 @@ impl Node {
         cmd.arg("start")
             .arg("--home")
             .arg(&home)
-            .args(["--proxy_app=kvstore", "--log_level=info"])
+            .arg("--proxy_app=kvstore")
+            .arg(format!("--log_level={log_level}"))
             .stdin(Stdio::null())
             .stdout(log);
         let mut node = Node {

@@ -7,15 +7,19 @@
 //! queue); each message received on that channel is written to stdout as
 //! it is, with no framing; messages on the other channels are dropped (and
 //! counted in the final `-v` tracing event). Pings are answered, ours go out
-//! at CometBFT's default interval. At the end of stdin, what is queued is
+//! at CometBFT's default interval (60 s, pong timeout 45 s) or every
+//! `--ping-interval` seconds (pong timeout 3/4 of that, at most 45 s). With
+//! `-v`, the final `mconn closed` event counts the pings and pongs each way. At the end of stdin, what is queued is
 //! sent and the connection is closed; the peer's close (or its failure)
 //! ends the command too.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use p2p_conn::io::tokio::SecretConnection;
 use p2p_conn::mconn::{
     ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received, SendError,
+    DEFAULT_PONG_TIMEOUT,
 };
 
 use crate::error::CliError;
@@ -26,12 +30,31 @@ use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 /// Most bytes of stdin one read takes (one message).
 const STDIN_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The MConnection's settings: CometBFT's defaults, or with `ping_interval`
+/// (`--ping-interval`, seconds) that interval and a pong timeout of 3/4 of
+/// it, at most CometBFT's 45 s.
+pub fn config(ping_interval: Option<f64>) -> Result<MConnConfig, CliError> {
+    let config = MConnConfig::default();
+    let Some(secs) = ping_interval else {
+        return Ok(config);
+    };
+    let every = crate::conn::seconds("--ping-interval", secs)?;
+    let pong = (every * 3 / 4).min(DEFAULT_PONG_TIMEOUT);
+    if pong < Duration::from_millis(1) {
+        return Err(CliError::usage(
+            "--ping-interval must be at least 0.002 seconds",
+        ));
+    }
+    Ok(config.with_keepalive(every, pong))
+}
+
 /// Run the MConnection over `conn` on `channels` (at least one) until it
 /// ends: `Ok` when it closed at the end of stdin or by the peer, the close
 /// reason otherwise.
 pub async fn pipe(
     conn: SecretConnection<tokio::net::TcpStream>,
     channels: &Channels,
+    config: MConnConfig,
     counts: &Arc<IoCounts>,
 ) -> Result<(), CliError> {
     let descs: Vec<ChannelDescriptor> = channels
@@ -42,7 +65,7 @@ pub async fn pipe(
     let Some(&(first, _)) = channels.0.first() else {
         return Err(CliError::usage("--mconn needs at least one channel"));
     };
-    let (tx, mut rx) = MConnection::spawn(conn, &descs, MConnConfig::default())
+    let (tx, mut rx) = MConnection::spawn(conn, &descs, config)
         .map_err(|e| CliError::usage(format!("--mconn: {e}")))?;
     let mut stdin =
         StdinChunks::start(STDIN_CHUNK_BYTES, counts.clone()).map_err(CopyError::Stdin)?;

@@ -37,6 +37,11 @@ pub struct PipeArgs {
     /// the connection closed; the peer's close ends it too
     #[arg(long)]
     mconn: bool,
+    /// With --mconn: ping the peer every SECS seconds instead of CometBFT's
+    /// 60; the pong timeout is then 3/4 of it, at most CometBFT's 45 s
+    /// (answering the peer's pings does not depend on this)
+    #[arg(long, value_name = "SECS")]
+    ping_interval: Option<f64>,
     /// At the end, print on stderr how many read(2) calls stdin took and
     /// write(2) calls stdout took, with their bytes (`io stdin-reads=N
     /// stdin-bytes=B stdout-writes=N stdout-bytes=B`)
@@ -102,6 +107,11 @@ impl PipeArgs {
                 "--mconn needs --channels (the MConnection's channels)",
             ));
         }
+        if self.ping_interval.is_some() && !self.mconn {
+            return Err(CliError::usage("--ping-interval needs --mconn"));
+        }
+        // A bad --ping-interval fails here, before any connection.
+        mconn::config(self.ping_interval)?;
         if self.nodeinfo {
             return Ok(());
         }
@@ -264,7 +274,10 @@ async fn established(
     }
     let counts = Arc::new(IoCounts::default());
     let copied = match &args.info.channels {
-        Some(channels) if args.mconn => mconn::pipe(conn, channels, &counts).await,
+        Some(channels) if args.mconn => {
+            let config = mconn::config(args.ping_interval)?;
+            mconn::pipe(conn, channels, config, &counts).await
+        }
         _ => {
             let (r, w) = conn.into_split();
             copy_both_ways(r, w, &counts).await

@@ -1016,7 +1016,8 @@ fn not_a_secret_connection_exits_4() {
 }
 
 /// `--network`, `--moniker` and `--channels` need `--nodeinfo`: without it
-/// they are an error at once (before any connection), and the help says so.
+/// they are an error at once (before any connection), and the help says so;
+/// `--ping-interval` needs `--mconn` and a positive number, checked as early.
 #[test]
 fn nodeinfo_flags_need_nodeinfo() {
     let cases: &[(&[&str], &str)] = &[
@@ -1043,6 +1044,22 @@ fn nodeinfo_flags_need_nodeinfo() {
         (
             &["listen", "127.0.0.1:0", "--network", "n", "--moniker", "m"],
             "--network and --moniker need --nodeinfo",
+        ),
+        (
+            &["dial", "127.0.0.1:9", "--ping-interval", "5"],
+            "--ping-interval needs --mconn",
+        ),
+        (
+            &[
+                "dial",
+                "127.0.0.1:9",
+                "--mconn",
+                "--channels",
+                "20",
+                "--ping-interval",
+                "0",
+            ],
+            "--ping-interval must be a positive number of seconds, at most about 1.8e19",
         ),
     ];
     for (args, needle) in cases {

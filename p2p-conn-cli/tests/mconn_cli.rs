@@ -1,15 +1,14 @@
 //! `listen`/`dial --mconn`: the CLI's MConnection against CometBFT's own
 //! (the Go peer's `mconn` mode) and against a real `cometbft` node.
 //!
-//! A node's pong timeout is not configurable (`[p2p]` in config.toml has no
-//! such setting; CometBFT hard-codes a 60 s ping interval and a 45 s pong
-//! timeout), so "stays connected longer than the pong timeout" would take
-//! over 100 s per node. Instead the node test checks, 5 s after the node
-//! started our MConnection (while its consensus reactor sends us its round
-//! state on 0x20), that the node still lists us in its RPC `net_info` and
-//! has logged no `Stopping peer for error` naming us, and that `dial` is
-//! still running; the pings and pongs themselves are proven against the Go
-//! MConnection with short timers (`p2p-conn/tests/mconn_cometbft_go.rs`).
+//! The node test checks, 5 s after the node started our MConnection (while
+//! its consensus reactor sends us its round state on 0x20), that the node
+//! still lists us in its RPC `net_info` and has logged no `Stopping peer
+//! for error` naming us, and that `dial` is still running. Staying past the
+//! node's first ping (60 s) and its pong timeout (45 s), neither of which a
+//! node's config can change, is `tests/mconn_keepalive.rs`; pings and pongs
+//! with short timers are proven against the Go MConnection
+//! (`p2p-conn/tests/mconn_cometbft_go.rs`).
 //!
 //! Without Go each test prints a notice and passes, unless `CI=true`.
 
@@ -151,7 +150,7 @@ fn peer_ids(node: &Node) -> Vec<String> {
 }
 
 /// `dial --nodeinfo --mconn --channels 0x20` to a real node stays its peer
-/// (see the module docs for why 5 s, not the pong timeout).
+/// 5 s on (past the pong timeout: `tests/mconn_keepalive.rs`).
 fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
     let Some(bin) = node_binary(version, test) else {
         return;
