@@ -55,6 +55,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::cometbft_go::GoVersion;
+pub use crate::cometbft_node::NetPeer;
 use crate::cometbft_node::{node_binary, Node};
 
 /// The default layout: node 0 makes the chain (v0.38.26, what most chains
@@ -86,15 +87,6 @@ pub struct NetNode {
     pub node: Node,
 }
 
-/// A peer as a node's RPC `net_info` lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NetPeer {
-    pub id: String,
-    pub moniker: String,
-    /// Whether this node dialed it.
-    pub outbound: bool,
-}
-
 impl NetNode {
     /// `ID@127.0.0.1:PORT`, as `persistent_peers` and `seeds` take it.
     pub fn address(&self) -> String {
@@ -104,18 +96,7 @@ impl NetNode {
     /// Its peers, from its own RPC `net_info`; `None` while the RPC does
     /// not answer (or answers something else).
     pub fn peers(&self) -> Option<Vec<NetPeer>> {
-        let info = self.node.rpc("/net_info")?;
-        info["result"]["peers"]
-            .as_array()?
-            .iter()
-            .map(|p| {
-                Some(NetPeer {
-                    id: p["node_info"]["id"].as_str()?.to_string(),
-                    moniker: p["node_info"]["moniker"].as_str()?.to_string(),
-                    outbound: p["is_outbound"].as_bool()?,
-                })
-            })
-            .collect()
+        self.node.peers()
     }
 
     /// Its latest block height (`/status`); `None` while the RPC does not

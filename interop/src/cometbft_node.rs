@@ -297,6 +297,15 @@ pub struct Node {
     proc: Mutex<Option<Proc>>,
 }
 
+/// A peer as a node's RPC `net_info` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetPeer {
+    pub id: String,
+    pub moniker: String,
+    /// Whether this node dialed it.
+    pub outbound: bool,
+}
+
 impl Node {
     /// Start a node from the `cometbft` binary `bin` (see [`node_binary`])
     /// and wait until it is up.
@@ -429,6 +438,33 @@ impl Node {
     pub fn rpc(&self, path: &str) -> Option<serde_json::Value> {
         let port = self.rpc_laddr.rsplit(':').next()?.parse().ok()?;
         rpc_get(port, path)
+    }
+
+    /// Its peers, from its own RPC `net_info`; `None` while the RPC does
+    /// not answer (or answers something else).
+    pub fn peers(&self) -> Option<Vec<NetPeer>> {
+        let info = self.rpc("/net_info")?;
+        info["result"]["peers"]
+            .as_array()?
+            .iter()
+            .map(|p| {
+                Some(NetPeer {
+                    id: p["node_info"]["id"].as_str()?.to_string(),
+                    moniker: p["node_info"]["moniker"].as_str()?.to_string(),
+                    outbound: p["is_outbound"].as_bool()?,
+                })
+            })
+            .collect()
+    }
+
+    /// The node IDs its `net_info` lists (none while the RPC does not
+    /// answer).
+    pub fn peer_ids(&self) -> Vec<String> {
+        self.peers()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.id)
+            .collect()
     }
 
     /// Everything the node has logged so far.

@@ -24,7 +24,6 @@ use p2p_conn_interop::go_peer::go_peer;
 use p2p_conn_interop::mconn_peer::{
     go_mconn_listen, GoChannel, GoSend, MconnArgs, MconnEvent, MconnOutput,
 };
-use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 const LIMIT: Duration = Duration::from_secs(30);
@@ -130,25 +129,6 @@ fn hex_sha256(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
-/// The peers a node's `net_info` lists, by node ID.
-fn peer_ids(node: &Node) -> Vec<String> {
-    let Some(v) = node.rpc("/net_info") else {
-        return Vec::new();
-    };
-    let result = v.get("result").unwrap_or(&v);
-    result
-        .get("peers")
-        .and_then(Value::as_array)
-        .map(|peers| {
-            peers
-                .iter()
-                .filter_map(|p| p.pointer("/node_info/id").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `dial --nodeinfo --mconn --channels 0x20` to a real node stays its peer
 /// 5 s on (past the pong timeout: `tests/mconn_keepalive.rs`).
 fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
@@ -187,7 +167,7 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
     );
     std::thread::sleep(Duration::from_secs(5));
     dial.check_running("it should still be the node's peer");
-    let peers = peer_ids(&node);
+    let peers = node.peer_ids();
     assert!(
         peers.iter().any(|p| p == &our_id),
         "{test}: net_info lists {peers:?}, not {our_id}"

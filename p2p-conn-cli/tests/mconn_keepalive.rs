@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 use common::cometbft_node::{node_binary, Node};
 use common::process::{run_ok, scratch, Feed, Proc};
 use p2p_conn_interop::cometbft_go::GoVersion;
-use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 const LIMIT: Duration = Duration::from_secs(30);
@@ -48,25 +47,6 @@ const OUR_PING_SECS: &str = "10";
 
 /// The node's MConnection debug lines, `p2p` module only.
 const LOG_LEVEL: &str = "p2p:debug,*:info";
-
-/// The peers a node's `net_info` lists, by node ID.
-fn peer_ids(node: &Node) -> Vec<String> {
-    let Some(v) = node.rpc("/net_info") else {
-        return Vec::new();
-    };
-    let result = v.get("result").unwrap_or(&v);
-    result
-        .get("peers")
-        .and_then(Value::as_array)
-        .map(|peers| {
-            peers
-                .iter()
-                .filter_map(|p| p.pointer("/node_info/id").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The value of `key=N` in a tracing line.
 fn field(line: &str, key: &str) -> Option<u64> {
@@ -128,7 +108,7 @@ fn stay_past_pong_timeout(version: GoVersion, test: &str) -> Option<Seen> {
         std::thread::sleep(Duration::from_secs(1));
     }
     dial.check_running("it should still be the node's peer");
-    let peers = peer_ids(&node);
+    let peers = node.peer_ids();
     assert!(
         peers.iter().any(|p| p == &our_id),
         "{test}: net_info lists {peers:?}, not {our_id}"
