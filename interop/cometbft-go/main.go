@@ -300,6 +300,26 @@ func openTCP(mode, addr string) (*net.TCPConn, error) {
 }
 
 // handshake runs MakeSecretConnection under the handshake timeout.
+// openSecret listens (one connection) or dials by mode, with the key file
+// at keyPath (a fresh key when empty), and runs the handshake; the caller
+// closes the TCP connection. Also returns the key it used.
+func openSecret(mode, addr, keyPath string) (*net.TCPConn, *secretConnection, privateKey, error) {
+	key, err := privKey(keyPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tcp, err := openTCP(mode, addr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sc, err := handshake(tcp, key)
+	if err != nil {
+		tcp.Close()
+		return nil, nil, nil, err
+	}
+	return tcp, sc, key, nil
+}
+
 func handshake(tcp net.Conn, key privateKey) (*secretConnection, error) {
 	if err := tcp.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
 		return nil, err
@@ -327,19 +347,11 @@ func pipe(mode string, args []string) error {
 	if *chunk < 1 {
 		return errors.New("-chunk must be at least 1")
 	}
-	key, err := privKey(*keyPath)
-	if err != nil {
-		return err
-	}
-	tcp, err := openTCP(mode, addr)
+	tcp, sc, key, err := openSecret(mode, addr, *keyPath)
 	if err != nil {
 		return err
 	}
 	defer tcp.Close()
-	sc, err := handshake(tcp, key)
-	if err != nil {
-		return err
-	}
 	remote := pubKeyToID(sc.RemotePubKey())
 	fmt.Fprintf(os.Stderr, "peer %s\n", remote)
 	if *peerID != "" && string(remote) != *peerID {

@@ -143,19 +143,11 @@ func mconnMode(mode string, args []string) error {
 	if cfg.PongTimeout >= cfg.PingInterval {
 		return errors.New("--pong-timeout must be below --ping-interval")
 	}
-	key, err := privKey(*keyPath)
-	if err != nil {
-		return err
-	}
-	tcp, err := openTCP(mode, addr)
+	tcp, sc, _, err := openSecret(mode, addr, *keyPath)
 	if err != nil {
 		return err
 	}
 	defer tcp.Close()
-	sc, err := handshake(tcp, key)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(os.Stderr, "peer %s\n", pubKeyToID(sc.RemotePubKey()))
 
 	report := &mconnReport{}
