@@ -1018,6 +1018,29 @@ fn not_a_secret_connection_exits_4() {
 /// `--network`, `--moniker` and `--channels` need `--nodeinfo`: without it
 /// they are an error at once (before any connection), and the help says so;
 /// `--ping-interval` needs `--mconn` and a positive number, checked as early.
+/// A crawl seed that names no dialable HOST:PORT is a usage error before
+/// anything is dialed (it was a table row, "connect failed", exit 0).
+#[test]
+fn crawl_refuses_seeds_without_host_and_port() {
+    for seed in [
+        "nonsense",
+        "127.0.0.1:",
+        ":26656",
+        "127.0.0.1:99999",
+        "127.0.0.1:0",
+    ] {
+        let out = spawn(&["crawl", seed], b"").finish_within(Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{seed}: {err}");
+        assert_eq!(
+            err.trim_end(),
+            format!("error: seed {seed:?}: want ID@HOST:PORT or HOST:PORT"),
+            "{seed}"
+        );
+        assert!(out.stdout.is_empty(), "{seed}: a table was printed");
+    }
+}
+
 #[test]
 fn nodeinfo_flags_need_nodeinfo() {
     let cases: &[(&[&str], &str)] = &[

@@ -92,6 +92,16 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     let mut seeds = Vec::new();
     for s in &args.seeds {
         let (addr, id) = conn::split_id(s)?;
+        // HOST:PORT, checked here: a seed that cannot be dialed is a usage
+        // error, not a row of the table.
+        let port_ok = addr.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            return Err(CliError::usage(format!(
+                "seed {s:?}: want ID@HOST:PORT or HOST:PORT"
+            )));
+        }
         seeds.push(Target { addr, id, depth: 0 });
     }
     let identity = match &args.key {
@@ -110,9 +120,10 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let crawl = rt.block_on(drive(Scheduler::new(seeds, opts), identity, timeout));
     rt.shutdown_background();
+    let n = crawl.visits.len();
     eprintln!(
-        "crawled {} addresses in {:.2} s",
-        crawl.visits.len(),
+        "crawled {n} address{} in {:.2} s",
+        if n == 1 { "" } else { "es" },
         started.elapsed().as_secs_f64()
     );
     if let (Some(path), Some(dot)) = (&args.graph, graph_format) {
