@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::mconn::{
     ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnReceiver, MConnection, Received,
-    SendError, RECV_BUFFER_BYTES,
+    SendError, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 use p2p_conn::testkit::{payload, tokio_secret_pair};
 use p2p_conn::Config;
@@ -164,6 +164,73 @@ async fn close_flushes_then_ends() {
         tx.try_send(0x20, vec![1]),
         Err(SendError::Closed(CloseReason::Local))
     ));
+}
+
+/// A peer that never reads: our writer stalls with the kernel buffers and
+/// the send queue full. `close` still ends the connection within
+/// `CLOSE_TIMEOUT` (plus slack for a loaded machine), where a writer
+/// waiting on the stream would hold the task forever; and the stream is
+/// released: the peer, reading at last, comes to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_is_bounded_when_the_peer_never_reads() {
+    use tokio::io::AsyncReadExt;
+    let (a, mut b) = tokio_secret_pair(&Config::default()).await;
+    let cap = 256 * 1024;
+    let ch = [ChannelDescriptor::new(0x20).with_send_queue_capacity(cap)];
+    let (tx, mut arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
+    // Fill until nothing leaves the channel's queue for 300 ms.
+    let msg_len = 16 * 1024;
+    let (mut sent, mut last) = (0u64, (usize::MAX, Instant::now()));
+    loop {
+        match tx.try_send(0x20, payload(msg_len, sent)) {
+            Ok(()) => sent += 1,
+            Err(SendError::Refused(MConnError::SendQueueFull { .. })) => {
+                let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
+                if queued != last.0 {
+                    last = (queued, Instant::now());
+                } else if last.1.elapsed() >= Duration::from_millis(300) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+        assert!(sent < 100_000, "never stalled");
+    }
+    let q = tx.queue_stats();
+    assert!(
+        q.pending_bytes > 0,
+        "the send queue is not holding batches: {q:?}"
+    );
+    assert!(q.overflows > 0, "the writer never waited for room: {q:?}");
+    let start = Instant::now();
+    tx.close();
+    let bound = CLOSE_TIMEOUT + Duration::from_secs(5);
+    let got = tokio::time::timeout(bound, arx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("the connection outlived close() by {bound:?}"));
+    assert_eq!(got, Some(Received::Closed(CloseReason::Local)));
+    assert!(start.elapsed() >= CLOSE_TIMEOUT, "gave up before the bound");
+    // Our write half is gone: reading drains what the kernels hold, then
+    // ends (end of stream, or a frame cut short), rather than waiting.
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut read = 0usize;
+    let end = tokio::time::timeout(LIMIT, async {
+        loop {
+            match b.read(&mut buf).await {
+                Ok(0) => return Ok(()),
+                Ok(n) => read += n,
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the peer's stream never ended");
+    assert!(read > 0, "{end:?}");
+    assert!(
+        (read as u64) < sent * msg_len as u64,
+        "everything arrived: the close did not stop early ({read} bytes)"
+    );
 }
 
 #[cfg(feature = "tracing")]

@@ -1,23 +1,35 @@
 //! The tokio adapter over [`MConnCore`]: [`MConnection::spawn`] (features
-//! `mconn` and `tokio`). Its design and guarantees are documented on
+//! `mconn` and `queue`). Its design and guarantees are documented on
 //! [`MConnection`].
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::{
     ChannelDescriptor, ChannelStats, Event, MConnConfig, MConnCore, MConnError, MConnStats,
 };
+use crate::io::queue::{self, Overflow, QueueConfig};
 use crate::io::tokio::{ReadHalf, SecretConnection, Split, WriteHalf};
+use crate::stats::QueueStats;
 use crate::{Error, NodeId};
 
-/// The most bytes of packets handed to the secret connection in one write.
+/// The most bytes of packets in one batch handed to the send queue.
 pub const BATCH_BYTES: usize = 64 * 1024;
+
+/// The bound on a close ([`MConnSender::close`], or dropping the
+/// [`MConnReceiver`]): the time the writer has to hand what the core holds
+/// to the send queue and see it written; at the bound it stops writing
+/// (the send queue's default shutdown timeout, 250 ms).
+pub const CLOSE_TIMEOUT: Duration = queue::DEFAULT_SHUTDOWN_TIMEOUT;
+
+/// Batches handed to the send queue and not yet sealed, at most.
+const QUEUED_BATCHES: usize = 4;
 
 /// The most bytes of received messages waiting for the [`MConnReceiver`]
 /// before the reader stops reading (1 MiB).
@@ -101,6 +113,9 @@ struct Shared {
     room: Notify,
     closing: AtomicBool,
     closed: Mutex<Option<CloseReason>>,
+    /// The send queue over the write half: its writer task seals and
+    /// writes the batches.
+    queue: queue::Sender,
 }
 
 impl Shared {
@@ -122,7 +137,7 @@ impl Shared {
 }
 
 /// Runs an [`MConnCore`] over a live secret connection:
-/// [`MConnection::spawn`] (features `mconn` and `tokio`).
+/// [`MConnection::spawn`] (features `mconn` and `queue`).
 ///
 /// ```no_run
 /// # async fn f(conn: p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>)
@@ -148,9 +163,11 @@ impl Shared {
 /// # Design
 /// - [`MConnection::spawn`] takes an established [`SecretConnection`] (after
 ///   the handshake and, for a node, the NodeInfo exchange), splits it into
-///   its owned halves and spawns **one task** that owns both: a reader and a
-///   writer future polled together. When either ends, the other is dropped
-///   and the connection is closed. It returns an [`MConnSender`] (cloneable:
+///   its owned halves and spawns **one task** that drives both: a reader
+///   future over the read half and a writer future over the crate's send
+///   queue ([`crate::io::queue`]), made over the write half, polled
+///   together. When either ends, the other is dropped and the connection
+///   is closed. It returns an [`MConnSender`] (cloneable:
 ///   any number of producers) and an [`MConnReceiver`] (the events).
 /// - The [`MConnCore`] sits behind a mutex the task and the senders share,
 ///   held only for one core call. Nothing here re-implements a protocol
@@ -159,14 +176,22 @@ impl Shared {
 ///   connection's receive buffer (`AsyncBufRead`, no copy) into
 ///   [`MConnCore::handle_input`]; a ping wakes the writer for the pong.
 /// - The writer asks [`MConnCore::poll_transmit`] for a batch of up to
-///   [`BATCH_BYTES`] and hands it to the secret connection in one write
-///   (sealed as a whole: never a write per packet; one transport write when
-///   the connection's `flush_size` holds the sealed batch, as the default
-///   128 KiB does), again while the core has more. No flush timer: a batch is whatever is pending when the
-///   writer runs. It sleeps until [`MConnCore::poll_timeout`] (the next
-///   ping, the pong deadline, a rate limit's release) or a wake-up, and
-///   runs [`MConnCore::handle_timeout`]: a late pong closes the connection
-///   with [`MConnError::PongTimeout`].
+///   [`BATCH_BYTES`] of packets (pongs and pings first, as the core orders
+///   them) and hands it, as one [`Bytes`], to the send queue, whose own
+///   writer task seals it as a whole and writes it (never a write per
+///   packet; the queue packs batches waiting together into one write of up
+///   to the connection's `flush_size`), again while the core has more. No
+///   flush timer: a batch is whatever is pending when the writer runs. The
+///   send queue holds at most four batches
+///   ([`Overflow::Backpressure`], `4 * BATCH_BYTES`): past that the writer
+///   waits, the core's per-channel queues fill, and [`MConnSender::send`]
+///   waits, so a peer that reads slowly slows the producers. Those waits
+///   are the normal pace under load; the queue counts them
+///   ([`QueueStats::overflows`], [`MConnSender::queue_stats`]) and logs
+///   them at trace level only. The writer sleeps until
+///   [`MConnCore::poll_timeout`] (the next ping, the pong deadline, a rate
+///   limit's release) or a wake-up, and runs [`MConnCore::handle_timeout`]:
+///   a late pong closes the connection with [`MConnError::PongTimeout`].
 /// - Received messages go to the [`MConnReceiver`] through a queue bounded
 ///   in bytes ([`RECV_BUFFER_BYTES`]): when the application does not keep
 ///   up, the reader stops reading (TCP back-pressure to the peer), as
@@ -179,7 +204,9 @@ impl Shared {
 ///   [`RECV_BUFFER_BYTES`] of delivered messages waiting in the receive
 ///   queue, plus one message over that (a message larger than the whole
 ///   buffer still passes, alone). Sends: each channel's
-///   `send_queue_capacity`, and one batch buffer.
+///   `send_queue_capacity`, one batch buffer, and at most
+///   `4 * BATCH_BYTES` of batches in the send queue plus the one it is
+///   writing.
 /// - [`MConnSender::send`] waits for room in the channel's send queue (the
 ///   core's byte cap) and [`MConnSender::try_send`] refuses at once
 ///   ([`MConnError::SendQueueFull`]); a message larger than the queue's whole
@@ -192,15 +219,28 @@ impl Shared {
 /// - `tracing` events (feature `tracing`, debug level): `mconn up` (peer,
 ///   channels), `mconn closed` (peer, cause, bytes, pings and pongs each
 ///   way) and, at close, `mconn channel` per channel (peer, channel,
-///   messages and bytes each way).
+///   messages and bytes each way); the send queue's `send queue stopped`.
+/// - A close ([`MConnSender::close`], dropping the [`MConnReceiver`]) is
+///   bounded: the writer hands over what the core's queues hold and waits
+///   for it to be written for at most [`CLOSE_TIMEOUT`] from the close,
+///   then (all written) shuts the send queue down, which sends the FIN
+///   within the queue's shutdown timeout (the same 250 ms), or (not all
+///   written: a peer that stopped reading) stops the queue at once, which
+///   drops the write half, possibly inside a frame. Either way the task
+///   ends, and [`Received::Closed`] comes, within [`CLOSE_TIMEOUT`] of the
+///   close. Any other end (a protocol error, a late pong, a transport
+///   error, the peer's end of stream) stops the queue at once.
 ///
 /// # Not provided
 /// - No reconnecting, peer manager or reactor dispatch; messages of every
 ///   channel arrive on the one [`MConnReceiver`], in the peer's order.
 /// - No linger: [`MConnSender::close`] (and dropping the
-///   [`MConnReceiver`]) sends what is queued and shuts the stream down,
-///   but does not wait for the peer to read it, and stops early while the
-///   send rate limit holds a packet back.
+///   [`MConnReceiver`]) sends what is queued (within [`CLOSE_TIMEOUT`]) and
+///   shuts the stream down, but does not wait for the peer to read it, and
+///   stops early while the send rate limit holds a packet back.
+/// - A write error is seen when the writer next hands the send queue a
+///   batch (or by the reader, as a reset): the queue's writer task does
+///   not wake the MConnection's.
 /// - Needs a tokio runtime with the time driver.
 #[derive(Debug)]
 pub enum MConnection {}
@@ -238,6 +278,12 @@ impl MConnection {
     {
         let core = MConnCore::new(config, channels, Instant::now())?;
         let peer = read.remote_node_id();
+        let queue_config = QueueConfig::default()
+            .max_pending_bytes(QUEUED_BATCHES * BATCH_BYTES)
+            .overflow(Overflow::Backpressure)
+            .shutdown_timeout(CLOSE_TIMEOUT);
+        let queue = queue::Sender::pipeline_stage(write, &queue_config)
+            .expect("the adapter's queue settings are valid");
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             peer,
@@ -245,6 +291,7 @@ impl MConnection {
             room: Notify::new(),
             closing: AtomicBool::new(false),
             closed: Mutex::new(None),
+            queue,
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let buffer = Arc::new(Semaphore::new(RECV_BUFFER_BYTES));
@@ -259,8 +306,11 @@ impl MConnection {
         tokio::spawn(async move {
             let reason = tokio::select! {
                 r = reader(&task, read, &events, &permits) => r,
-                r = writer(&task, write) => r,
+                r = writer(&task) => r,
             };
+            // After a graceful close the writer has shut the queue down and
+            // this does nothing; any other end stops it now.
+            task.queue.close();
             finish(&task, reason, &events);
         });
         drop(tx);
@@ -362,11 +412,14 @@ async fn reader<R: AsyncRead + Unpin>(
     }
 }
 
-async fn writer<W: AsyncWrite + Unpin>(shared: &Shared, mut write: WriteHalf<W>) -> CloseReason {
+async fn writer(shared: &Shared) -> CloseReason {
+    let queue = &shared.queue;
     let mut batch = Vec::with_capacity(BATCH_BYTES);
+    // Set by a close: when the writer stops handing over and writing.
+    let mut deadline = None;
     loop {
-        let closing = shared.closing.load(Ordering::Acquire);
         let wake = shared.wake_writer.notified();
+        close_deadline(shared, &mut deadline);
         let (n, next) = {
             let mut core = shared.core();
             let now = Instant::now();
@@ -379,14 +432,24 @@ async fn writer<W: AsyncWrite + Unpin>(shared: &Shared, mut write: WriteHalf<W>)
         };
         if n > 0 {
             shared.room.notify_waiters();
-            if let Err(e) = write.send(&batch).await {
-                return CloseReason::Transport(Arc::new(e));
+            let send = queue.send(take_batch(&mut batch));
+            if let Err(r) = hand_over(shared, send, &mut deadline).await {
+                return r;
             }
             continue;
         }
-        if closing {
-            let _ = write.shutdown().await;
-            return CloseReason::Local;
+        if let Some(at) = deadline {
+            // The core's queues are empty: wait for the send queue to
+            // write them, then half-close. Past the bound the task's end
+            // stops the queue.
+            return match tokio::time::timeout_at(at, queue.flush()).await {
+                Ok(Ok(())) => {
+                    queue.shutdown();
+                    CloseReason::Local
+                }
+                Ok(Err(e)) => queue_failure(e),
+                Err(_) => CloseReason::Local,
+            };
         }
         let Some(next) = next else {
             // Only after a failure, which returned above.
@@ -396,6 +459,66 @@ async fn writer<W: AsyncWrite + Unpin>(shared: &Shared, mut write: WriteHalf<W>)
             () = wake => {}
             () = tokio::time::sleep_until(next.into()) => {}
         }
+    }
+}
+
+/// Start the close bound once the connection is closing.
+fn close_deadline(shared: &Shared, deadline: &mut Option<tokio::time::Instant>) {
+    if deadline.is_none() && shared.closing.load(Ordering::Acquire) {
+        *deadline = Some(tokio::time::Instant::now() + CLOSE_TIMEOUT);
+    }
+}
+
+/// Await the send queue's `send` (waiting while it holds four batches),
+/// watching for a close, and for the close bound once there is one.
+async fn hand_over(
+    shared: &Shared,
+    send: impl Future<Output = Result<(), queue::SendError>>,
+    deadline: &mut Option<tokio::time::Instant>,
+) -> Result<(), CloseReason> {
+    tokio::pin!(send);
+    loop {
+        let wake = shared.wake_writer.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        close_deadline(shared, deadline);
+        let bound = async {
+            match *deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = &mut send => return r.map_err(queue_failure),
+            // Past the bound: the task's end stops the queue.
+            () = bound => return Err(CloseReason::Local),
+            // A close, or another wake-up (a ping, a message): the batch
+            // after this one takes it in.
+            () = &mut wake, if deadline.is_none() => {}
+        }
+    }
+}
+
+/// The batch as [`Bytes`]: the buffer itself when mostly full, else a
+/// copy (a small batch does not pin a 64 KiB buffer while it waits).
+fn take_batch(batch: &mut Vec<u8>) -> Bytes {
+    if batch.len() * 2 >= batch.capacity() {
+        Bytes::from(std::mem::replace(batch, Vec::with_capacity(BATCH_BYTES)))
+    } else {
+        Bytes::copy_from_slice(batch)
+    }
+}
+
+/// Why the send queue stopped, as the connection's close reason.
+fn queue_failure(e: queue::SendError) -> CloseReason {
+    match e {
+        queue::SendError::Closed {
+            reason: queue::CloseReason::Failed(e),
+            ..
+        } => CloseReason::Transport(e),
+        // Stopped by this connection (only at its end), or full (not under
+        // back-pressure).
+        _ => CloseReason::Local,
     }
 }
 
@@ -497,15 +620,22 @@ impl MConnSender {
         self.shared.core().channel_stats(channel)
     }
 
+    /// The send queue's counters: batches handed over (its "messages"),
+    /// writes, bytes on the wire, and how often the writer waited for room
+    /// (`overflows`, the normal pace under load).
+    pub fn queue_stats(&self) -> QueueStats {
+        self.shared.queue.stats()
+    }
+
     /// Why the connection ended, once it has.
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.shared.closed()
     }
 
     /// Closes the connection after sending what is queued (the writer
-    /// drains the send queues, then shuts the stream down);
-    /// [`Received::Closed`] with [`CloseReason::Local`] follows unless
-    /// something else ended it first.
+    /// drains the send queues, then shuts the stream down), within
+    /// [`CLOSE_TIMEOUT`]; [`Received::Closed`] with [`CloseReason::Local`]
+    /// follows unless something else ended it first.
     pub fn close(&self) {
         self.shared.close();
     }

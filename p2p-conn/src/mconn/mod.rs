@@ -1,7 +1,8 @@
 //! CometBFT's MConnection: the multiplexed packet layer a node speaks above
 //! the secret connection and the NodeInfo exchange, as a sans-IO core; and
-//! the PEX messages of channel `0x00`; with feature `tokio`, the adapter
-//! that runs it over a live secret connection ([`MConnection::spawn`]).
+//! the PEX messages of channel `0x00`; with feature `queue` (which brings
+//! `tokio`), the adapter that runs it over a live secret connection
+//! ([`MConnection::spawn`]) and writes through the send queue.
 //!
 //! A CometBFT node keeps a peer only while the peer speaks MConnection:
 //! varint-delimited `Packet`s (`PacketPing`, `PacketPong`, `PacketMsg`),
@@ -30,8 +31,9 @@
 //!   `PacketMsg`s without copying the data into a message first; a test
 //!   holds that writer to prost's bytes.
 //! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`).
-//! - With feature `tokio`, [`MConnection::spawn`] runs the core over a
-//!   `SecretConnection` on one task: [`MConnSender`] (cloneable, `send`
+//! - With feature `queue`, [`MConnection::spawn`] runs the core over a
+//!   `SecretConnection` on one task, writing through the crate's send
+//!   queue: [`MConnSender`] (cloneable, `send`
 //!   waits for room, `try_send` does not) and [`MConnReceiver`] (messages,
 //!   then why it closed). Its own docs give its design and guarantees.
 //!
@@ -59,7 +61,7 @@
 //!   Go's `protoio` writer produces.
 //!
 //! # Not provided
-//! - Without feature `tokio`, no I/O adapter: the core reads no socket and
+//! - Without feature `queue`, no I/O adapter: the core reads no socket and
 //!   no clock.
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
 //!   no address book, no PEX reactor logic (request intervals, bans): the
@@ -70,7 +72,7 @@
 //!   [`MConnConfig::send_rate`]).
 
 mod channel;
-#[cfg(feature = "tokio")]
+#[cfg(feature = "queue")]
 mod connection;
 mod core;
 mod packet;
@@ -82,10 +84,10 @@ use std::time::Duration;
 pub use self::channel::{
     ChannelDescriptor, ChannelStats, DEFAULT_RECV_MESSAGE_CAPACITY, DEFAULT_SEND_QUEUE_CAPACITY,
 };
-#[cfg(feature = "tokio")]
+#[cfg(feature = "queue")]
 pub use self::connection::{
     CloseReason, MConnReceiver, MConnSender, MConnection, Received, SendError, BATCH_BYTES,
-    RECV_BUFFER_BYTES,
+    CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::{

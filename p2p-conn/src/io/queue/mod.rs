@@ -28,7 +28,8 @@
 //!   that send ([`Overflow::Error`]), or close the connection once
 //!   ([`Overflow::Disconnect`]). Each overflow is counted and logged
 //!   (`tracing` warning naming the peer's node ID, its address when given,
-//!   and the setting to raise). A message (or bundle) at or above the cap
+//!   and the setting to raise; the MConnection adapter's queue, one stage
+//!   of its pipeline, logs its waits at trace level instead). A message (or bundle) at or above the cap
 //!   is counted apart, one at a time, so a large message never trips the cap
 //!   by itself. Memory held for queued messages is therefore at most the
 //!   cap, plus one such large message, plus the batch being written.

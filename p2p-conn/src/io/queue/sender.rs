@@ -83,6 +83,10 @@ pub(super) struct Shared {
     /// Boxed: 8 bytes, not 32, for a queue made without one.
     pub(super) addr: Option<Box<SocketAddr>>,
     pub(super) overflow: Overflow,
+    /// Waits for room under [`Overflow::Backpressure`] are the normal pace
+    /// (the MConnection adapter's queue, one stage of its pipeline): logged
+    /// at trace level, not as a warning (still counted).
+    pub(super) quiet: bool,
     pub(super) settings: Settings,
     /// Message bytes queued and not sealed, against the cap (sans-IO), and
     /// how many producers wait for room, under one lock so that a release
@@ -239,6 +243,32 @@ impl Sender {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Self::build(half, addr, config, false)
+    }
+
+    /// As [`Self::new`], logging waits for room at trace level: for a
+    /// queue whose producer is one writer that is expected to outpace the
+    /// transport (the MConnection adapter).
+    #[cfg(feature = "mconn")]
+    pub(crate) fn pipeline_stage<W>(
+        half: WriteHalf<W>,
+        config: &QueueConfig,
+    ) -> Result<Sender, Error>
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::build(half, None, config, true)
+    }
+
+    fn build<W>(
+        half: WriteHalf<W>,
+        addr: Option<SocketAddr>,
+        config: &QueueConfig,
+        quiet: bool,
+    ) -> Result<Sender, Error>
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         config.validate()?;
         let peer = half.remote_node_id();
         let settings = Settings::new(config);
@@ -249,6 +279,7 @@ impl Sender {
             peer,
             addr: addr.map(Box::new),
             overflow: config.overflow,
+            quiet: quiet && config.overflow == Overflow::Backpressure,
             settings,
             budget: Mutex::new(Room {
                 budget: Budget::new(config.max_pending_bytes),
@@ -488,15 +519,24 @@ impl Sender {
         };
         self.check_open()?;
         s.counters.overflows.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            peer = %s.peer,
-            addr = ?s.addr.as_deref(),
-            pending_bytes = pending,
-            message_bytes = len,
-            max_pending_bytes = max,
-            policy = ?s.overflow,
-            "send queue full; raise QueueConfig::max_pending_bytes if this peer is expected to lag"
-        );
+        if s.quiet {
+            tracing::trace!(
+                peer = %s.peer,
+                pending_bytes = pending,
+                message_bytes = len,
+                "send queue full; waiting for room"
+            );
+        } else {
+            tracing::warn!(
+                peer = %s.peer,
+                addr = ?s.addr.as_deref(),
+                pending_bytes = pending,
+                message_bytes = len,
+                max_pending_bytes = max,
+                policy = ?s.overflow,
+                "send queue full; raise QueueConfig::max_pending_bytes if this peer is expected to lag"
+            );
+        }
         match s.overflow {
             Overflow::Backpressure => {
                 // Count ourselves as waiting (under the budget's lock, so a
