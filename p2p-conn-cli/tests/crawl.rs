@@ -1,8 +1,8 @@
 //! `p2p-conn crawl` against a real network of CometBFT nodes on loopback
 //! (`p2p_conn_interop::cometbft_network`: five nodes of three release
-//! lines in a line, the last one a seed): from node 0 it finds every node
-//! with its NodeInfo, and no node logs our peer as bad or as asking too
-//! soon.
+//! lines in a line, the last one a seed; and three v1.0.1 nodes, which
+//! keep no peers of the other lines): from node 0 it finds every node with
+//! its NodeInfo, and no node logs our peer as bad or as asking too soon.
 //!
 //! Without Go the test prints a notice and passes; with `CI=true` it fails.
 //! With `CRAWL_TEST_SHOW=DIR` it prints the log lines naming the crawler
@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::process::{run, scratch};
+use p2p_conn_interop::cometbft_go::GoVersion;
 use p2p_conn_interop::cometbft_network::{Network, LAYOUT};
 use serde_json::Value;
 
@@ -56,6 +57,29 @@ fn complaints(log: &str, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// The crawl's JSON `v` has each node of `net` once, with its own
+/// NodeInfo, an answer and at least one neighbour known.
+fn check_every_node(net: &Network, v: &Value, test: &str) {
+    let nodes = v["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), net.nodes.len(), "{test}: {v:#}");
+    for n in &net.nodes {
+        let found: Vec<&Value> = nodes
+            .iter()
+            .filter(|j| j["node_id"] == n.node.node_id.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{test}: node {} in {v:#}", n.index);
+        let j = found[0];
+        assert_eq!(j["status"], "ok", "{test}: node {}: {j:#}", n.index);
+        assert_eq!(j["reachable"], true);
+        assert_eq!(j["moniker"], n.moniker.as_str());
+        assert_eq!(j["version"], n.node.version.as_str());
+        assert_eq!(j["network"], net.chain_id.as_str());
+        assert_eq!(j["address"], n.node.p2p_addr.as_str());
+        assert!(j["handshake_ms"].as_f64().is_some(), "{j:#}");
+        assert!(j["peers_known"].as_u64().unwrap() >= 1, "{j:#}");
+    }
+}
+
 #[test]
 fn crawl_maps_a_real_network() {
     let test = "crawl_maps_a_real_network";
@@ -88,25 +112,7 @@ fn crawl_maps_a_real_network() {
     assert_eq!(v["crawler_id"], id.as_str());
     assert_eq!(v["network"], net.chain_id.as_str(), "{v:#}");
     let nodes = v["nodes"].as_array().expect("nodes");
-    // Each node once, each with its own NodeInfo and an answer.
-    assert_eq!(nodes.len(), net.nodes.len(), "{test}: {v:#}");
-    for n in &net.nodes {
-        let found: Vec<&Value> = nodes
-            .iter()
-            .filter(|j| j["node_id"] == n.node.node_id.as_str())
-            .collect();
-        assert_eq!(found.len(), 1, "{test}: node {} in {v:#}", n.index);
-        let j = found[0];
-        assert_eq!(j["status"], "ok", "{test}: node {}: {j:#}", n.index);
-        assert_eq!(j["reachable"], true);
-        assert_eq!(j["moniker"], n.moniker.as_str());
-        assert_eq!(j["version"], n.node.version.as_str());
-        assert_eq!(j["network"], net.chain_id.as_str());
-        assert_eq!(j["address"], n.node.p2p_addr.as_str());
-        assert!(j["handshake_ms"].as_f64().is_some(), "{j:#}");
-        // Every node knows a neighbour at least.
-        assert!(j["peers_known"].as_u64().unwrap() >= 1, "{j:#}");
-    }
+    check_every_node(&net, &v, test);
     // The seed is reached last, through node n-2's answer.
     let last = nodes.last().unwrap();
     assert_eq!(
@@ -238,4 +244,46 @@ fn crawl_maps_a_real_network() {
         String::from_utf8_lossy(&out.stderr).trim()
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same against a v1.0.1 network (three nodes in a line, the last a
+/// seed): v1.0.1 drops peers of the other lines, so it has a chain of its
+/// own (`cometbft_network`'s module docs); its PEX rules are v0.38's.
+#[test]
+fn crawl_maps_a_v1_network() {
+    let test = "crawl_maps_a_v1_network";
+    let Some(net) = Network::start(&[GoVersion::V1, GoVersion::V1, GoVersion::V1], test) else {
+        return;
+    };
+    net.wait_line(LINK_LIMIT);
+    let seed = net.nodes[0].address();
+    let out = run(
+        BIN.as_ref(),
+        &["crawl", "--json", "--timeout", "10", &seed],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let id = crawler_id(&out.stderr);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{test}: no JSON ({e}): {out:?}"));
+    assert_eq!(v["network"], net.chain_id.as_str(), "{v:#}");
+    check_every_node(&net, &v, test);
+    for n in &net.nodes {
+        assert_eq!(n.node.version, "1.0.1", "{test}: node {}", n.index);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for n in &net.nodes {
+        let log = n.node.log();
+        let bad = complaints(&log, &id);
+        assert!(
+            bad.is_empty(),
+            "{test}: node {} complains: {bad:#?}",
+            n.index
+        );
+        assert!(
+            log.contains(&id),
+            "{test}: node {} never logged {id}",
+            n.index
+        );
+    }
 }
