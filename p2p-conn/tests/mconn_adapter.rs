@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use p2p_conn::mconn::{
-    ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnReceiver, MConnection, Received,
-    SendError, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
+    ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnReceiver, MConnSender,
+    MConnection, Received, SendError, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 use p2p_conn::testkit::{payload, tokio_secret_pair};
 use p2p_conn::Config;
@@ -32,6 +32,29 @@ fn message(r: Received) -> (u8, Vec<u8>) {
 /// stops, the kernel buffers fill, our writer stalls, and our 64 KiB send
 /// queue fills: `try_send` refuses with `SendQueueFull`, `send` waits, and
 /// everything arrives, in order, once the receiver reads.
+/// `try_send` messages of `msg_len` bytes on channel 0x20 (numbered from
+/// `sent`, which counts them) until nothing has left the channel's queue
+/// for 300 ms: the peer has stopped taking bytes.
+async fn fill_until_stalled(tx: &MConnSender, msg_len: usize, sent: &mut u64) {
+    let mut last = (usize::MAX, Instant::now());
+    loop {
+        match tx.try_send(0x20, payload(msg_len, *sent)) {
+            Ok(()) => *sent += 1,
+            Err(SendError::Refused(MConnError::SendQueueFull { .. })) => {
+                let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
+                if queued != last.0 {
+                    last = (queued, Instant::now());
+                } else if last.1.elapsed() >= Duration::from_millis(300) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+        assert!(*sent < 100_000, "never stalled");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn back_pressure_reaches_the_sender() {
     let (a, b) = tokio_secret_pair(&Config::default()).await;
@@ -46,23 +69,7 @@ async fn back_pressure_reaches_the_sender() {
     // buffers (TCP autotuning) and take more: then fill again.
     let mut waiting = None;
     for _attempt in 0..20 {
-        let mut last = (usize::MAX, Instant::now());
-        loop {
-            match tx.try_send(0x20, payload(msg_len, sent)) {
-                Ok(()) => sent += 1,
-                Err(SendError::Refused(MConnError::SendQueueFull { .. })) => {
-                    let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
-                    if queued != last.0 {
-                        last = (queued, Instant::now());
-                    } else if last.1.elapsed() >= Duration::from_millis(300) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Err(e) => panic!("{e:?}"),
-            }
-            assert!(sent < 100_000, "never stalled");
-        }
+        fill_until_stalled(&tx, msg_len, &mut sent).await;
         let stats = tx.channel_stats(0x20).unwrap();
         assert!(stats.queued_bytes + msg_len > cap, "{stats:?}");
         let task = {
@@ -180,23 +187,8 @@ async fn close_is_bounded_when_the_peer_never_reads() {
     let (tx, mut arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
     // Fill until nothing leaves the channel's queue for 300 ms.
     let msg_len = 16 * 1024;
-    let (mut sent, mut last) = (0u64, (usize::MAX, Instant::now()));
-    loop {
-        match tx.try_send(0x20, payload(msg_len, sent)) {
-            Ok(()) => sent += 1,
-            Err(SendError::Refused(MConnError::SendQueueFull { .. })) => {
-                let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
-                if queued != last.0 {
-                    last = (queued, Instant::now());
-                } else if last.1.elapsed() >= Duration::from_millis(300) {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => panic!("{e:?}"),
-        }
-        assert!(sent < 100_000, "never stalled");
-    }
+    let mut sent = 0u64;
+    fill_until_stalled(&tx, msg_len, &mut sent).await;
     let q = tx.queue_stats();
     assert!(
         q.pending_bytes > 0,
