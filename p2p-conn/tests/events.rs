@@ -4,43 +4,15 @@
 //! thread-local subscriber; the peer side runs on another thread, so only
 //! the side under test is seen.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+
+use common::capture::capture;
 
 use p2p_conn::io::blocking;
 use p2p_conn::{Config, Error, Identity};
-
-/// A writer for the subscriber that keeps what it is given.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
-
-fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .finish();
-    (log, tracing::subscriber::set_default(subscriber))
-}
 
 /// The lines of `text` that contain `what`.
 fn lines<'a>(text: &'a str, what: &str) -> Vec<&'a str> {

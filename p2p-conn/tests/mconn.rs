@@ -4,11 +4,15 @@
 //! drives. Byte-exact checks are hand-computed protobuf (the Go interop
 //! tests are separate).
 
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::mconn::msg_packet;
 
 use p2p_conn::mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
 use p2p_conn::mconn::{
-    encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet, PacketMsg,
+    encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet,
 };
 use proptest::prelude::*;
 
@@ -282,19 +286,6 @@ fn bad_configs_are_refused() {
         MConnCore::new(tiny, &channels(), t0),
         Err(MConnError::InvalidConfig(_))
     ));
-}
-
-fn msg_packet(channel_id: i32, eof: bool, data: Vec<u8>) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_packet(
-        &Packet::Msg(PacketMsg {
-            channel_id,
-            eof,
-            data,
-        }),
-        &mut out,
-    );
-    out
 }
 
 #[test]

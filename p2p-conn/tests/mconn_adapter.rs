@@ -3,6 +3,8 @@
 //! the send rate limit, stats, close semantics, and the `tracing` events
 //! naming the peer and the channel.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use p2p_conn::mconn::{
@@ -228,36 +230,13 @@ async fn close_is_bounded_when_the_peer_never_reads() {
 #[cfg(feature = "tracing")]
 mod tracing_events {
     use super::*;
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    /// A writer for the subscriber that keeps what it is given.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// `mconn up`, `mconn closed` (cause, counts) and one `mconn channel` per
     /// channel, each naming the peer. A current-thread runtime, so the tasks
     /// run under the test's thread-local subscriber.
     #[test]
     fn tracing_events_name_the_peer_and_the_channel() {
-        let log = Captured::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .finish();
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (log, _guard) = super::common::capture::capture();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -275,7 +254,7 @@ mod tracing_events {
             next(&mut brx).await;
             (a_peer, b_peer)
         });
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let text = log.text();
         let lines = |what: &str| -> Vec<String> {
             text.lines()
                 .filter(|l| l.contains(what))

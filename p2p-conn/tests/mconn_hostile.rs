@@ -13,9 +13,10 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use common::alloc::{live_here, peak_here, reset_peak_here, Counting};
+use common::mconn::msg_packet;
 use p2p_conn::mconn::{
-    encode_packet, max_packet_size, ChannelDescriptor, CloseReason, MConnConfig, MConnError,
-    MConnection, Packet, PacketMsg, Received, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
+    max_packet_size, ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnection,
+    Received, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };
 use p2p_conn::testkit::evil_peer::{play, After, Auth, Scenario};
 use p2p_conn::{Config, Identity};
@@ -31,19 +32,6 @@ const CAP: usize = 256 * 1024;
 /// (64 KiB) and the writer's batch (64 KiB), a packet buffer, the task and
 /// the runtime's bookkeeping.
 const SLACK: isize = 512 * 1024;
-
-fn msg(channel_id: i32, eof: bool, data: Vec<u8>) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_packet(
-        &Packet::Msg(PacketMsg {
-            channel_id,
-            eof,
-            data,
-        }),
-        &mut out,
-    );
-    out
-}
 
 /// Play `plaintext` (after the honest handshake) against a victim with
 /// [`CHANNEL`] capped at [`CAP`]: why it closed, and its peak memory growth
@@ -119,7 +107,7 @@ fn length_that_never_ends() {
 #[test]
 fn unknown_channel() {
     for id in [0x21, 0xff, 300, -1] {
-        let (reason, grown) = victim(msg(id, true, b"hi".to_vec()));
+        let (reason, grown) = victim(msg_packet(id, true, b"hi".to_vec()));
         assert_eq!(
             reason,
             CloseReason::Protocol(MConnError::UnknownChannel(id)),
@@ -136,7 +124,7 @@ fn message_that_never_ends() {
     let piece = vec![0x5a; DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE];
     let mut bytes = Vec::new();
     while bytes.len() < 4 * CAP {
-        bytes.extend(msg(i32::from(CHANNEL), false, piece.clone()));
+        bytes.extend(msg_packet(i32::from(CHANNEL), false, piece.clone()));
     }
     let (reason, grown) = victim(bytes);
     match reason {

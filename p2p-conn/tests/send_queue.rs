@@ -570,36 +570,16 @@ async fn packed_frames_are_one_stream_to_tendermint_p2p() {
     check_stream(&got, &sent);
 }
 
-/// A writer for the tracing subscriber that keeps what it is given.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn an_overflow_warning_names_the_peer_its_address_and_the_setting() {
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = common::capture::capture();
     let cfg = QueueConfig::default()
         .max_pending_bytes(64 * 1024)
         .overflow(Overflow::Error);
     let p = pair(&cfg, SMALL).await;
     let (_, e) = fill(&p.sender).await;
     assert!(matches!(e, SendError::Full { .. }));
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let text = log.text();
     let peer = p.sender.peer().to_string();
     assert!(text.contains("WARN"), "{text}");
     assert!(text.contains(&peer), "the peer's node ID: {text}");

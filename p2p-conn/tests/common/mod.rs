@@ -6,6 +6,10 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod alloc;
+#[cfg(feature = "tracing")]
+pub mod capture;
+#[cfg(feature = "mconn")]
+pub mod mconn;
 #[cfg(feature = "privval")]
 pub mod privval;
 
