@@ -19,7 +19,7 @@
 # over each Go version. Needs `go` (the CLI builds the Go peer) and python3.
 #
 # With `producers N`: 200 B and 1 KiB messages (PAIRS="SIZE:MIB ...",
-# default "200:256 1024:1024") from N producers sharing one connection:
+# default "200:512 1024:1024") from N producers sharing one connection:
 # p2p-conn's send queue against Go v1.0.1 and v0.38.26 (N goroutines calling
 # `Write` on one `SecretConnection`) and tendermint-p2p (N threads behind a
 # mutex), and p2p-conn's plain writer behind a shared lock; then the same
@@ -46,7 +46,7 @@ fi
 for round in $(seq "$rounds"); do
   if [ "$producers" -gt 0 ]; then
     # At least 0.5 s per p2p-conn run (bench's "too short" line).
-    for pair in ${PAIRS:-200:256 1024:1024}; do
+    for pair in ${PAIRS:-200:512 1024:1024}; do
       size=${pair%%:*}
       mib=${pair##*:}
       p=(--json --size "$size" --mib "$mib" --producers "$producers")
