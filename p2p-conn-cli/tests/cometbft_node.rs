@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::cometbft_node::{node_binary, GoVersion, Node, MONIKER};
-use common::process::{run, run_ok, scratch, Feed, Finished, Proc};
+use common::process::{run, Feed, Finished, Proc};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
@@ -345,10 +345,8 @@ fn dial_nodeinfo_joins_as_a_peer(version: GoVersion, test: &str) {
         return;
     };
     let node = Node::start(&bin);
-    let dir = scratch(test.replace("::", "-").as_str());
-    let key = dir.join("node_key.json");
-    let key = key.to_str().unwrap();
-    let our_id = run_ok(Path::new(BIN), &["keygen", "--out", key], PROBE_LIMIT).stdout_text();
+    let own = common::our_node_key(test);
+    let (key, our_id) = (own.path.as_str(), own.id.clone());
     let mark = node.log_len();
     let out = Proc::spawn(
         Path::new(BIN),
@@ -381,7 +379,7 @@ fn dial_nodeinfo_joins_as_a_peer(version: GoVersion, test: &str) {
         "{test}: the node started no MConnection for {our_id}:\n{log}"
     );
     assert!(!log.contains("auth failure"), "{test}:\n{log}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&own.dir);
 }
 
 // The full set at v0.38 (what most chains run), v0.40 (the newest line) and

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::cometbft_node::{node_binary, Node};
-use common::process::{run_ok, scratch, Feed, Proc};
+use common::process::{Feed, Proc};
 use p2p_conn_interop::cometbft_go::GoVersion;
 use p2p_conn_interop::go_peer::go_peer;
 use p2p_conn_interop::mconn_peer::{
@@ -136,10 +136,8 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
         return;
     };
     let node = Node::start(&bin);
-    let dir = scratch(test.replace("::", "-").as_str());
-    let key = dir.join("node_key.json");
-    let key = key.to_str().unwrap();
-    let our_id = run_ok(Path::new(BIN), &["keygen", "--out", key], LIMIT).stdout_text();
+    let own = common::our_node_key(test);
+    let (key, our_id) = (own.path.as_str(), own.id.clone());
     let mark = node.log_len();
     let target = format!("{}@{}", node.node_id, node.p2p_addr);
     let mut dial = Proc::spawn(
@@ -159,12 +157,7 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
         // Stdin stays open (and empty) while dial runs.
         Feed::AfterOutput(usize::MAX, Vec::new()),
     );
-    let joined = node.wait_for_log_since(mark, &format!("peer={our_id}@"), LIMIT);
-    assert!(
-        joined,
-        "{test}: the node never started our MConnection:\n{}",
-        node.log_since(mark)
-    );
+    common::wait_joined(&node, mark, &our_id, test);
     std::thread::sleep(Duration::from_secs(5));
     dial.check_running("it should still be the node's peer");
     let peers = node.peer_ids();
@@ -179,7 +172,7 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
         .collect();
     assert!(stopped.is_empty(), "{test}: {stopped:?}");
     let _ = dial.stop(Duration::ZERO);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&own.dir);
 }
 
 p2p_conn_interop::per_release! {

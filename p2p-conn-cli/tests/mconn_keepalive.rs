@@ -27,12 +27,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cometbft_node::{node_binary, Node};
-use common::process::{run_ok, scratch, Feed, Proc};
+use common::process::{Feed, Proc};
 use p2p_conn_interop::cometbft_go::GoVersion;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
@@ -66,10 +65,8 @@ struct Seen {
 fn stay_past_pong_timeout(version: GoVersion, test: &str) -> Option<Seen> {
     let bin = node_binary(version, test)?;
     let node = Node::start_logging(&bin, LOG_LEVEL);
-    let dir = scratch(test.replace("::", "-").as_str());
-    let key = dir.join("node_key.json");
-    let key = key.to_str().unwrap();
-    let our_id = run_ok(Path::new(BIN), &["keygen", "--out", key], LIMIT).stdout_text();
+    let own = common::our_node_key(test);
+    let (key, our_id) = (own.path.as_str(), own.id.clone());
     let mark = node.log_len();
     let target = format!("{}@{}", node.node_id, node.p2p_addr);
 
@@ -95,12 +92,7 @@ fn stay_past_pong_timeout(version: GoVersion, test: &str) -> Option<Seen> {
     .stdout(Stdio::piped());
     let mut dial = Proc::start(&mut cmd, Feed::none());
 
-    let joined = node.wait_for_log_since(mark, &format!("peer={our_id}@"), LIMIT);
-    assert!(
-        joined,
-        "{test}: the node never started our MConnection:\n{}",
-        node.log_since(mark)
-    );
+    common::wait_joined(&node, mark, &our_id, test);
     let until = Instant::now() + STAY;
     while Instant::now() < until {
         dial.check_running("it should stay the node's peer");
@@ -158,7 +150,7 @@ fn stay_past_pong_timeout(version: GoVersion, test: &str) -> Option<Seen> {
         let n = field(&closed, key);
         assert!(matches!(n, Some(n) if n >= 1), "{test}: {key}: {closed}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&own.dir);
     Some(Seen {
         version: node.version.clone(),
         counts,

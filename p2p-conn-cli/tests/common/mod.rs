@@ -8,3 +8,45 @@
 pub use p2p_conn::testkit::payload;
 pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
 pub use p2p_conn_interop::{cometbft_node, go_peer, process, scripted};
+
+/// A node key of our own for a test, made by `p2p-conn keygen --out` in
+/// the test's scratch folder.
+pub struct OurKey {
+    /// The scratch folder (the test removes it when it passes).
+    pub dir: std::path::PathBuf,
+    /// The key file's path.
+    pub path: String,
+    /// The node ID keygen printed.
+    pub id: String,
+}
+
+/// Makes the key for `test` (see [`OurKey`]).
+pub fn our_node_key(test: &str) -> OurKey {
+    let dir = process::scratch(test.replace("::", "-").as_str());
+    let path = dir.join("node_key.json").to_str().unwrap().to_string();
+    let out = process::run_ok(
+        std::path::Path::new(env!("CARGO_BIN_EXE_p2p-conn")),
+        &["keygen", "--out", &path],
+        std::time::Duration::from_secs(30),
+    );
+    OurKey {
+        dir,
+        path,
+        id: out.stdout_text(),
+    }
+}
+
+/// Waits (up to 30 s) for `node` to log, after `mark`, that it started its
+/// MConnection with `our_id`; fails the test with the node's log if not.
+pub fn wait_joined(node: &cometbft_node::Node, mark: usize, our_id: &str, test: &str) {
+    let joined = node.wait_for_log_since(
+        mark,
+        &format!("peer={our_id}@"),
+        std::time::Duration::from_secs(30),
+    );
+    assert!(
+        joined,
+        "{test}: the node never started our MConnection:\n{}",
+        node.log_since(mark)
+    );
+}
