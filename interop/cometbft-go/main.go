@@ -80,6 +80,15 @@
 //	    length prefix); decode each with the line's own generated Message
 //	    type and print it re-encoded, in hex (fields the line does not
 //	    declare are dropped), or "error: ...".
+//	privval-handle
+//	    read lines "CHAIN HEX" (a privval Message body) on stdin; answer
+//	    each as CometBFT's own signer would, with the line's
+//	    DefaultValidationRequestHandler over a MockPV (a key, no double-sign
+//	    state) serving CHAIN, and print "response <hex>" (the response
+//	    Message), "error: ..." (the handler's error), "panic: ..." (the
+//	    handler panicked: CometBFT's canonicalization does on an invalid
+//	    block ID) or "undecodable: ..." (the line's decoder refused the
+//	    body).
 //
 // Remote-signer modes (privval_remote.go), with CometBFT's own privval
 // package at the line built; ADDR is tcp://HOST:PORT (a secret connection,
@@ -152,7 +161,7 @@ const handshakeTimeout = 20 * time.Second
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: cometbft-peer listen|dial|mconn|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-keygen|privval-signer|privval-node|privval-bench|mconn-bench ...")
+		fail("usage: cometbft-peer listen|dial|mconn|keygen|id|version|bench|handshake-serve|handshake-dial|hold|signbytes|privval-reencode|privval-handle|privval-keygen|privval-signer|privval-node|privval-bench|mconn-bench ...")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
@@ -183,6 +192,8 @@ func main() {
 		err = signBytes(os.Stdin, os.Stdout)
 	case "privval-reencode":
 		err = privvalReencodeLines(os.Stdin, os.Stdout)
+	case "privval-handle":
+		err = privvalHandleLines(os.Stdin, os.Stdout)
 	case "privval-keygen":
 		err = privvalKeygen(args)
 	case "privval-signer":
@@ -1346,6 +1357,58 @@ func privvalReencodeLines(in io.Reader, out io.Writer) error {
 	}
 	if err := scanner.Err(); err != nil {
 		return fmt.Errorf("privval-reencode: %w", err)
+	}
+	return w.Flush()
+}
+
+// handleOf returns a function that decodes a body as M (the line's privval
+// Message) and answers it with handler over pv, as CometBFT's SignerServer
+// does; the outcome is one line of the privval-handle subcommand.
+func handleOf[M any, P gogoMessage[M], V any](handler func(V, M, string) (M, error), pv V) func([]byte, string) (string, error) {
+	return func(body []byte, chainID string) (outcome string, err error) {
+		var m M
+		if err := P(&m).Unmarshal(body); err != nil {
+			return "undecodable: " + err.Error(), nil
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				outcome, err = fmt.Sprintf("panic: %v", r), nil
+			}
+		}()
+		res, herr := handler(pv, m, chainID)
+		if herr != nil {
+			return "error: " + herr.Error(), nil
+		}
+		bz, err := P(&res).Marshal()
+		if err != nil {
+			return "", err
+		}
+		return "response " + hex.EncodeToString(bz), nil
+	}
+}
+
+// privvalHandleLines is the privval-handle subcommand.
+func privvalHandleLines(in io.Reader, out io.Writer) error {
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	w := bufio.NewWriter(out)
+	for scanner.Scan() {
+		chainID, text, ok := strings.Cut(strings.TrimSpace(scanner.Text()), " ")
+		if !ok {
+			return fmt.Errorf("privval-handle: want \"CHAIN HEX\", got %q", scanner.Text())
+		}
+		body, err := hex.DecodeString(text)
+		if err != nil {
+			return fmt.Errorf("privval-handle: %w", err)
+		}
+		outcome, err := privvalHandle(body, chainID)
+		if err != nil {
+			return fmt.Errorf("privval-handle: %w", err)
+		}
+		fmt.Fprintln(w, strings.ReplaceAll(outcome, "\n", " "))
+	}
+	if err := scanner.Err(); err != nil {
+		return fmt.Errorf("privval-handle: %w", err)
 	}
 	return w.Flush()
 }

@@ -19,6 +19,9 @@ import (
 
 var privvalReencode = reencodeOf[pvproto.Message]()
 
+// privvalHandle answers a request as CometBFT's signer does (privval-handle).
+var privvalHandle = handleOf[pvproto.Message](privval.DefaultValidationRequestHandler, types.PrivValidator(types.NewMockPV()))
+
 // The names privval_filepv.go (and privval_remote.go) use.
 type (
 	filePV          = privval.FilePV

@@ -23,6 +23,9 @@ import (
 
 var privvalReencode = reencodeOf[pvproto.Message]()
 
+// privvalHandle answers a request as CometBFT's signer does (privval-handle).
+var privvalHandle = handleOf[pvproto.Message](privval.DefaultValidationRequestHandler, types.PrivValidator(types.NewMockPV()))
+
 type (
 	filePV          = privval.FilePV
 	pvPubKey        = crypto.PubKey

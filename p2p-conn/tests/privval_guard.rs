@@ -364,3 +364,183 @@ proptest! {
         }
     }
 }
+
+/// The first and last second a protobuf `Timestamp` can hold, and so the
+/// only ones CometBFT's decoder takes: 0001-01-01T00:00:00Z and
+/// 9999-12-31T23:59:59Z (written here from the calendar, not taken from
+/// the library).
+const FIRST_SECOND: i64 = -62_135_596_800;
+const LAST_SECOND: i64 = 253_402_300_799;
+
+/// What CometBFT would take, by its own rules, written out independently of
+/// the guard: `BlockID.ValidateBasic` (each hash empty or 32 bytes) and
+/// `google.protobuf.Timestamp`'s range (what gogoproto's `StdTimeUnmarshal`
+/// accepts).
+fn cometbft_takes(block_id: &p2p_conn::privval::BlockId, t: Timestamp) -> bool {
+    let hash_ok = |h: &[u8]| h.is_empty() || h.len() == 32;
+    hash_ok(&block_id.hash)
+        && hash_ok(&block_id.part_set_header.hash)
+        && (FIRST_SECOND..=LAST_SECOND).contains(&t.seconds)
+        && (0..1_000_000_000).contains(&t.nanos)
+}
+
+/// Block IDs whose hashes are not 0 or 32 bytes, and timestamps outside
+/// years 1 to 9999 or with nanos outside 0..1e9, are refused before any
+/// HRS check, naming the field, for votes and proposals alike: CometBFT's
+/// signer never signs them (its `CanonicalizeBlockID` panics, its decoder
+/// refuses the timestamp), and a signature would move the mark past a
+/// height and round the node can no longer vote at.
+#[test]
+fn malformed_block_ids_and_timestamps_are_refused_by_name() {
+    type Mutation = fn(&mut p2p_conn::privval::BlockId, &mut Timestamp);
+    let cases: [(&str, Mutation, &str); 9] = [
+        (
+            "hash of 31 bytes",
+            |b, _| b.hash.truncate(31),
+            "block_id.hash",
+        ),
+        ("hash of 33 bytes", |b, _| b.hash.push(0), "block_id.hash"),
+        (
+            "part-set hash of 1 byte",
+            |b, _| b.part_set_header.hash = vec![1],
+            "block_id.part_set_header.hash",
+        ),
+        (
+            "part-set hash of 33 bytes",
+            |b, _| b.part_set_header.hash = vec![1; 33],
+            "block_id.part_set_header.hash",
+        ),
+        (
+            "year 10000",
+            |_, t| t.seconds = LAST_SECOND + 1,
+            "timestamp",
+        ),
+        (
+            "before year 1",
+            |_, t| t.seconds = FIRST_SECOND - 1,
+            "timestamp",
+        ),
+        ("nanos of 2e9", |_, t| t.nanos = 2_000_000_000, "timestamp"),
+        ("nanos of -1", |_, t| t.nanos = -1, "timestamp"),
+        ("nanos of 1e9", |_, t| t.nanos = 1_000_000_000, "timestamp"),
+    ];
+    for (what, mutate, field) in cases {
+        let mut v = vote(signed_msg_type::PREVOTE, 2, 0, 1, 10);
+        mutate(&mut v.block_id, &mut v.timestamp);
+        let err = check_vote(&SignState::default(), CHAIN, &v)
+            .expect_err(&format!("a prevote with a {what} must be refused"));
+        assert!(err.to_string().contains(field), "{what}: {err}");
+        // Also at the mark's own HRS, where the guard would otherwise
+        // compare sign bytes.
+        let at_mark = signed_vote(&vote(signed_msg_type::PREVOTE, 2, 0, 1, 10));
+        assert!(
+            check_vote(&at_mark, CHAIN, &v).is_err(),
+            "{what} at the mark"
+        );
+
+        let mut p = proposal(2, 0, -1, 1, 10);
+        mutate(&mut p.block_id, &mut p.timestamp);
+        let err = check_proposal(&SignState::default(), CHAIN, &p)
+            .expect_err(&format!("a proposal with a {what} must be refused"));
+        assert!(err.to_string().contains(field), "{what}: {err}");
+    }
+    // The edges themselves are valid.
+    for (secs, nanos) in [(FIRST_SECOND, 0), (LAST_SECOND, 999_999_999)] {
+        let mut v = vote(signed_msg_type::PREVOTE, 2, 0, 1, 0);
+        v.timestamp = Timestamp::new(secs, nanos);
+        assert!(matches!(
+            check_vote(&SignState::default(), CHAIN, &v),
+            Ok(Decision::Sign { .. })
+        ));
+    }
+    // A nil block ID, and a hash with an empty part-set header (a
+    // proposal's POL block ID can be so), are valid.
+    let mut v = vote(signed_msg_type::PRECOMMIT, 2, 0, 0, 10);
+    assert!(check_vote(&SignState::default(), CHAIN, &v).is_ok());
+    v.block_id = block(3);
+    v.block_id.part_set_header = Default::default();
+    assert!(check_vote(&SignState::default(), CHAIN, &v).is_ok());
+}
+
+/// Hash lengths around 32 and every timestamp edge, with arbitrary bytes.
+fn block_id_and_time() -> impl Strategy<Value = (p2p_conn::privval::BlockId, Timestamp)> {
+    let len = prop_oneof![
+        Just(0usize),
+        Just(32),
+        Just(31),
+        Just(33),
+        Just(1),
+        0usize..80
+    ];
+    let seconds = prop_oneof![
+        Just(FIRST_SECOND),
+        Just(FIRST_SECOND - 1),
+        Just(LAST_SECOND),
+        Just(LAST_SECOND + 1),
+        Just(0i64),
+        Just(i64::MIN),
+        Just(i64::MAX),
+        any::<i64>(),
+        FIRST_SECOND..=LAST_SECOND,
+    ];
+    let nanos = prop_oneof![
+        Just(0i32),
+        Just(999_999_999),
+        Just(1_000_000_000),
+        Just(-1),
+        Just(i32::MIN),
+        Just(i32::MAX),
+        any::<i32>(),
+        0i32..1_000_000_000,
+    ];
+    (len.clone(), len, any::<u32>(), any::<u8>(), seconds, nanos).prop_map(
+        |(hash_len, psh_len, total, fill, seconds, nanos)| {
+            let mut id = p2p_conn::privval::BlockId::default();
+            id.hash = vec![fill; hash_len];
+            id.part_set_header.total = total;
+            id.part_set_header.hash = vec![fill ^ 0x5a; psh_len];
+            (id, Timestamp::new(seconds, nanos))
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// Whatever the block ID and timestamp, for a vote of either type and a
+    /// proposal above the mark: the guard allows a signature exactly when
+    /// CometBFT's own rules take the content (`cometbft_takes`), and
+    /// refuses the rest without a signature. At the mark, nothing CometBFT
+    /// refuses is re-served either.
+    #[test]
+    fn nothing_cometbft_refuses_is_signed(
+        (id, t) in block_id_and_time(),
+        kind in 0u8..3,
+        at_mark in any::<bool>(),
+    ) {
+        let takes = cometbft_takes(&id, t);
+        let decision = match kind {
+            0 | 1 => {
+                let msg_type = if kind == 0 { signed_msg_type::PREVOTE } else { signed_msg_type::PRECOMMIT };
+                let mut v = vote(msg_type, 5, 1, 0, 0);
+                v.block_id = id;
+                v.timestamp = t;
+                let state = if at_mark { signed_vote(&v) } else { SignState::default() };
+                check_vote(&state, CHAIN, &v)
+            }
+            _ => {
+                let mut p = proposal(5, 1, -1, 0, 0);
+                p.block_id = id;
+                p.timestamp = t;
+                let state = if at_mark { signed_proposal(&p) } else { SignState::default() };
+                check_proposal(&state, CHAIN, &p)
+            }
+        };
+        match decision {
+            Ok(Decision::Sign { .. }) => prop_assert!(takes && !at_mark, "signed what CometBFT refuses"),
+            Ok(Decision::Reuse { .. }) => prop_assert!(takes && at_mark, "re-served what CometBFT refuses"),
+            Ok(other) => prop_assert!(false, "unexpected decision {:?}", other),
+            Err(e) => prop_assert!(!takes, "refused what CometBFT takes: {}", e),
+        }
+    }
+}

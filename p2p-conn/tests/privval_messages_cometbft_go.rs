@@ -9,11 +9,19 @@
 //! to both the v0.x decoders (field 1) and v1.0.1's (fields 3 and 4). What
 //! a real node then does with the messages is not tested here.
 //!
+//! Then what a signer may sign: votes and proposals with block ID hashes of
+//! every length around 32 and timestamps at and past every edge go both to
+//! the double-sign guard and to each line's own signer
+//! (`cometbft-peer privval-handle`: its `DefaultValidationRequestHandler`
+//! over a `MockPV`). The guard must allow exactly what CometBFT signs.
+//!
 //! Without the Go toolchain each test prints a notice and passes, unless
 //! `CI=true`, where it fails.
 
 use std::time::{Duration, Instant};
 
+use p2p_conn::privval::guard::{check_proposal, check_vote, Decision, SignState};
+use p2p_conn::privval::BlockId;
 use p2p_conn::privval::{
     message::Sum, public_key, signed_msg_type, Message, PingRequest, PingResponse, Proposal,
     PubKeyRequest, PubKeyResponse, PublicKey, RemoteSignerError, SignBytesRequest,
@@ -187,7 +195,124 @@ fn messages_reencode_as_each_line_reads_them(version: GoVersion, test: &str) {
     eprintln!("{test}: {} messages re-encoded as expected", msgs.len());
 }
 
+/// A block ID with hashes of `hash_len` and `psh_len` bytes.
+fn block_id(hash_len: usize, psh_len: usize) -> BlockId {
+    let mut id = BlockId::default();
+    id.hash = vec![0x41; hash_len];
+    id.part_set_header.total = u32::from(psh_len > 0);
+    id.part_set_header.hash = vec![0x42; psh_len];
+    id
+}
+
+/// Every combination of block ID hash lengths (0, 1, 31, 32 and 33 bytes
+/// for the hash; 0, 1, 32 and 33 for the part-set hash) and timestamps (the
+/// epoch, the first and last valid second and one past each, nanos of -1,
+/// 1e9 and 2e9), as prevotes, precommits and proposals.
+fn edge_requests(chain: &str) -> Vec<Message> {
+    const FIRST: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+    const LAST: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    let times = [
+        (0, 0),
+        (1_700_000_000, 5),
+        (FIRST, 0),
+        (FIRST - 1, 999_999_999),
+        (LAST, 999_999_999),
+        (LAST + 1, 0),
+        (1_700_000_000, -1),
+        (1_700_000_000, 1_000_000_000),
+        (1_700_000_000, 2_000_000_000),
+    ];
+    let mut out = Vec::new();
+    for hash_len in [0, 1, 31, 32, 33] {
+        for psh_len in [0, 1, 32, 33] {
+            for (seconds, nanos) in times {
+                let ts = Timestamp::new(seconds, nanos);
+                for msg_type in [signed_msg_type::PREVOTE, signed_msg_type::PRECOMMIT] {
+                    let mut v = Vote::default();
+                    v.msg_type = msg_type;
+                    v.height = 7;
+                    v.block_id = block_id(hash_len, psh_len);
+                    v.timestamp = ts;
+                    v.validator_address = vec![7; 20];
+                    let mut r = SignVoteRequest::default();
+                    r.vote = Some(v);
+                    r.chain_id = chain.into();
+                    out.push(Message::from(Sum::SignVoteRequest(r)));
+                }
+                let mut p = Proposal::default();
+                p.msg_type = signed_msg_type::PROPOSAL;
+                p.height = 7;
+                p.pol_round = -1;
+                p.block_id = block_id(hash_len, psh_len);
+                p.timestamp = ts;
+                let mut r = SignProposalRequest::default();
+                r.proposal = Some(p);
+                r.chain_id = chain.into();
+                out.push(Message::from(Sum::SignProposalRequest(r)));
+            }
+        }
+    }
+    out
+}
+
+/// Whether CometBFT's signer signed: its `privval-handle` line is a
+/// response holding a signature and no error.
+fn go_signed(line: &str) -> bool {
+    let Some(hex_body) = line.strip_prefix("response ") else {
+        return false;
+    };
+    let msg = Message::decode(hex::decode(hex_body).unwrap().as_slice()).unwrap();
+    match msg.sum {
+        Some(Sum::SignedVoteResponse(r)) => r.error.is_none() && !r.vote.signature.is_empty(),
+        Some(Sum::SignedProposalResponse(r)) => {
+            r.error.is_none() && !r.proposal.signature.is_empty()
+        }
+        other => panic!("not a sign response: {other:?}"),
+    }
+}
+
+fn guard_signs_exactly_what_each_line_signs(version: GoVersion, test: &str) {
+    let Some(bin) = go_peer(version, test) else {
+        return;
+    };
+    let chain = "test-chain";
+    let reqs = edge_requests(chain);
+    let input: String = reqs
+        .iter()
+        .map(|m| format!("{chain} {}\n", hex::encode(m.encode_to_vec())))
+        .collect();
+    let out = Proc::spawn(&bin, &["privval-handle"], Feed::Now(input.into_bytes()))
+        .finish_ok(Instant::now() + Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), reqs.len(), "{test}: one answer per request");
+    let fresh = SignState::default();
+    let (mut signed, mut refused) = (0, 0);
+    for (req, line) in reqs.iter().zip(lines) {
+        let ours = match &req.sum {
+            Some(Sum::SignVoteRequest(r)) => check_vote(&fresh, chain, r.vote.as_ref().unwrap()),
+            Some(Sum::SignProposalRequest(r)) => {
+                check_proposal(&fresh, chain, r.proposal.as_ref().unwrap())
+            }
+            _ => unreachable!("edge_requests makes sign requests only"),
+        };
+        let ours_signs = matches!(ours, Ok(Decision::Sign { .. }));
+        assert_eq!(
+            ours_signs,
+            go_signed(line),
+            "{test}: the guard says {ours:?}, CometBFT's signer says {line:?}, for {req:?}"
+        );
+        if ours_signs {
+            signed += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(signed > 0 && refused > 0, "{test}: both outcomes seen");
+    eprintln!("{test}: {signed} signed and {refused} refused by both");
+}
+
 p2p_conn_interop::per_release! {
     v0_34: V034, v0_37: V037, v0_38: V038, v0_39: V039, v0_40: V040, v1: V1;
-    [messages_reencode_as_each_line_reads_them]
+    [messages_reencode_as_each_line_reads_them, guard_signs_exactly_what_each_line_signs]
 }

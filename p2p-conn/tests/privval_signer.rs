@@ -144,6 +144,36 @@ fn one_signer_per_state_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A vote CometBFT never signs (a 31-byte block hash, a timestamp in year
+/// 10000) is refused by name, and neither the mark in memory nor the
+/// state file moves: the node can still get a valid vote at that height
+/// and round.
+#[test]
+fn malformed_votes_are_refused_and_the_mark_stays() {
+    let dir = temp_dir("malformed");
+    let (mut s, path) = new_signer(&dir);
+    s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 2, 0, 1, 10), false)
+        .unwrap();
+    let mark = s.state().clone();
+    let on_disk = std::fs::read(&path).unwrap();
+    let mut short_hash = vote(signed_msg_type::PRECOMMIT, 2, 0, 1, 10);
+    short_hash.block_id.hash.truncate(31);
+    let mut late = vote(signed_msg_type::PRECOMMIT, 2, 0, 1, 10);
+    late.timestamp = Timestamp::new(253_402_300_800, 0);
+    for (v, field) in [(short_hash, "block_id.hash"), (late, "timestamp")] {
+        match s.sign_vote(CHAIN, v, true) {
+            Err(e @ SignerError::Refused(_)) => assert!(e.to_string().contains(field), "{e}"),
+            other => panic!("expected a refusal naming {field}, got {other:?}"),
+        }
+        assert_eq!(s.state(), &mark);
+        assert_eq!(std::fs::read(&path).unwrap(), on_disk);
+    }
+    // The valid precommit at that height and round is still signed.
+    s.sign_vote(CHAIN, vote(signed_msg_type::PRECOMMIT, 2, 0, 1, 10), true)
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Raw bytes pass no guard: refused unless allowed. The canonical bytes of
 /// a vote are signed through `sign_vote` only.
 #[test]

@@ -1,9 +1,50 @@
 //! `privval`: the privval message stream reader, whole and chunked.
 
+use p2p_conn::privval::guard::{check_proposal, check_vote, Decision, SignState};
 use p2p_conn::privval::{
-    encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, Decoder,
-    Message,
+    encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId,
+    Decoder, Message, Timestamp,
 };
+
+/// Whether CometBFT can sign a request with this block ID and timestamp,
+/// by its own rules, written out apart from the guard: each block ID hash
+/// empty or 32 bytes (`BlockID.ValidateBasic`), and a timestamp inside
+/// 0001-01-01T00:00:00Z..=9999-12-31T23:59:59.999999999Z (what its
+/// decoder takes).
+fn cometbft_can_sign(id: &BlockId, t: Timestamp) -> bool {
+    let hash_ok = |h: &[u8]| h.is_empty() || h.len() == 32;
+    hash_ok(&id.hash)
+        && hash_ok(&id.part_set_header.hash)
+        && (-62_135_596_800..=253_402_300_799).contains(&t.seconds)
+        && (0..1_000_000_000).contains(&t.nanos)
+}
+
+/// The double-sign guard, from the initial state, never allows a request
+/// CometBFT could not sign.
+fn guard_allows_only_what_cometbft_signs(msg: &Message) {
+    let fresh = SignState::default();
+    let (decision, id, t) = match &msg.sum {
+        Some(Sum::SignVoteRequest(r)) => match &r.vote {
+            Some(v) => (check_vote(&fresh, &r.chain_id, v), &v.block_id, v.timestamp),
+            None => return,
+        },
+        Some(Sum::SignProposalRequest(r)) => match &r.proposal {
+            Some(p) => (
+                check_proposal(&fresh, &r.chain_id, p),
+                &p.block_id,
+                p.timestamp,
+            ),
+            None => return,
+        },
+        _ => return,
+    };
+    if let Ok(Decision::Sign { .. }) = decision {
+        assert!(
+            cometbft_can_sign(id, t),
+            "the guard allowed what CometBFT never signs: {msg:?}"
+        );
+    }
+}
 
 /// The limit the check's decoders run with: small, so that refusals are
 /// reached often.
@@ -44,7 +85,9 @@ fn run(input: &[u8], chunk: usize) -> (Vec<Message>, usize, Option<String>) {
 /// return the same messages and the same error after taking the same bytes.
 /// Every decoded message re-encodes to bytes that decode to an equal
 /// message, and its sign bytes (where it carries a vote or proposal) are
-/// computed without panicking.
+/// computed without panicking; the double-sign guard allows no vote or
+/// proposal that CometBFT could not sign (a block ID hash of another length
+/// than 0 or 32, a timestamp outside years 1 to 9999).
 pub fn check(data: &[u8]) {
     let Some((&split, rest)) = data.split_first() else {
         return;
@@ -77,5 +120,6 @@ pub fn check(data: &[u8]) {
             _ => None,
         };
         std::hint::black_box(sizes);
+        guard_allows_only_what_cometbft_signs(&msg);
     }
 }

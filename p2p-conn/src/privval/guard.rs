@@ -29,6 +29,16 @@
 //! - Vote extensions are not guarded: FilePV signs the extension of every
 //!   non-nil precommit afresh (extensions are non-deterministic) and refuses
 //!   an extension on any other vote; [`check_extension`] is that rule.
+//! - Before any of that, the content must be what CometBFT itself can
+//!   sign: each block ID hash (`block_id.hash`,
+//!   `block_id.part_set_header.hash`) empty or 32 bytes
+//!   (`BlockID.ValidateBasic`, which CometBFT's `CanonicalizeBlockID` runs
+//!   and panics on), and a timestamp a `google.protobuf.Timestamp` can
+//!   hold (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z, nanos
+//!   0 to 999,999,999; CometBFT's decoder refuses any other).
+//!   [`GuardError::BadBlockIdHash`] and [`GuardError::BadTimestamp`] name
+//!   the field. Signing such a request would move the mark past a height
+//!   and round at which the node could then get no valid signature.
 //!
 //! # Guarantees
 //! - Given the state after every signature it allowed was recorded, the
@@ -36,14 +46,18 @@
 //!   new signature at or below the mark (property-tested).
 //! - No input panics: where FilePV panics (an unknown vote type, stored
 //!   sign bytes that do not decode, a mark with sign bytes but no
-//!   signature) the guard returns an error.
+//!   signature, a block ID hash of another length) the guard returns an
+//!   error.
+//! - Nothing CometBFT refuses to decode or to canonicalize is allowed
+//!   (property-tested, and checked against each line's own request
+//!   handler in `p2p-conn/tests/privval_validity_cometbft_go.rs`).
 //!
 //! # Not provided
 //! - Checks of heights, rounds or the chain ID beyond the ordering (FilePV
 //!   has none either); the chain ID is the signer's to check.
 //! - Persistence: [`super::state_file`].
 
-use super::messages::{signed_msg_type, Proposal, Timestamp, Vote};
+use super::messages::{signed_msg_type, BlockId, Proposal, Timestamp, Vote};
 use super::sign_bytes::{
     proposal_sign_bytes, proposal_timestamp_and_rest, vote_sign_bytes, vote_timestamp_and_rest,
 };
@@ -277,6 +291,58 @@ pub enum GuardError {
     /// An extension on a prevote or a nil precommit.
     #[error("unexpected vote extension: extensions are only allowed in non-nil precommits")]
     UnexpectedExtension,
+    /// A block ID hash that is neither empty nor 32 bytes: CometBFT's
+    /// `BlockID.ValidateBasic` refuses it, and its signer never signs it.
+    #[error("{field} is {len} bytes: CometBFT takes only 0 or 32 (BlockID.ValidateBasic) and never signs it")]
+    BadBlockIdHash {
+        /// `"block_id.hash"` or `"block_id.part_set_header.hash"`.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// A timestamp that no `google.protobuf.Timestamp` holds: CometBFT
+    /// cannot decode a request that carries it.
+    #[error("timestamp (seconds {seconds}, nanos {nanos}) is outside what CometBFT decodes: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, nanos 0 to 999999999")]
+    BadTimestamp {
+        /// Its seconds since the epoch.
+        seconds: i64,
+        /// Its nanoseconds.
+        nanos: i32,
+    },
+}
+
+/// 0001-01-01T00:00:00Z in seconds since the epoch: the first second a
+/// `google.protobuf.Timestamp` holds.
+const FIRST_TIMESTAMP_SECOND: i64 = -62_135_596_800;
+/// 9999-12-31T23:59:59Z: the last.
+const LAST_TIMESTAMP_SECOND: i64 = 253_402_300_799;
+/// CometBFT's `tmhash.Size`: a block ID hash is this long, or empty.
+const HASH_BYTES: usize = 32;
+
+/// The content checks CometBFT's own signer makes before it signs
+/// (module docs): the block ID's hashes and the timestamp.
+fn check_content(block_id: &BlockId, timestamp: Timestamp) -> Result<(), GuardError> {
+    for (field, hash) in [
+        ("block_id.hash", &block_id.hash),
+        (
+            "block_id.part_set_header.hash",
+            &block_id.part_set_header.hash,
+        ),
+    ] {
+        if !hash.is_empty() && hash.len() != HASH_BYTES {
+            return Err(GuardError::BadBlockIdHash {
+                field,
+                len: hash.len(),
+            });
+        }
+    }
+    let Timestamp { seconds, nanos } = timestamp;
+    if !(FIRST_TIMESTAMP_SECOND..=LAST_TIMESTAMP_SECOND).contains(&seconds)
+        || !(0..1_000_000_000).contains(&nanos)
+    {
+        return Err(GuardError::BadTimestamp { seconds, nanos });
+    }
+    Ok(())
 }
 
 /// `CheckHRS`: `Ok(false)` above the mark, `Ok(true)` at it (with sign
@@ -326,6 +392,7 @@ pub fn check_vote(state: &SignState, chain_id: &str, vote: &Vote) -> Result<Deci
     let step = Step::of_vote_type(vote.msg_type).ok_or(GuardError::UnknownVoteType {
         msg_type: vote.msg_type,
     })?;
+    check_content(&vote.block_id, vote.timestamp)?;
     let hrs = Hrs::new(vote.height, vote.round, step);
     let same = check_hrs(state, hrs)?;
     let sign_bytes = vote_sign_bytes(chain_id, vote);
@@ -349,6 +416,7 @@ pub fn check_proposal(
     chain_id: &str,
     proposal: &Proposal,
 ) -> Result<Decision, GuardError> {
+    check_content(&proposal.block_id, proposal.timestamp)?;
     let hrs = Hrs::new(proposal.height, proposal.round, Step::Propose);
     let same = check_hrs(state, hrs)?;
     let sign_bytes = proposal_sign_bytes(chain_id, proposal);

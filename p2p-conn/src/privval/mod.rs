@@ -62,8 +62,10 @@
 //!   pings and times out.
 //!
 //! # Not provided
-//! - Validation of the messages' contents (block ID hash lengths, heights,
-//!   the chain ID): the sign-bytes functions encode what they are given.
+//! - Validation in the sign-bytes functions: they encode what they are
+//!   given. The [`guard`] checks block ID hash lengths and timestamps
+//!   before anything is signed; heights and the chain ID beyond the
+//!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
 //! - Timeouts in [`Decoder`] and [`tokio`]: the endpoints bound every read
 //!   and write; over these, use `tokio::time::timeout` (the node gives
 //!   each read and write 5 s; `spec/privval.md`).
