@@ -21,6 +21,24 @@ use serde_json::Value;
 use crate::go_peer::SHORT_RUN;
 use crate::process::{run_ok, Feed, Finished, Proc};
 
+/// A CometBFT `priv_validator_key.json` for the key of `seed`, as FilePV
+/// writes it (`address`, `pub_key`, `priv_key`), and that key.
+pub fn validator_key_json(seed: [u8; 32]) -> (String, p2p_conn::Identity) {
+    use base64::Engine;
+    let id = p2p_conn::Identity::from_seed(&seed);
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let public = id.public_key();
+    let mut private = seed.to_vec();
+    private.extend_from_slice(public.as_bytes());
+    let json = format!(
+        "{{\n  \"address\": \"{}\",\n  \"pub_key\": {{\n    \"type\": \"tendermint/PubKeyEd25519\",\n    \"value\": \"{}\"\n  }},\n  \"priv_key\": {{\n    \"type\": \"tendermint/PrivKeyEd25519\",\n    \"value\": \"{}\"\n  }}\n}}",
+        to_hex(id.node_id().as_bytes()).to_uppercase(),
+        b64(public.as_bytes()),
+        b64(&private),
+    );
+    (json, id)
+}
+
 /// Lowercase or uppercase hex to bytes; `None` if it is not hex.
 pub fn from_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {

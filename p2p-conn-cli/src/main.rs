@@ -27,6 +27,7 @@ mod profile;
 mod resources;
 mod signer;
 mod stdio;
+mod wall_clock;
 
 use conn::DEFAULT_CONNECT_TIMEOUT_SECS;
 use error::CliError;

@@ -10,6 +10,14 @@
 //! on disk and sits in this process's memory. Nothing here is hardened
 //! against an attacker on the signer's own machine.
 //!
+//! It fails closed on an operator's mistakes: a `node_key.json` given as
+//! `--key` (the library's [`load_validator_key`] refuses it), no chain
+//! named (`--chain-id`, or `--any-chain` on purpose), a state file with a
+//! second name (the library's [`GuardedSigner::open`]). Every line and
+//! event carries the wall-clock time (RFC 3339, UTC); a long outage is
+//! told every `--disconnected-every` seconds; the stats name the last
+//! height, round and step signed, and when.
+//!
 //! It runs until SIGINT or SIGTERM, then prints the final stats and exits
 //! 0. Failures before it serves (flags, the key file, the state file, the
 //! connection key) exit 1; see docs/guide.md, "Remote signer".
@@ -17,13 +25,13 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use p2p_conn::privval::endpoint::{
     Address, EndpointStats, KindStats, RequestKind, SignerEndpoint, SignerEvent, StatsHandle,
 };
-use p2p_conn::privval::guard::Step;
+use p2p_conn::privval::guard::{Hrs, Step};
 use p2p_conn::privval::{
     load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, GuardedSigner, Proposal,
     PublicKey, Signer, SignerError, Vote,
@@ -33,6 +41,7 @@ use serde_json::{json, Value};
 
 use crate::conn;
 use crate::error::CliError;
+use crate::wall_clock;
 
 #[derive(clap::Args)]
 pub struct SignerArgs {
@@ -54,10 +63,14 @@ pub struct SignerArgs {
     /// what was signed before
     #[arg(long)]
     create_state: bool,
-    /// Serve only this chain: requests for any other are refused. Without
-    /// it every chain is served, with one high-water mark for all
-    #[arg(long)]
+    /// Serve only this chain: requests for any other are refused. Required,
+    /// unless --any-chain
+    #[arg(long, required_unless_present = "any_chain")]
     chain_id: Option<String>,
+    /// Serve every chain, with one high-water mark for all (a key that
+    /// signs for one chain should name it with --chain-id)
+    #[arg(long, conflicts_with = "chain_id")]
+    any_chain: bool,
     /// Require the node to authenticate as this node ID (tcp:// only).
     /// CometBFT nodes use a fresh key for priv_validator_laddr at every
     /// start, so this suits nodes that keep theirs (p2p-conn's node side)
@@ -74,6 +87,10 @@ pub struct SignerArgs {
     /// Print the stats every this many seconds (0: only at exit)
     #[arg(long, default_value_t = 10.0)]
     stats_every: f64,
+    /// While no node is connected, say so every this many seconds (after
+    /// the first three failed dials, which are each told)
+    #[arg(long, default_value_t = 30.0)]
+    disconnected_every: f64,
 }
 
 /// What the last successful signature was, for `--json`'s `served` events
@@ -86,23 +103,43 @@ struct LastSigned {
 
 type Slot = Arc<Mutex<Option<LastSigned>>>;
 
-/// A [`Signer`] that passes every call to `inner` and keeps the signature
-/// and sign bytes of each vote or proposal it returns in `slot`.
-struct Recording<S> {
-    inner: S,
-    slot: Slot,
+/// The high-water mark as this process last moved it: the HRS, and when
+/// (`None`: as loaded from the state file, nothing signed since start).
+#[derive(Clone, Copy)]
+struct Mark {
+    hrs: Hrs,
+    at: Option<SystemTime>,
 }
 
-impl<S> Recording<S> {
+type SharedMark = Arc<Mutex<Mark>>;
+
+/// The [`GuardedSigner`] with every call passed through, keeping the
+/// signature and sign bytes of each vote or proposal it returns in `slot`
+/// and the mark (with the time it moved) in `mark`.
+struct Recording {
+    inner: GuardedSigner,
+    slot: Slot,
+    mark: SharedMark,
+}
+
+impl Recording {
     fn keep(&self, signature: &[u8], sign_bytes: Vec<u8>) {
         *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastSigned {
             signature: signature.to_vec(),
             sign_bytes,
         });
+        let hrs = self.inner.state().hrs();
+        let mut mark = self.mark.lock().unwrap_or_else(PoisonError::into_inner);
+        if mark.hrs != hrs {
+            *mark = Mark {
+                hrs,
+                at: Some(SystemTime::now()),
+            };
+        }
     }
 }
 
-impl<S: Signer> Signer for Recording<S> {
+impl Signer for Recording {
     fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
         self.inner.public_key(chain_id)
     }
@@ -139,7 +176,9 @@ impl<S: Signer> Signer for Recording<S> {
     }
 }
 
-/// Where the output goes: text on stderr, or JSON lines on stdout.
+/// Where the output goes: text on stderr, or JSON lines on stdout. Each
+/// carries the wall-clock time: a text line starts with it, a JSON object
+/// has it as `time` (beside `t`, the seconds since start).
 #[derive(Clone)]
 struct Out {
     json: bool,
@@ -147,10 +186,11 @@ struct Out {
 }
 
 impl Out {
-    /// One JSON line (with `event` and the seconds since start) on stdout,
-    /// flushed at once.
+    /// One JSON line (with `event`, `time` and the seconds since start) on
+    /// stdout, flushed at once.
     fn json(&self, event: &str, mut v: Value) {
         v["event"] = json!(event);
+        v["time"] = json!(wall_clock::now());
         v["t"] = json!(round3(self.started.elapsed().as_secs_f64()));
         let mut out = std::io::stdout().lock();
         // A closed stdout must not stop the signer: the node needs it more
@@ -159,8 +199,9 @@ impl Out {
         let _ = out.flush();
     }
 
+    /// One text line on stderr, after the wall-clock time.
     fn text(&self, line: &str) {
-        eprintln!("{line}");
+        eprintln!("{} {line}", wall_clock::now());
     }
 }
 
@@ -182,96 +223,182 @@ fn step(kind: RequestKind, msg_type: i32) -> Option<Step> {
     }
 }
 
-/// Whether connect failure number `attempt` gets a text line: the first
-/// few after each connection, then attempts 8, 16, 32, ... (a node that is
-/// down for long would otherwise fill the log at two lines a second).
-fn tell_attempt(attempt: u32) -> bool {
-    attempt <= 3 || attempt.is_power_of_two()
+/// How many failed dials after each connection are told one by one; the
+/// rest of an outage is told every `--disconnected-every`.
+const TOLD_ATTEMPTS: u32 = 3;
+
+/// `d` in whole seconds, as `45s`, `2m05s` or `3h07m`.
+fn span(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+    }
 }
 
-/// Report one endpoint event.
-fn report(out: &Out, slot: &Slot, address: &str, e: &SignerEvent) {
-    match e {
-        SignerEvent::Connecting { attempt } => {
-            if out.json {
-                out.json("connecting", json!({ "attempt": attempt, "node": address }));
-            }
+/// The time the signer has been without a node, and when it next says so.
+struct Outage {
+    since: Instant,
+    next_tell: Duration,
+}
+
+/// Turns the endpoint's events into output, and keeps what that needs
+/// across events: the signature just made ([`Slot`]) and the outage.
+struct Reporter {
+    out: Out,
+    slot: Slot,
+    address: String,
+    every: Duration,
+    outage: Option<Outage>,
+}
+
+impl Reporter {
+    fn new(out: Out, slot: Slot, address: String, every: Duration) -> Reporter {
+        Reporter {
+            out,
+            slot,
+            address,
+            every,
+            // Disconnected from the start until the first connection.
+            outage: Some(Outage {
+                since: Instant::now(),
+                next_tell: every,
+            }),
         }
-        SignerEvent::ConnectFailed {
-            attempt,
-            error,
-            retry_in,
-        } => {
-            if out.json {
-                out.json(
-                    "connect_failed",
-                    json!({ "attempt": attempt, "error": error, "retry_in_ms": ms(*retry_in) }),
-                );
-            } else if tell_attempt(*attempt) {
-                out.text(&format!(
-                    "cannot connect to {address} (attempt {attempt}): {error}; retrying"
-                ));
+    }
+
+    fn disconnected(&mut self) {
+        self.outage = Some(Outage {
+            since: Instant::now(),
+            next_tell: self.every,
+        });
+    }
+
+    /// Report one endpoint event.
+    fn report(&mut self, e: &SignerEvent) {
+        let (out, address) = (&self.out, self.address.as_str());
+        match e {
+            SignerEvent::Connecting { attempt } => {
+                if out.json {
+                    out.json("connecting", json!({ "attempt": attempt, "node": address }));
+                }
             }
-        }
-        SignerEvent::Connected { node } => {
-            let id = node.map(|id| id.to_string());
-            if out.json {
-                out.json("connected", json!({ "node": address, "node_id": id }));
-            } else {
-                match id {
-                    Some(id) => out.text(&format!("connected to {address} (node {id})")),
-                    None => out.text(&format!("connected to {address}")),
+            SignerEvent::ConnectFailed {
+                attempt,
+                error,
+                retry_in,
+            } => {
+                if out.json {
+                    out.json(
+                        "connect_failed",
+                        json!({ "attempt": attempt, "error": error, "retry_in_ms": ms(*retry_in) }),
+                    );
+                } else if *attempt <= TOLD_ATTEMPTS {
+                    out.text(&format!(
+                        "cannot connect to {address} (attempt {attempt}): {error}; retrying"
+                    ));
+                }
+                self.still_disconnected(*attempt, error);
+            }
+            SignerEvent::Connected { node } => {
+                self.outage = None;
+                let id = node.map(|id| id.to_string());
+                if out.json {
+                    out.json("connected", json!({ "node": address, "node_id": id }));
+                } else {
+                    match id {
+                        Some(id) => out.text(&format!("connected to {address} (node {id})")),
+                        None => out.text(&format!("connected to {address}")),
+                    }
+                }
+            }
+            SignerEvent::Disconnected { reason } => {
+                if out.json {
+                    out.json("disconnected", json!({ "reason": reason }));
+                } else {
+                    out.text(&format!("disconnected: {reason}; dialing again"));
+                }
+                self.disconnected();
+            }
+            SignerEvent::Served {
+                kind,
+                height,
+                round,
+                msg_type,
+                latency,
+                error,
+            } => {
+                let signed = self
+                    .slot
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                let step = step(*kind, *msg_type);
+                if out.json {
+                    // A signature made but not sent (`error` says so) is
+                    // shown too: it is on record in the state file.
+                    let signature = signed.as_ref().map(|s| hex::encode(&s.signature));
+                    let sign_bytes = signed.as_ref().map(|s| hex::encode_upper(&s.sign_bytes));
+                    out.json(
+                        "served",
+                        json!({
+                            "kind": kind.name(),
+                            "height": height,
+                            "round": round,
+                            "type": msg_type,
+                            "step": step.map(|s| s.as_i8()),
+                            "latency_ms": ms(*latency),
+                            "error": error,
+                            "signature": signature,
+                            "sign_bytes": sign_bytes,
+                        }),
+                    );
+                } else if let Some(error) = error {
+                    let what = match step {
+                        Some(_) => format!("{kind} height {height} round {round} type {msg_type}"),
+                        None => kind.to_string(),
+                    };
+                    out.text(&format!("refused or failed: {what}: {error}"));
+                }
+            }
+            other => {
+                if out.json {
+                    out.json("other", json!({ "detail": format!("{other:?}") }));
                 }
             }
         }
-        SignerEvent::Disconnected { reason } => {
-            if out.json {
-                out.json("disconnected", json!({ "reason": reason }));
-            } else {
-                out.text(&format!("disconnected: {reason}; dialing again"));
-            }
+    }
+
+    /// After a failed dial: say how long the outage has lasted, once per
+    /// `every` of it.
+    fn still_disconnected(&mut self, attempts: u32, last_error: &str) {
+        let Some(outage) = &mut self.outage else {
+            return;
+        };
+        let lasted = outage.since.elapsed();
+        if lasted < outage.next_tell {
+            return;
         }
-        SignerEvent::Served {
-            kind,
-            height,
-            round,
-            msg_type,
-            latency,
-            error,
-        } => {
-            let signed = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
-            let step = step(*kind, *msg_type);
-            if out.json {
-                // A signature made but not sent (`error` says so) is shown
-                // too: it is on record in the state file.
-                let signature = signed.as_ref().map(|s| hex::encode(&s.signature));
-                let sign_bytes = signed.as_ref().map(|s| hex::encode_upper(&s.sign_bytes));
-                out.json(
-                    "served",
-                    json!({
-                        "kind": kind.name(),
-                        "height": height,
-                        "round": round,
-                        "type": msg_type,
-                        "step": step.map(|s| s.as_i8()),
-                        "latency_ms": ms(*latency),
-                        "error": error,
-                        "signature": signature,
-                        "sign_bytes": sign_bytes,
-                    }),
-                );
-            } else if let Some(error) = error {
-                let what = match step {
-                    Some(_) => format!("{kind} height {height} round {round} type {msg_type}"),
-                    None => kind.to_string(),
-                };
-                out.text(&format!("refused or failed: {what}: {error}"));
-            }
+        while outage.next_tell <= lasted {
+            outage.next_tell += self.every;
         }
-        other => {
-            if out.json {
-                out.json("other", json!({ "detail": format!("{other:?}") }));
-            }
+        if self.out.json {
+            self.out.json(
+                "still_disconnected",
+                json!({
+                    "node": self.address,
+                    "disconnected_s": round3(lasted.as_secs_f64()),
+                    "attempts": attempts,
+                    "last_error": last_error,
+                }),
+            );
+        } else {
+            self.out.text(&format!(
+                "still disconnected from {} for {} ({attempts} attempts; last: {last_error})",
+                self.address,
+                span(lasted)
+            ));
         }
     }
 }
@@ -287,10 +414,18 @@ fn kind_json(k: &KindStats) -> Value {
     })
 }
 
-/// Print the stats: one line, or one JSON object (`final` at exit).
-fn print_stats(out: &Out, stats: &EndpointStats, last: bool) {
+/// Print the stats and the mark: one line, or one JSON object (`final`
+/// at exit).
+fn print_stats(out: &Out, stats: &EndpointStats, mark: &SharedMark, last: bool) {
     let reconnects = stats.connects.saturating_sub(1);
+    let mark = *mark.lock().unwrap_or_else(PoisonError::into_inner);
     if out.json {
+        let hrs = |h: Hrs| json!({ "height": h.height, "round": h.round, "step": h.step.as_i8() });
+        let last_signed = mark.at.map(|at| {
+            let mut v = hrs(mark.hrs);
+            v["time"] = json!(wall_clock::rfc3339_ms(at));
+            v
+        });
         out.json(
             "stats",
             json!({
@@ -300,11 +435,22 @@ fn print_stats(out: &Out, stats: &EndpointStats, last: bool) {
                 "reconnects": reconnects,
                 "requests": stats.requests(),
                 "kinds": stats.kinds.iter().filter(|k| k.count > 0).map(kind_json).collect::<Vec<_>>(),
+                "mark": hrs(mark.hrs),
+                "last_signed": last_signed,
             }),
         );
     } else {
         let label = if last { "final stats" } else { "stats" };
-        out.text(&format!("{label}: {stats}; reconnects {reconnects}"));
+        let signed = match mark.at {
+            Some(at) => format!("last signed {} at {}", mark.hrs, wall_clock::rfc3339_ms(at)),
+            None => format!(
+                "nothing signed since start; mark {} (from the state file)",
+                mark.hrs
+            ),
+        };
+        out.text(&format!(
+            "{label}: {stats}; reconnects {reconnects}; {signed}"
+        ));
     }
 }
 
@@ -327,6 +473,7 @@ fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliErro
     let signer = GuardedSigner::open(key, path)?;
     Ok(match &args.chain_id {
         Some(id) => signer.with_chain_id(id.clone()),
+        // clap makes --any-chain the only way here.
         None => signer,
     })
 }
@@ -342,6 +489,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     } else {
         Some(conn::seconds("--stats-every", args.stats_every)?)
     };
+    let disconnected_every = conn::seconds("--disconnected-every", args.disconnected_every)?;
     let node_id = match &address {
         // `tcp://ID@HOST:PORT` and `--node-id` must agree.
         Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
@@ -388,7 +536,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             }),
         );
     } else {
-        let chain = args.chain_id.as_deref().unwrap_or("any chain");
+        let chain = args.chain_id.as_deref().unwrap_or("any chain: --any-chain");
         out.text(&format!(
             "signer for validator {address_hex} ({chain}); state {}: {mark}; dialing {shown}",
             args.state.display()
@@ -397,9 +545,14 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     }
 
     let slot: Slot = Arc::default();
+    let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
+        hrs: mark,
+        at: None,
+    }));
     let mut signer = Recording {
         inner: signer,
         slot: slot.clone(),
+        mark: shared_mark.clone(),
     };
     // Dial every 50 ms at first, then up to every 500 ms: well within the
     // 3 s a starting node waits for its signer (docs/guide.md says so).
@@ -408,13 +561,15 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     if let Some(id) = node_id {
         endpoint = endpoint.expect_node(id);
     }
-    let events = out.clone();
-    let endpoint = endpoint.on_event(move |e| report(&events, &slot, &shown, e));
+    let mut reporter = Reporter::new(out.clone(), slot, shown, disconnected_every);
+    let endpoint = endpoint.on_event(move |e| reporter.report(e));
     let stats = endpoint.stats();
 
     let rt = conn::runtime()?;
     let stopped_by = rt.block_on(async {
-        let ticker = stats_every.map(|every| tokio::spawn(tick(out.clone(), stats.clone(), every)));
+        let ticker = stats_every.map(|every| {
+            tokio::spawn(tick(out.clone(), stats.clone(), shared_mark.clone(), every))
+        });
         let r = tokio::select! {
             r = endpoint.run(&mut signer) => match r {
                 Ok(never) => match never {},
@@ -427,7 +582,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         }
         r
     });
-    print_stats(&out, &stats.snapshot(), true);
+    print_stats(&out, &stats.snapshot(), &shared_mark, true);
     match stopped_by {
         Ok(signal) => {
             if !out.json {
@@ -439,12 +594,12 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     }
 }
 
-async fn tick(out: Out, stats: StatsHandle, every: Duration) {
+async fn tick(out: Out, stats: StatsHandle, mark: SharedMark, every: Duration) {
     let mut interval = tokio::time::interval(every);
     interval.tick().await; // the first tick is at once
     loop {
         interval.tick().await;
-        print_stats(&out, &stats.snapshot(), false);
+        print_stats(&out, &stats.snapshot(), &mark, false);
     }
 }
 

@@ -30,6 +30,7 @@ use p2p_conn::privval::{
     PingRequest, PubKeyRequest, SignVoteRequest, Timestamp, Vote,
 };
 use p2p_conn::{keyfile, Identity};
+use p2p_conn_interop::privval_peer::validator_key_json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
@@ -42,13 +43,71 @@ fn run_cli(args: &[&str]) -> Finished {
     run(Path::new(BIN), args, LIMIT)
 }
 
-/// A validator key file (a `node_key.json`-shaped file: `priv_key` only,
-/// which `priv_validator_key.json` readers accept) in `dir`.
+/// A validator key file (`priv_validator_key.json`, as FilePV writes it)
+/// in `dir`.
 fn validator_key(dir: &Path) -> (PathBuf, Identity) {
     let path = dir.join("priv_validator_key.json");
-    let id = Identity::generate();
-    keyfile::save_new(&id, &path).unwrap();
+    let mut seed = [0u8; 32];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut seed);
+    let (json, id) = validator_key_json(seed);
+    std::fs::write(&path, json).unwrap();
     (path, id)
+}
+
+/// The text a signer printed on stderr, each line without its leading
+/// RFC 3339 time (checked: UTC, milliseconds).
+fn untimed(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| {
+            let (time, rest) = l
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("no time: {l:?}"));
+            assert!(
+                is_rfc3339_utc_ms(time),
+                "{l:?} does not start with an RFC 3339 time"
+            );
+            rest.to_string()
+        })
+        .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, within a day of now.
+fn is_rfc3339_utc_ms(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() == 24
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && b[19] == b'.'
+        && digits(20..23)
+        && b[23] == b'Z';
+    shape && {
+        // Days since the epoch from the date (the civil calendar), against
+        // the system clock.
+        let n = |r: std::ops::Range<usize>| t[r].parse::<i64>().unwrap();
+        let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+        let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * m + 2) / 5 + d - 1;
+        let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+            / 86_400;
+        (days - now).abs() <= 1
+    }
 }
 
 fn stderr(out: &Finished) -> String {
@@ -65,7 +124,17 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
     let (key, state_s) = (key.to_str().unwrap(), state.to_str().unwrap());
     let node = "unix:///nonexistent/privval.sock";
 
-    let out = run_cli(&["signer", "--node", node, "--key", key, "--state", state_s]);
+    let out = run_cli(&[
+        "signer",
+        "--node",
+        node,
+        "--key",
+        key,
+        "--state",
+        state_s,
+        "--chain-id",
+        CHAIN,
+    ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let text = stderr(&out);
     assert!(
@@ -80,7 +149,45 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
         "no state file may be created without --create-state"
     );
 
-    let base = ["signer", "--state", state_s, "--create-state"];
+    // The node's own key in place of the validator's, and no chain ID: an
+    // operator's mistakes, refused before anything is created.
+    let node_key = dir.join("node_key.json");
+    keyfile::save_new(&Identity::generate(), &node_key).unwrap();
+    let nk = node_key.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--key", nk, "--chain-id", CHAIN], "node_key.json"),
+        (vec!["--key", key], "--chain-id"),
+        (
+            vec!["--key", key, "--chain-id", CHAIN, "--any-chain"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut all = vec![
+            "signer",
+            "--node",
+            node,
+            "--state",
+            state_s,
+            "--create-state",
+        ];
+        all.extend(args);
+        let out = run_cli(&all);
+        assert!(matches!(out.status.code(), Some(1 | 2)), "{all:?}: {out:?}");
+        assert!(
+            stderr(&out).contains(says),
+            "{all:?} must say {says:?}: {out:?}"
+        );
+        assert!(!state.exists(), "{all:?} created the state file");
+    }
+
+    let base = [
+        "signer",
+        "--state",
+        state_s,
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+    ];
     for (extra, says) in [
         (
             &["--key", key, "--node", "http://127.0.0.1:1"][..],
@@ -169,12 +276,14 @@ fn a_second_signer_on_one_state_file_is_refused() {
         "--state",
         state.to_str().unwrap(),
         "--create-state",
+        "--chain-id",
+        CHAIN,
     ];
     let mut first = Proc::spawn(Path::new(BIN), &args, Feed::none());
     let deadline = Instant::now() + LIMIT;
     // Its first line comes once it holds the state file.
     let line = first.next_line(deadline);
-    assert!(line.starts_with("signer for validator "), "{line}");
+    assert!(line.contains(" signer for validator "), "{line}");
     let second = run_cli(&args);
     assert_eq!(second.status.code(), Some(1), "{second:?}");
     let text = stderr(&second);
@@ -317,6 +426,15 @@ fn serves_refuses_and_reconnects_over_unix() {
     assert!(other_chain.contains("other-chain"), "{other_chain}");
     let below = conn.sign(CHAIN, &prevote(9, 1, 1_000)).unwrap_err();
     assert!(below.contains("height regression"), "{below}");
+    // Content CometBFT never signs, above the mark: refused by name.
+    let mut short = prevote(11, 1, 1_000);
+    short.block_id.hash.truncate(31);
+    let short = conn.sign(CHAIN, &short).unwrap_err();
+    assert!(short.contains("block_id.hash"), "{short}");
+    let mut late = prevote(11, 1, 1_000);
+    late.timestamp.seconds = 253_402_300_800;
+    let late = conn.sign(CHAIN, &late).unwrap_err();
+    assert!(late.contains("timestamp"), "{late}");
     assert_eq!(
         state_file::load(&state).unwrap(),
         mark,
@@ -336,23 +454,28 @@ fn serves_refuses_and_reconnects_over_unix() {
     let out = signer.finish(Instant::now() + LIMIT);
     out.assert_ok("the signer, stopped by SIGTERM");
     let text = stderr(&out);
-    let lines: Vec<&str> = text.lines().collect();
+    let lines = untimed(&text);
     let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
     assert_eq!(count(&format!("connected to {node}")), 2, "{text}");
     assert!(count("disconnected: ") >= 1, "{text}");
-    assert_eq!(count("refused or failed: vote height"), 3, "{text}");
+    assert_eq!(count("refused or failed: vote height"), 5, "{text}");
     assert!(count("tests and testnets") >= 1, "{text}");
     let last = lines.iter().rev().find(|l| l.starts_with("final stats: "));
     let last = last.unwrap_or_else(|| panic!("no final stats line: {text}"));
     assert!(
         last.contains("pubkey 1 (0 err")
-            && last.contains("vote 5 (3 err")
+            && last.contains("vote 7 (5 err")
             && last.contains("ping 1 (0 err")
             && last.contains("connects 2")
-            && last.contains("reconnects 1"),
+            && last.contains("reconnects 1")
+            && last.contains("last signed height 10 round 0 step prevote (2) at 20"),
         "{last}"
     );
-    assert_eq!(lines.last(), Some(&"stopped by SIGTERM"), "{text}");
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("stopped by SIGTERM"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -431,6 +554,18 @@ async fn pins_both_ends_over_tcp() {
         .collect();
     assert_eq!(connected.len(), 1, "{events:?}");
     assert_eq!(connected[0]["node_id"], node_id.to_string().as_str());
+    for e in &events {
+        let time = e["time"].as_str().unwrap_or_else(|| panic!("no time: {e}"));
+        assert!(is_rfc3339_utc_ms(time), "{e}");
+    }
+    let stats = events.last().unwrap();
+    assert_eq!(stats["event"], "stats", "{stats}");
+    let last = &stats["last_signed"];
+    assert!(
+        last["height"] == 3 && last["round"] == 0 && last["step"] == 2,
+        "{stats}"
+    );
+    assert!(is_rfc3339_utc_ms(last["time"].as_str().unwrap()), "{stats}");
     let start = &events[0];
     assert_eq!(start["event"], "start");
     assert_eq!(
@@ -459,6 +594,7 @@ async fn pins_both_ends_over_tcp() {
         "--state",
         state2_s,
         "--create-state",
+        "--any-chain",
         "--json",
     ];
     let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
@@ -491,5 +627,188 @@ async fn pins_both_ends_over_tcp() {
         last["event"] == "stats" && last["final"] == true && last["connects"] == 0,
         "{last}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The state file under a second name (issue #28): a symbolic link and a
+/// hard link from another folder are refused at start, saying why, while
+/// the first signer runs; and under a mount namespace of the test's own
+/// (`unshare -m`, as root), a bind mount of the file is refused as a mount
+/// point and a bind mount of its folder meets the first signer's lock.
+#[test]
+fn a_second_name_for_the_state_file_is_refused() {
+    let dir = scratch("signer-names");
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (key, _) = validator_key(&dir);
+    let key = key.to_str().unwrap().to_string();
+    let state = dir.join("priv_validator_state.json");
+    let node = format!("unix://{}", dir.join("absent.sock").display());
+    let signer_args = |state: &str| {
+        [
+            "signer",
+            "--node",
+            &node,
+            "--key",
+            &key,
+            "--state",
+            state,
+            "--chain-id",
+            CHAIN,
+        ]
+        .map(String::from)
+    };
+    let first_args = {
+        let mut a = signer_args(state.to_str().unwrap()).to_vec();
+        a.push("--create-state".into());
+        a
+    };
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let mut first = Proc::spawn(Path::new(BIN), &first_args, Feed::none());
+    let deadline = Instant::now() + LIMIT;
+    let line = first.next_line(deadline);
+    assert!(line.contains(" signer for validator "), "{line}");
+
+    let link = other.join("state-link.json");
+    std::os::unix::fs::symlink(&state, &link).unwrap();
+    let hard = other.join("state-hard.json");
+    for (name, says) in [(&link, "is a symbolic link"), (&hard, "has 2 names")] {
+        if name == &hard {
+            std::fs::hard_link(&state, &hard).unwrap();
+        }
+        let args = signer_args(name.to_str().unwrap());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run_cli(&args);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(stderr(&out).contains(says), "{out:?}");
+    }
+    std::fs::remove_file(&hard).unwrap();
+
+    let mounted_file = other.join("mounted.json");
+    std::fs::write(&mounted_file, b"").unwrap();
+    let mounted_dir = dir.join("mounted-dir");
+    std::fs::create_dir_all(&mounted_dir).unwrap();
+    let script = format!(
+        // `timeout`: a signer that starts (the check failed) would dial
+        // forever; it is stopped and the test fails on its exit code.
+        "mount --bind {state} {file} && mount --bind {dir} {mdir} && \
+         timeout 5 {bin} {args_file}; echo \"rc=$?\" >&2; \
+         timeout 5 {bin} {args_dir}; echo \"rc=$?\" >&2",
+        state = state.display(),
+        file = mounted_file.display(),
+        dir = dir.display(),
+        mdir = mounted_dir.display(),
+        bin = BIN,
+        args_file = signer_args(mounted_file.to_str().unwrap())
+            .map(|a| format!("'{a}'"))
+            .join(" "),
+        args_dir = signer_args(
+            mounted_dir
+                .join("priv_validator_state.json")
+                .to_str()
+                .unwrap()
+        )
+        .map(|a| format!("'{a}'"))
+        .join(" "),
+    );
+    let ns = run(
+        Path::new("unshare"),
+        &["-m", "--propagation", "private", "sh", "-c", &script],
+        LIMIT,
+    );
+    let text = stderr(&ns);
+    if !text.contains("rc=") {
+        let why = format!("cannot make a mount namespace (unshare -m needs root): {text}");
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{why}");
+        }
+        eprintln!("skipping the bind-mount half: {why}");
+    } else {
+        let runs: Vec<&str> = text.split("rc=").collect();
+        assert!(
+            runs[0].contains("is a mount point") && runs[1].starts_with('1'),
+            "a bind mount of the file: {text}"
+        );
+        assert!(
+            runs[1].contains("in use by another signer") && runs[2].starts_with('1'),
+            "a bind mount of the folder: {text}"
+        );
+    }
+
+    first.check_running("second names were refused");
+    let pid = Pid::from_raw(i32::try_from(first.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    first.finish_ok(deadline);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A long outage is told on a steady schedule: the first three failed
+/// dials, then one "still disconnected" line per `--disconnected-every`
+/// (text), and a `still_disconnected` event (JSON) with the outage's
+/// length, the attempts and the last error.
+#[test]
+fn a_long_outage_is_told_on_a_steady_schedule() {
+    let dir = scratch("signer-outage");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("priv_validator_state.json");
+    let node = format!("unix://{}", dir.join("absent.sock").display());
+    for json in [false, true] {
+        let mut args = vec![
+            "signer",
+            "--node",
+            &node,
+            "--key",
+            key.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--create-state",
+            "--chain-id",
+            CHAIN,
+            "--stats-every",
+            "0",
+            "--disconnected-every",
+            "1",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+        std::thread::sleep(Duration::from_millis(3_600));
+        let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+        kill(pid, Signal::SIGTERM).unwrap();
+        let out = signer.finish(Instant::now() + LIMIT);
+        out.assert_ok("the disconnected signer, stopped by SIGTERM");
+        if json {
+            let events = json_events(&out);
+            let still: Vec<_> = events
+                .iter()
+                .filter(|e| e["event"] == "still_disconnected")
+                .collect();
+            assert!((2..=4).contains(&still.len()), "{events:?}");
+            for (e, after) in still.iter().zip(1u64..) {
+                let secs = e["disconnected_s"].as_f64().unwrap();
+                assert!(secs >= after as f64 && secs < after as f64 + 1.0, "{e}");
+                assert!(e["attempts"].as_u64().unwrap() >= 3, "{e}");
+                assert!(
+                    e["last_error"].as_str().unwrap().contains("No such file"),
+                    "{e}"
+                );
+            }
+        } else {
+            let lines = untimed(&stderr(&out));
+            let tries = lines
+                .iter()
+                .filter(|l| l.starts_with("cannot connect"))
+                .count();
+            assert_eq!(tries, 3, "{lines:?}");
+            let still: Vec<_> = lines
+                .iter()
+                .filter(|l| l.starts_with("still disconnected from"))
+                .collect();
+            assert!((2..=4).contains(&still.len()), "{lines:?}");
+            assert!(still[0].contains(" for 1s "), "{lines:?}");
+            assert!(still[1].contains(" for 2s "), "{lines:?}");
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 /// How many temporary names [`create_temp`] tries before giving up.
 const TEMP_ATTEMPTS: u32 = 16;
 
-/// Create `.NAME.RANDOM.tmp` in `dir`: new (never an existing file) and
-/// owner-only on Unix.
+/// Create `.NAME.RANDOM.tmp` in `dir` (RANDOM: 16 lower-case hex digits):
+/// new (never an existing file) and owner-only on Unix.
 pub(crate) fn create_temp(
     dir: &Path,
     file_name: &std::ffi::OsStr,
@@ -56,6 +56,132 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(not(unix))]
     let _ = dir;
     Ok(())
+}
+
+/// A file written under a temporary name in its directory and synced,
+/// waiting to be put in place. Dropped without being put, it removes the
+/// temporary name (best effort).
+pub(crate) struct Staged {
+    temp: PathBuf,
+    dir: PathBuf,
+    id: FileId,
+    put: bool,
+}
+
+impl Staged {
+    /// Write `data` with `write` into a new temporary file beside `path`
+    /// ([`create_temp`]) and sync it.
+    pub(crate) fn new(
+        path: &Path,
+        data: &[u8],
+        write: impl FnOnce(&mut std::fs::File, &[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<Staged> {
+        let name = path.file_name().ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
+        })?;
+        let dir = parent_dir(path).to_path_buf();
+        let (temp, mut file) = create_temp(&dir, name)?;
+        let mut staged = Staged {
+            temp,
+            dir,
+            id: FileId::default(),
+            put: false,
+        };
+        write(&mut file, data)?;
+        file.sync_all()?;
+        staged.id = FileId::of(&file.metadata()?);
+        Ok(staged)
+    }
+
+    /// Rename it over `path`, then sync the directory: the file's identity
+    /// at `path`.
+    pub(crate) fn rename_over(mut self, path: &Path) -> std::io::Result<FileId> {
+        std::fs::rename(&self.temp, path)?;
+        self.put = true;
+        sync_dir(&self.dir)?;
+        Ok(self.id)
+    }
+
+    /// Link it at `path`, which must not exist (never replacing anything),
+    /// remove the temporary name, and sync the directory.
+    pub(crate) fn link_new(mut self, path: &Path) -> std::io::Result<FileId> {
+        std::fs::hard_link(&self.temp, path)?;
+        self.put = true;
+        std::fs::remove_file(&self.temp)?;
+        sync_dir(&self.dir)?;
+        Ok(self.id)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.put {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Which file a name leads to: its device and inode on Unix, so that a
+/// file replaced under its name, or reached under another, can be told
+/// apart. Elsewhere every file is alike (and nothing is checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct FileId {
+    #[cfg(unix)]
+    dev: u64,
+    #[cfg(unix)]
+    ino: u64,
+}
+
+impl FileId {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> FileId {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            FileId {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            FileId {}
+        }
+    }
+}
+
+/// How many names (hard links) the file of `meta` has: 1 where that
+/// cannot be known.
+pub(crate) fn link_count(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.nlink()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        1
+    }
+}
+
+/// The temporary names [`create_temp`] makes for `file_name`:
+/// `.NAME.<16 hex digits>.tmp`.
+pub(crate) fn is_temp_name_of(candidate: &std::ffi::OsStr, file_name: &std::ffi::OsStr) -> bool {
+    let (Some(candidate), Some(name)) = (candidate.to_str(), file_name.to_str()) else {
+        return false;
+    };
+    candidate
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_prefix(name))
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .is_some_and(|hex| {
+            hex.len() == 16
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
 }
 
 /// Read all of `path` into `buf`, but never more than `max` bytes and one:

@@ -30,7 +30,13 @@
 //!   and could be the canonical bytes of a conflicting vote. FilePV signs
 //!   them; no CometBFT line's consensus asks for them.
 //!
+//! - One signer per state file, by whatever path it is named: a lock in
+//!   its folder, and no second name for the file itself (checked at open
+//!   and before every save; [`state_file`]'s module docs).
+//!
 //! # Not provided
+//! - Protection against a copy of the state file: two signers started from
+//!   two copies each keep their own mark.
 //! - A guard on raw bytes once [`GuardedSigner::allow_sign_bytes`] is set:
 //!   they are signed as given.
 //! - Key types other than Ed25519.
@@ -42,7 +48,8 @@ use ed25519_dalek::Signer as _;
 use super::guard::{self, Decision, GuardError, SignState};
 use super::messages::{public_key, Proposal, PublicKey, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
-use super::state_file::{self, StateFileProblem};
+use super::state_file::{self, StateFileProblem, StatePathProblem};
+use crate::atomic_file::{parent_dir, FileId};
 use crate::keyfile::KeyFileError;
 use crate::Identity;
 
@@ -87,6 +94,16 @@ pub enum SignerError {
         /// The lock file beside it.
         lock: PathBuf,
     },
+    /// The state file's path is not its one name, or no longer leads to
+    /// the file this signer wrote ([`StatePathProblem`]): refused at open,
+    /// and before a save nothing is signed.
+    #[error("state file {}: {problem}", .path.display())]
+    StatePath {
+        /// The path given.
+        path: PathBuf,
+        /// Which rule it breaks.
+        problem: StatePathProblem,
+    },
     /// The state file's content is not a `priv_validator_state.json`.
     #[error("state file {}: {problem}", .path.display())]
     StateInvalid {
@@ -114,6 +131,14 @@ pub enum SignerError {
         path: PathBuf,
         /// `pub_key.value` or `address`.
         field: &'static str,
+    },
+    /// The key file has `priv_key` but neither `address` nor `pub_key`: the
+    /// shape of a node's `node_key.json` (its p2p identity), which is not
+    /// the validator's key. FilePV always writes all three.
+    #[error("{} holds only priv_key, as a node_key.json does (a node's p2p identity, not its validator key): give the validator's priv_validator_key.json, which has address and pub_key beside priv_key", .path.display())]
+    NotValidatorKey {
+        /// The file.
+        path: PathBuf,
     },
     /// A `SignBytesRequest` reached a [`GuardedSigner`] that does not sign
     /// raw bytes (the default: see [`GuardedSigner::allow_sign_bytes`]).
@@ -171,6 +196,9 @@ pub struct GuardedSigner {
     key: Identity,
     state: SignState,
     state_path: PathBuf,
+    /// The state file as this signer last read or wrote it: a save over
+    /// anything else is refused.
+    state_id: FileId,
     chain_id: Option<String>,
     sign_bytes: bool,
     /// Holds the exclusive lock on `<state file>.lock` while the signer
@@ -194,19 +222,41 @@ impl GuardedSigner {
     /// A signer with `key` and the state file at `state_path`, which must
     /// exist (create one with [`state_file::create_new`], or bring FilePV's).
     ///
-    /// First takes an exclusive lock on `<state_path>.lock` (created if
-    /// missing, and left in place), held until the signer is dropped: a
-    /// second signer on the same state file, in this process or another,
-    /// gets [`SignerError::StateLocked`]. The lock is advisory (`flock` on
+    /// The path must be the state file's one name: a regular file, not a
+    /// symbolic link, with one hard link, not a mount point
+    /// ([`SignerError::StatePath`] otherwise; `state_file`'s module docs
+    /// say why). Then it takes an exclusive lock on `<state_path>.lock`
+    /// (created if missing, and left in place), held until the signer is
+    /// dropped: a second signer on the same state file, in this process or
+    /// another and by any path to its folder, gets
+    /// [`SignerError::StateLocked`]. The lock is advisory (`flock` on
     /// Unix): it stops signers that take it, as every `GuardedSigner` does.
+    /// Holding it, the signer removes the temporary files a killed save
+    /// left beside the state file, and loads the state.
+    ///
+    /// Before each save the signer checks that the path still leads to the
+    /// file it last wrote, with one name; otherwise it signs nothing
+    /// ([`StatePathProblem::Gone`], [`StatePathProblem::Replaced`],
+    /// [`StatePathProblem::HardLinks`]).
     pub fn open(key: Identity, state_path: impl AsRef<Path>) -> Result<Self, SignerError> {
         let state_path = state_path.as_ref().to_path_buf();
+        let id = state_file::inspect(&state_path)?;
         let lock = lock_state(&state_path)?;
+        state_file::remove_stale_temps(&state_path);
         let state = state_file::load(&state_path)?;
+        // Swapped between the check and the read: refuse rather than guess
+        // which file the state came from.
+        if state_file::inspect(&state_path)? != id {
+            return Err(SignerError::StatePath {
+                path: state_path,
+                problem: StatePathProblem::Replaced,
+            });
+        }
         Ok(GuardedSigner {
             key,
             state,
             state_path,
+            state_id: id,
             chain_id: None,
             sign_bytes: false,
             _lock: lock,
@@ -263,7 +313,7 @@ impl GuardedSigner {
     ) -> Result<Vec<u8>, SignerError> {
         let signature = self.sign_raw(&sign_bytes);
         let next = SignState::new(hrs, sign_bytes, signature.clone());
-        state_file::save(&self.state_path, &next)?;
+        self.state_id = state_file::save_over(&self.state_path, &next, self.state_id)?;
         self.state = next;
         Ok(signature)
     }
@@ -335,11 +385,15 @@ impl Signer for GuardedSigner {
     }
 }
 
-/// Takes the exclusive lock beside `state_path`.
+/// Takes the exclusive lock beside `state_path`, in its folder's real
+/// path (so the message names one file for every path to the folder; the
+/// lock is that folder's one file either way).
 fn lock_state(state_path: &Path) -> Result<std::fs::File, SignerError> {
-    let mut name = state_path.as_os_str().to_owned();
+    let dir = parent_dir(state_path);
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut name = state_path.file_name().unwrap_or_default().to_owned();
     name.push(".lock");
-    let lock = PathBuf::from(name);
+    let lock = dir.join(name);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -364,8 +418,10 @@ fn lock_state(state_path: &Path) -> Result<std::fs::File, SignerError> {
 /// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and
 /// `priv_key`, each Ed25519 key as `{"type":..., "value": base64}`). The
 /// private key is read as [`crate::keyfile::load`] reads a node key (its
-/// checks, size limit and zeroization); `pub_key.value` and `address`, when
-/// present, must belong to it. The second pass, for the public parts,
+/// checks, size limit and zeroization); `pub_key.value` and `address` must
+/// belong to it. A file with neither is refused
+/// ([`SignerError::NotValidatorKey`]): that is a `node_key.json`, and a
+/// signer serving it would sign as a validator no validator set holds. The second pass, for the public parts,
 /// skips `priv_key` without copying it and zeroizes the text it read.
 pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
     use base64::Engine;
@@ -398,8 +454,10 @@ pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerErro
     // keyfile::load accepted the file, so this parses unless it changed
     // in between; then there is nothing public to check against.
     let public: Option<Public> = serde_json::from_slice(&text).ok();
-    let Some(public) = public else {
-        return Ok(key);
+    let Some(public) = public.filter(|p| p.address.is_some() || p.pub_key.is_some()) else {
+        return Err(SignerError::NotValidatorKey {
+            path: path.to_path_buf(),
+        });
     };
     let ours = key.public_key();
     if let Some(pk) = public.pub_key.and_then(|p| p.value) {

@@ -29,26 +29,50 @@
 //! `WriteFileAtomic` opens its temporary file `O_SYNC` and renames it, but
 //! does not sync the directory.
 //!
+//! One state file, one name. [`super::GuardedSigner`] keeps one signer per
+//! state file with a lock beside it (`<file>.lock`), so the lock must be
+//! the same file whatever path a signer is given. A path through a
+//! symbolic-linked or bind-mounted folder, or with `.` and `..` in it,
+//! reaches the same folder and so the same lock. A second name for the
+//! file itself would not: a symbolic link or a hard link in another
+//! folder, or a bind mount of the file, has a lock of its own beside it.
+//! So a state file must be a regular file with one name that is not a
+//! mount point ([`StatePathProblem`] says which rule failed), checked when
+//! the signer opens it and again before every save, when the file must
+//! also still be the one the signer last wrote (not moved away, not
+//! replaced by another writer). The checks read the file's own metadata
+//! (`lstat`: device, inode, link count) and, on Linux,
+//! `/proc/self/mountinfo`.
+//!
 //! # Guarantees
 //! - After a failed [`save`] (at any step before the rename) the old file
 //!   is untouched and the temporary file is removed (unless removing it
 //!   fails too). A crash leaves either the old or the new file whole,
-//!   perhaps with a stray temporary file beside it.
+//!   perhaps with a stray temporary file beside it, which the next
+//!   [`super::GuardedSigner::open`] removes.
 //! - [`load`] reads at most [`MAX_STATE_FILE_BYTES`]; its errors name the
 //!   file and the problem.
 //!
 //! # Not provided
-//! - Locking: two signers on one state file defeat the guard. Run one.
-//! - Filesystems where rename is not atomic (some network mounts).
+//! - A copy is another file: two signers with two copies of one state
+//!   file (`cp`, a restored backup, a second machine) each keep their own
+//!   mark, and nothing here can see that. Never start a second signer from
+//!   a copy.
+//! - The name checks on systems other than Unix (there, only the lock
+//!   holds), and a bind mount of the file where `/proc/self/mountinfo`
+//!   cannot be read (the signer's first save then fails: Linux refuses to
+//!   rename over a mount point, so nothing is signed).
+//! - Filesystems where rename is not atomic or `flock` is not shared
+//!   between machines (some network mounts).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
 use super::signer::SignerError;
-use crate::atomic_file::{create_temp, parent_dir, read_bounded, sync_dir};
+use crate::atomic_file::{is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
@@ -89,6 +113,44 @@ pub enum StateFileProblem {
     /// Sign bytes are recorded but no signature (FilePV panics on this).
     #[error("signbytes are recorded but no signature")]
     SignBytesWithoutSignature,
+}
+
+/// Why a state file's path is not the one name of the state file, or no
+/// longer leads to the file the signer last wrote (module docs: one state
+/// file, one name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatePathProblem {
+    /// The path is a symbolic link: a signer given the target's own path
+    /// would take another lock.
+    #[error("it is a symbolic link (to {}): give the state file's own path, so that every signer takes the one lock beside it", .target.display())]
+    Symlink {
+        /// Where it leads (resolved where possible).
+        target: PathBuf,
+    },
+    /// The file has more than one name (hard links): a signer given
+    /// another name would take another lock.
+    #[error("the file has {names} names (hard links), and a signer under another name would take another lock: remove the other names (find them with `find / -xdev -samefile FILE`)")]
+    HardLinks {
+        /// Its link count.
+        names: u64,
+    },
+    /// The path is a mount point (a bind mount of the file): a signer given
+    /// the mount's source would take another lock.
+    #[error("it is a mount point (a bind mount of the file): give its path in the filesystem it lives in")]
+    MountPoint,
+    /// Not a regular file (a folder, a device...).
+    #[error("it is not a regular file")]
+    NotAFile,
+    /// The file was moved or removed while the signer ran: it signs
+    /// nothing more (another signer may have taken the file elsewhere).
+    #[error("it is no longer there: it was moved or removed while this signer ran, and this signer signs nothing more; restart it on the state file's path")]
+    Gone,
+    /// Another writer replaced the file while the signer ran (a restored
+    /// backup, a signer that takes no lock): the signer's mark may be
+    /// wrong either way, so it signs nothing more.
+    #[error("it was replaced by another writer while this signer ran (a restored backup, a signer that takes no lock), and this signer signs nothing more; restart it to load what is there now")]
+    Replaced,
 }
 
 /// Parse the text of a `priv_validator_state.json`.
@@ -216,15 +278,14 @@ pub fn load(path: impl AsRef<Path>) -> Result<SignState, SignerError> {
 
 /// Replace the state file at `path` with `state`, atomically and durably
 /// (module docs). `Ok` only once the new file and its directory entry are
-/// synced.
+/// synced. Checks nothing about the file it replaces: a signer uses
+/// [`super::GuardedSigner`], which does.
 pub fn save(path: impl AsRef<Path>, state: &SignState) -> Result<(), SignerError> {
     let path = path.as_ref();
-    write_atomic(path, to_json(state).as_bytes(), true, |f, d| f.write_all(d)).map_err(|source| {
-        SignerError::StateWrite {
-            path: path.to_path_buf(),
-            source,
-        }
-    })
+    stage(path, state)?
+        .rename_over(path)
+        .map_err(write_err(path))?;
+    Ok(())
 }
 
 /// Write the initial state (nothing signed) as a new state file, never
@@ -232,52 +293,162 @@ pub fn save(path: impl AsRef<Path>, state: &SignState) -> Result<(), SignerError
 /// `io::ErrorKind::AlreadyExists` inside [`SignerError::StateWrite`]).
 pub fn create_new(path: impl AsRef<Path>) -> Result<(), SignerError> {
     let path = path.as_ref();
-    let json = to_json(&SignState::default());
-    write_atomic(path, json.as_bytes(), false, |f, d| f.write_all(d)).map_err(|source| {
-        SignerError::StateWrite {
-            path: path.to_path_buf(),
-            source,
-        }
-    })
+    stage(path, &SignState::default())?
+        .link_new(path)
+        .map_err(write_err(path))?;
+    Ok(())
 }
 
-/// Temporary file in `path`'s directory, written by `write`, synced, then
-/// renamed over `path` (`replace`) or hard-linked to it (never replacing),
-/// and the directory synced. The temporary name is removed on every error.
-fn write_atomic(
+/// [`save`], but only over the file that `expected` identifies, still with
+/// one name (module docs), checked once the new state is written and
+/// synced and just before it is renamed into place. The new file's
+/// identity.
+pub(crate) fn save_over(
     path: &Path,
-    data: &[u8],
-    replace: bool,
-    write: impl FnOnce(&mut std::fs::File, &[u8]) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
-    })?;
-    let dir = parent_dir(path);
-    let (tmp, mut file) = create_temp(dir, name)?;
-    let result = (|| {
-        write(&mut file, data)?;
-        file.sync_all()?;
-        drop(file);
-        if replace {
-            std::fs::rename(&tmp, path)?;
-        } else {
-            std::fs::hard_link(&tmp, path)?;
-            std::fs::remove_file(&tmp)?;
+    state: &SignState,
+    expected: FileId,
+) -> Result<FileId, SignerError> {
+    let staged = stage(path, state)?;
+    let problem = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(StatePathProblem::Gone),
+        Err(source) => {
+            return Err(SignerError::StateRead {
+                path: path.to_path_buf(),
+                source,
+            })
         }
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        // Gone already after a successful rename; harmless then.
-        let _ = std::fs::remove_file(&tmp);
+        Ok(meta) if meta.file_type().is_symlink() => Some(symlink_problem(path)),
+        Ok(meta) if FileId::of(&meta) != expected => Some(StatePathProblem::Replaced),
+        Ok(meta) => match link_count(&meta) {
+            1 => None,
+            names => Some(StatePathProblem::HardLinks { names }),
+        },
+    };
+    if let Some(problem) = problem {
+        return Err(path_err(path, problem));
     }
-    result
+    staged.rename_over(path).map_err(write_err(path))
+}
+
+/// Check that `path` is the one name of a regular file that is not a
+/// mount point (module docs): its identity.
+pub(crate) fn inspect(path: &Path) -> Result<FileId, SignerError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|source| SignerError::StateRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(path_err(path, symlink_problem(path)));
+    }
+    if !meta.is_file() {
+        return Err(path_err(path, StatePathProblem::NotAFile));
+    }
+    let names = link_count(&meta);
+    if names > 1 {
+        return Err(path_err(path, StatePathProblem::HardLinks { names }));
+    }
+    if is_mount_point(path) {
+        return Err(path_err(path, StatePathProblem::MountPoint));
+    }
+    Ok(FileId::of(&meta))
+}
+
+/// Remove the temporary files [`save`] leaves beside `path` when it is
+/// killed mid-write (`.NAME.<16 hex>.tmp`); only for the holder of the
+/// state file's lock, so that no save is under way. Best effort: how many
+/// were removed.
+pub(crate) fn remove_stale_temps(path: &Path) -> usize {
+    let (Some(name), Ok(entries)) = (path.file_name(), std::fs::read_dir(parent_dir(path))) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| is_temp_name_of(&e.file_name(), name))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+fn stage(path: &Path, state: &SignState) -> Result<Staged, SignerError> {
+    Staged::new(path, to_json(state).as_bytes(), |f, d| f.write_all(d)).map_err(write_err(path))
+}
+
+fn write_err(path: &Path) -> impl Fn(std::io::Error) -> SignerError + '_ {
+    move |source| SignerError::StateWrite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn path_err(path: &Path, problem: StatePathProblem) -> SignerError {
+    SignerError::StatePath {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+fn symlink_problem(path: &Path) -> StatePathProblem {
+    let target = std::fs::canonicalize(path)
+        .or_else(|_| std::fs::read_link(path))
+        .unwrap_or_default();
+    StatePathProblem::Symlink { target }
+}
+
+/// Whether `path` is a mount point in this process's mount table (Linux;
+/// elsewhere, and when the table cannot be read, false).
+fn is_mount_point(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let (Ok(real), Ok(table)) = (
+            std::fs::canonicalize(path),
+            std::fs::read_to_string("/proc/self/mountinfo"),
+        ) else {
+            return false;
+        };
+        let real = real.as_os_str().as_bytes();
+        table
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .any(|point| unescape_mount_point(point) == real)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it, with its `\NNN`
+/// octal escapes (space, tab, newline, backslash) undone.
+#[cfg(target_os = "linux")]
+fn unescape_mount_point(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -311,11 +482,12 @@ mod tests {
         save(&path, &old).unwrap();
         let before = std::fs::read(&path).unwrap();
         let new = SignState::new(Hrs::new(8, 0, Step::Propose), vec![5], vec![6]);
-        let err = write_atomic(&path, to_json(&new).as_bytes(), true, |f, d| {
+        let err = Staged::new(&path, to_json(&new).as_bytes(), |f, d| {
             f.write_all(&d[..d.len() / 2])?;
             Err(std::io::Error::other("disk full"))
         })
-        .unwrap_err();
+        .err()
+        .unwrap();
         assert_eq!(err.to_string(), "disk full");
         assert_eq!(std::fs::read(&path).unwrap(), before);
         assert_eq!(load(&path).unwrap(), old);
@@ -348,5 +520,15 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// mountinfo's escapes, and only well-formed ones.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape_mount_point(r"/a\040b\011c"), b"/a b\tc");
+        assert_eq!(unescape_mount_point(r"/x\134y"), b"/x\\y");
+        assert_eq!(unescape_mount_point(r"/end\04"), b"/end\\04");
+        assert_eq!(unescape_mount_point(r"/no\999"), b"/no\\999");
     }
 }
