@@ -110,6 +110,13 @@ fn is_rfc3339_utc_ms(t: &str) -> bool {
     }
 }
 
+/// Ask a running signer to stop, as an operator's Ctrl-C or service
+/// manager would.
+fn sigterm(signer: &Proc) {
+    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+}
+
 fn stderr(out: &Finished) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -292,8 +299,7 @@ fn a_second_signer_on_one_state_file_is_refused() {
         "{second:?}"
     );
     first.check_running("a second signer was refused");
-    let pid = Pid::from_raw(i32::try_from(first.id()).unwrap());
-    kill(pid, Signal::SIGTERM).unwrap();
+    sigterm(&first);
     first.finish_ok(deadline);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -449,8 +455,7 @@ fn serves_refuses_and_reconnects_over_unix() {
         Sum::PingResponse(_)
     ));
 
-    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
-    kill(pid, Signal::SIGTERM).unwrap();
+    sigterm(&signer);
     let out = signer.finish(Instant::now() + LIMIT);
     out.assert_ok("the signer, stopped by SIGTERM");
     let text = stderr(&out);
@@ -543,8 +548,7 @@ async fn pins_both_ends_over_tcp() {
     let vk = VerificationKey::try_from(validator.public_key().as_bytes().as_slice()).unwrap();
     vk.verify(&Signature::from(sig), &vote_sign_bytes(CHAIN, &signed))
         .expect("the signature verifies");
-    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
-    kill(pid, Signal::SIGTERM).unwrap();
+    sigterm(&signer);
     let out = signer.finish(Instant::now() + LIMIT);
     out.assert_ok("the pinned signer, stopped by SIGTERM");
     let events = json_events(&out);
@@ -610,8 +614,7 @@ async fn pins_both_ends_over_tcp() {
             panic!("the signer answered a node it does not pin");
         }
     }
-    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
-    kill(pid, Signal::SIGTERM).unwrap();
+    sigterm(&signer);
     let out = signer.finish(Instant::now() + LIMIT);
     out.assert_ok("the signer pinned to another node, stopped by SIGTERM");
     let events = json_events(&out);
@@ -736,8 +739,7 @@ fn a_second_name_for_the_state_file_is_refused() {
     }
 
     first.check_running("second names were refused");
-    let pid = Pid::from_raw(i32::try_from(first.id()).unwrap());
-    kill(pid, Signal::SIGTERM).unwrap();
+    sigterm(&first);
     first.finish_ok(deadline);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -774,8 +776,7 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
         }
         let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
         std::thread::sleep(Duration::from_millis(3_600));
-        let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
-        kill(pid, Signal::SIGTERM).unwrap();
+        sigterm(&signer);
         let out = signer.finish(Instant::now() + LIMIT);
         out.assert_ok("the disconnected signer, stopped by SIGTERM");
         if json {
