@@ -1,6 +1,6 @@
 //go:build !cometbft_v034
 
-// The CometBFT API main.go uses, from the packages of
+// The CometBFT API the program uses, from the packages of
 // github.com/cometbft/cometbft (v0.37 and later). compat_v034.go is this
 // file for v0.34.x, whose packages keep Tendermint's import paths: keep the
 // two alike below the imports.

@@ -221,8 +221,9 @@ impl GoVersion {
     /// file with its privval `Message` and privval package, the
     /// remote-signer modes and their FilePV part (v0.34.35 to v0.40.0;
     /// listed at v1.0.1 too, which builds `privval_v1.go` instead), the
-    /// module and checksum files, and the MConnection benchmark mode.
-    pub fn inputs(self) -> [&'static str; 10] {
+    /// module and checksum files, the MConnection benchmark mode, and one
+    /// file per other subcommand.
+    pub fn inputs(self) -> [&'static str; 18] {
         let row = self.row();
         [
             "main.go",
@@ -235,6 +236,14 @@ impl GoVersion {
             row.modfile,
             row.sumfile,
             "mconn_bench.go",
+            "peer.go",
+            "keygen.go",
+            "bench.go",
+            "handshake.go",
+            "hold.go",
+            "signbytes.go",
+            "privval_reencode.go",
+            "privval_handle.go",
         ]
     }
 
