@@ -4,8 +4,8 @@
 The documents are the one source: for each of them this script generates a
 small Cargo project under docs/examples/<crate>/ (not a workspace member)
 whose Cargo.toml is the [dependencies] block the document recommends, with
-a path to this checkout's p2p-conn added to the p2p-conn line and nothing
-else changed, and whose src/ holds the document's Rust code blocks, one
+a path to this checkout's crate added to each line naming a library crate
+(p2p-conn, p2p-conn-mconn, p2p-conn-privval) and nothing else changed, and whose src/ holds the document's Rust code blocks, one
 module per block. Building those projects (.ci/run does) is then building
 the examples exactly as a reader who copies them would, with the features
 the document's line gives and the crates it lists, not the features the
@@ -20,8 +20,9 @@ Conventions in the documents:
   when it follows `<!-- example crate: NAME -->`. Lines that rustdoc hides
   (`# ...`) are part of the code. Blocks must be items (functions, `use`s);
   rustdoc's own wrapping in `fn main` is not reproduced.
-- Every `p2p-conn = ...` line in any of the documents, commented or not,
-  must be one of the lines recommended in docs/guide.md (the p2p-conn lines
+- Every line naming a library crate (`p2p-conn = ...`, `p2p-conn-mconn =
+  ...`, `p2p-conn-privval = ...`) in any of the documents, commented or
+  not, must be one of the lines recommended in docs/guide.md (those lines
   of its crates), so the documents cannot drift apart.
 
   scripts/doc-examples.py --write   regenerate docs/examples/
@@ -39,13 +40,16 @@ OUT = ROOT / "docs" / "examples"
 DOCS = {
     "README.md": "readme",
     "p2p-conn/README.md": "crate-readme",
+    "p2p-conn-mconn/README.md": "mconn-readme",
+    "p2p-conn-privval/README.md": "privval-readme",
     "docs/guide.md": "guide",
     "docs/embedding.md": "embedding",
     "docs/profiling.md": "profiling",
 }
 GUIDE = "docs/guide.md"
 MARK = re.compile(r"^<!-- example crate: ([a-z0-9-]+) -->$")
-P2P_LINE = re.compile(r"^p2p-conn\s*=")
+# A dependency on one of this repository's library crates.
+P2P_LINE = re.compile(r"^p2p-conn(-mconn|-privval)?\s*=")
 
 
 def blocks(text):
@@ -114,17 +118,19 @@ def parse(doc):
         if crate["deps"] is None:
             sys.exit(f"error: {doc}: Rust examples for crate {name} but no [dependencies] block")
         if not any(P2P_LINE.match(l) for l in crate["deps"]):
-            sys.exit(f"error: {doc}: crate {name}'s [dependencies] has no p2p-conn line")
+            sys.exit(f"error: {doc}: crate {name}'s [dependencies] names none of the library crates")
     return text, crates
 
 
 def with_path(line):
-    """The document's p2p-conn line, with a path to this checkout added."""
-    path = 'path = "../../../p2p-conn"'
-    m = re.match(r'^p2p-conn\s*=\s*"([^"]+)"$', line)
+    """A document's line for a library crate, with a path to this
+    checkout's crate added."""
+    crate = re.match(r"^(p2p-conn(?:-mconn|-privval)?)", line).group(1)
+    path = f'path = "../../../{crate}"'
+    m = re.match(r'^p2p-conn(?:-mconn|-privval)?\s*=\s*"([^"]+)"$', line)
     if m:
-        return f'p2p-conn = {{ version = "{m.group(1)}", {path} }}'
-    m = re.match(r"^(p2p-conn\s*=\s*\{)(.*)\}$", line)
+        return f'{crate} = {{ version = "{m.group(1)}", {path} }}'
+    m = re.match(r"^(p2p-conn(?:-mconn|-privval)?\s*=\s*\{)(.*)\}$", line)
     if not m:
         sys.exit(f"error: cannot add a path to: {line}")
     return f"{m.group(1)} {path},{m.group(2).rstrip()} }}"
@@ -156,7 +162,7 @@ def generate():
             files[f"{base}/Cargo.toml"] = "\n".join(
                 [
                     f"# Generated from {doc} by scripts/doc-examples.py --write: its",
-                    "# [dependencies] block, with a path to this checkout's p2p-conn.",
+                    "# [dependencies] block, with a path to this checkout's crates.",
                     "# Edit the document, not this file.",
                     "[package]",
                     f'name = "doc-example-{name}"',

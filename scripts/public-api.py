@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Print p2p-conn's public API, one item per line, sorted, from rustdoc JSON.
+"""Print each library crate's public API, one item per line, sorted, from
+rustdoc JSON; check or rewrite the snapshots (`<crate>/public-api.txt`).
 
-Usage: scripts/public-api.py [--check FILE | --write FILE]
+Usage: scripts/public-api.py [--check | --write] [CRATE...]
 
 Builds the rustdoc JSON of the library on the stable toolchain
 (RUSTC_BOOTSTRAP=1, rustdoc's `--output-format json`) with every feature an
@@ -12,8 +13,9 @@ variants, the methods of inherent impls, and the trait impls written in the
 crate (auto traits and blanket impls are left out). Each line is an item
 with its signature, so a diff of the snapshot shows every API change.
 
---check FILE fails (exit 1, with a diff) when the API differs from FILE;
---write FILE rewrites FILE. Without either it prints the API.
+--check fails (exit 1, with a diff) when a crate's API differs from its
+snapshot; --write rewrites the snapshots. Without either it prints the
+APIs. CRATE defaults to every library crate (CRATES below).
 """
 
 import difflib
@@ -22,27 +24,34 @@ import os
 import subprocess
 import sys
 
-FEATURES = "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,privval,mconn,metrics,tracing,rustcrypto"
+# Each library crate with every feature an embedder can turn on (not
+# `testkit`).
+CRATES = {
+    "p2p-conn": "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,metrics,tracing,rustcrypto",
+    "p2p-conn-mconn": "tokio,ring,avx512",
+    "p2p-conn-privval": "tokio,ring,avx512",
+}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def build():
+def build(crate, features):
     env = dict(os.environ)
     env["RUSTC_BOOTSTRAP"] = "1"
     env["RUSTDOCFLAGS"] = "-Z unstable-options --output-format json"
     target = os.path.join(ROOT, "target", "public-api")
     env["CARGO_TARGET_DIR"] = target
     subprocess.run(
-        ["cargo", "doc", "-p", "p2p-conn", "--no-deps", "--no-default-features",
-         "--features", FEATURES, "--quiet"],
+        ["cargo", "doc", "-p", crate, "--no-deps", "--no-default-features",
+         "--features", features, "--quiet"],
         cwd=ROOT, env=env, check=True,
     )
-    with open(os.path.join(target, "doc", "p2p_conn.json")) as f:
+    with open(os.path.join(target, "doc", crate.replace("-", "_") + ".json")) as f:
         return json.load(f)
 
 
 class Api:
-    def __init__(self, doc):
+    def __init__(self, doc, name):
+        self.name = name
         self.index = doc["index"]
         self.root = doc["root"]
         self.lines = set()
@@ -336,29 +345,39 @@ class Api:
                     self.emit(f"pub const {path}::{mi['name']}: {self.ty(mv['type'])}")
 
     def render(self):
-        self.walk_module(self.root, "p2p_conn", set())
+        self.walk_module(self.root, self.name, set())
         return sorted(self.lines)
 
 
 def main():
-    api = "\n".join(Api(build()).render()) + "\n"
-    if len(sys.argv) == 3 and sys.argv[1] == "--write":
-        with open(sys.argv[2], "w") as f:
-            f.write(api)
-        print(f"wrote {sys.argv[2]} ({api.count(chr(10))} items)")
-    elif len(sys.argv) == 3 and sys.argv[1] == "--check":
-        with open(sys.argv[2]) as f:
-            old = f.read()
-        if old != api:
-            sys.stdout.writelines(difflib.unified_diff(
-                old.splitlines(True), api.splitlines(True), sys.argv[2], "current API"))
-            print(f"\nerror: the public API differs from {sys.argv[2]}; if the change is "
-                  f"meant, run scripts/public-api.py --write {sys.argv[2]} and commit it",
-                  file=sys.stderr)
-            sys.exit(1)
-        print(f"public API matches {sys.argv[2]} ({api.count(chr(10))} items)")
-    else:
-        sys.stdout.write(api)
+    args = sys.argv[1:]
+    mode = args.pop(0) if args and args[0] in ("--check", "--write") else None
+    crates = args or list(CRATES)
+    failed = False
+    for crate in crates:
+        if crate not in CRATES:
+            sys.exit(f"error: {crate} is not a library crate here ({', '.join(CRATES)})")
+        api = "\n".join(Api(build(crate, CRATES[crate]), crate.replace("-", "_")).render()) + "\n"
+        snapshot = os.path.join(ROOT, crate, "public-api.txt")
+        shown = os.path.relpath(snapshot, ROOT)
+        if mode == "--write":
+            with open(snapshot, "w") as f:
+                f.write(api)
+            print(f"wrote {shown} ({api.count(chr(10))} items)")
+        elif mode == "--check":
+            old = open(snapshot).read() if os.path.exists(snapshot) else ""
+            if old != api:
+                sys.stdout.writelines(difflib.unified_diff(
+                    old.splitlines(True), api.splitlines(True), shown, "current API"))
+                print(f"\nerror: the public API of {crate} differs from {shown}; if the change "
+                      f"is meant, run scripts/public-api.py --write {crate} and commit it",
+                      file=sys.stderr)
+                failed = True
+            else:
+                print(f"public API matches {shown} ({api.count(chr(10))} items)")
+        else:
+            sys.stdout.write(api)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

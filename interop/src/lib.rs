@@ -16,6 +16,9 @@
 //!   scratch folders; [`compare`] checks byte streams.
 //! - [`scripted`] is a p2p-conn peer that sends exactly the bytes a test
 //!   gives it after the handshake.
+//! - [`proptest_config`]: the property tests' configuration, for every
+//!   suite; [`alloc`], the counting allocator of the memory tests;
+//!   [`capture`], `tracing` events captured as text.
 //! - [`tmkms`] installs and runs tmkms (iqlusion's KMS, Rust, `softsign`
 //!   backend), an independent remote signer that dials a node's privval
 //!   endpoint.
@@ -25,6 +28,8 @@
 //! which cargo allows; nothing here is in a library user's build). Test
 //! helpers here fail by panicking.
 
+pub mod alloc;
+pub mod capture;
 pub mod cometbft_go;
 pub mod cometbft_network;
 pub mod cometbft_node;
@@ -35,6 +40,20 @@ pub mod privval_peer;
 pub mod process;
 pub mod scripted;
 pub mod tmkms;
+
+/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
+/// written (proptest prints the minimal failing input instead).
+pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    proptest::test_runner::Config {
+        cases,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
 
 /// A test module per CometBFT release line, each with a `#[test]` per
 /// function: `per_release! { v0_34: V034, v1: V1; [probe, dial] }` makes

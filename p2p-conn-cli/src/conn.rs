@@ -6,7 +6,7 @@ use std::fmt::Display;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId, ProtocolError};
+use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId};
 
 use crate::error::CliError;
 
@@ -62,41 +62,6 @@ pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 /// The same bound for the dials without a flag for it (`profile --connect`,
 /// the `resources` holders).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// Said of a reset: p2p-conn (`listen`, `dial`) resets a connection whose
-/// peer it refuses after the handshake (wrong ID, NodeInfo), since the
-/// protocol has no refusal message.
-pub const MAY_HAVE_REFUSED: &str = ": it may have refused us (see its own error)";
-
-/// One line naming the cause: handshake, authentication, peer-ID mismatch,
-/// timeout, or I/O.
-pub fn describe(e: &Error) -> String {
-    match e {
-        Error::Protocol(
-            p @ (ProtocolError::InvalidSignature
-            | ProtocolError::UnsupportedKeyType(_)
-            | ProtocolError::MalformedAuthMessage(_)),
-        ) => format!("authentication failed: {p}"),
-        // Frame #0 carries the peer's authentication: still the handshake.
-        Error::Protocol(p @ ProtocolError::FrameAuthentication { counter: 0 }) => {
-            format!("handshake failed: {p}")
-        }
-        Error::Protocol(
-            p @ (ProtocolError::FrameAuthentication { .. } | ProtocolError::FrameTooLarge { .. }),
-        ) => {
-            format!("connection failed: {p}")
-        }
-        Error::Protocol(p) => format!("handshake failed: {p}"),
-        Error::HandshakeEof { .. } => e.to_string(),
-        Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
-        Error::PeerIdMismatch { .. } => e.to_string(),
-        Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => {
-            format!("I/O error: the peer reset the connection{MAY_HAVE_REFUSED} ({io})")
-        }
-        Error::Io(io) => format!("I/O error: {io}"),
-        other => other.to_string(),
-    }
-}
 
 /// The runtime `listen`, `dial` and `probe` run on.
 pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

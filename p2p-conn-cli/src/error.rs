@@ -11,12 +11,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use p2p_conn::Error;
+use p2p_conn::{Error, ProtocolError};
 
-use crate::conn::describe;
 use crate::exit::Stage;
-use crate::pipe::CopyError;
-use crate::probe::NodeInfoFailure;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,10 +65,10 @@ pub enum CliError {
     P2p(#[from] Error),
     /// `signer`: the key file, the state file, or a refusal.
     #[error(transparent)]
-    Signer(#[from] p2p_conn::privval::SignerError),
+    Signer(#[from] p2p_conn_privval::SignerError),
     /// `signer`: the endpoint stopped (an invalid configuration).
     #[error(transparent)]
-    Endpoint(#[from] p2p_conn::privval::endpoint::EndpointError),
+    Endpoint(#[from] p2p_conn_privval::endpoint::EndpointError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -130,5 +127,116 @@ impl CliError {
             }
             _ => Stage::Usage,
         }
+    }
+}
+
+/// Said of a reset: p2p-conn (`listen`, `dial`) resets a connection whose
+/// peer it refuses after the handshake (wrong ID, NodeInfo), since the
+/// protocol has no refusal message.
+pub const MAY_HAVE_REFUSED: &str = ": it may have refused us (see its own error)";
+
+/// One line naming the cause: handshake, authentication, peer-ID mismatch,
+/// timeout, or I/O.
+pub fn describe(e: &Error) -> String {
+    match e {
+        Error::Protocol(
+            p @ (ProtocolError::InvalidSignature
+            | ProtocolError::UnsupportedKeyType(_)
+            | ProtocolError::MalformedAuthMessage(_)),
+        ) => format!("authentication failed: {p}"),
+        // Frame #0 carries the peer's authentication: still the handshake.
+        Error::Protocol(p @ ProtocolError::FrameAuthentication { counter: 0 }) => {
+            format!("handshake failed: {p}")
+        }
+        Error::Protocol(
+            p @ (ProtocolError::FrameAuthentication { .. } | ProtocolError::FrameTooLarge { .. }),
+        ) => {
+            format!("connection failed: {p}")
+        }
+        Error::Protocol(p) => format!("handshake failed: {p}"),
+        Error::HandshakeEof { .. } => e.to_string(),
+        Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
+        Error::PeerIdMismatch { .. } => e.to_string(),
+        Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => {
+            format!("I/O error: the peer reset the connection{MAY_HAVE_REFUSED} ({io})")
+        }
+        Error::Io(io) => format!("I/O error: {io}"),
+        other => other.to_string(),
+    }
+}
+
+/// How the NodeInfo step failed; the stage (exit code) each means is
+/// [`CliError::stage`]'s.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeInfoFailure {
+    /// The exchange failed: I/O, or a NodeInfo that does not decode.
+    #[error("NodeInfo exchange failed: {0}")]
+    Exchange(String),
+    /// The peer's NodeInfo did not come (or ours did not go) in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The peer's NodeInfo breaks a rule, or is incompatible with ours other
+    /// than by network.
+    #[error("{0}")]
+    Rejected(String),
+    /// The peer's NodeInfo is fine but for its network.
+    #[error("{0}")]
+    Network(String),
+}
+
+/// Where a copy failed: the message says which side and, for the peer, why.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("I/O error: reading stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("I/O error: writing stdout: {0}")]
+    Stdout(std::io::Error),
+    /// Sending to the peer (the p2p-conn error inside the I/O error, if any).
+    #[error("{}", sending(.0))]
+    Send(Error),
+    /// Receiving from the peer.
+    #[error("{}", receiving(.0))]
+    Recv(Error),
+    /// `--mconn`: the MConnection ended on an error.
+    #[error("connection failed: MConnection: {0}")]
+    Mconn(p2p_conn_mconn::CloseReason),
+}
+
+impl CopyError {
+    pub fn send(e: std::io::Error) -> Self {
+        CopyError::Send(Error::from_io(e))
+    }
+
+    pub fn recv(e: std::io::Error) -> Self {
+        CopyError::Recv(Error::from_io(e))
+    }
+}
+
+fn sending(e: &Error) -> String {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    match e {
+        Error::Io(io) if io.kind() == ConnectionReset => format!(
+            "connection failed: the peer reset the connection before all of stdin was sent{} ({io})",
+            MAY_HAVE_REFUSED
+        ),
+        Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionAborted) => format!(
+            "connection failed: the peer closed or reset the connection before all of stdin was sent ({io})"
+        ),
+        Error::Io(io) => format!("connection failed: sending to the peer: {io}"),
+        other => describe(other),
+    }
+}
+
+fn receiving(e: &Error) -> String {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
+    match e {
+        Error::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted) => {
+            format!(
+                "connection failed: the peer reset the connection{} ({io})",
+                MAY_HAVE_REFUSED
+            )
+        }
+        Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
+        other => describe(other),
     }
 }

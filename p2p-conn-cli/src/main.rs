@@ -21,6 +21,7 @@ mod crawl;
 mod error;
 mod exit;
 mod mconn;
+mod nodeinfo_step;
 mod pipe;
 mod probe;
 mod profile;

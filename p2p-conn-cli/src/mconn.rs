@@ -1,5 +1,5 @@
 //! `listen --mconn` and `dial --mconn`: the library's MConnection
-//! (`p2p_conn::mconn::MConnection`) between stdin/stdout and the peer, so
+//! (`p2p_conn_mconn::MConnection`) between stdin/stdout and the peer, so
 //! that a p2p-conn process stays a CometBFT node's peer.
 //!
 //! Each chunk read from stdin goes out as one message on the first channel
@@ -17,14 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use p2p_conn::io::tokio::SecretConnection;
-use p2p_conn::mconn::{
+use p2p_conn_mconn::{
     ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received, SendError,
     DEFAULT_PONG_TIMEOUT,
 };
 
 use crate::error::CliError;
-use crate::pipe::CopyError;
-use crate::probe::Channels;
+use crate::error::CopyError;
+use crate::nodeinfo_step::Channels;
 use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
 /// Most bytes of stdin one read takes (one message).

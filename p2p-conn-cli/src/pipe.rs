@@ -4,17 +4,17 @@
 use std::net::SocketAddr;
 
 use p2p_conn::io::tokio as ptokio;
-use p2p_conn::{Config, Error, Identity};
+use p2p_conn::{Config, Identity};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
-use crate::conn::{self, describe, ConnArgs};
-use crate::error::CliError;
+use crate::conn::{self, ConnArgs};
+use crate::error::{CliError, CopyError};
 use crate::mconn;
-use crate::probe;
+use crate::nodeinfo_step;
 use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
 /// `listen` and `dial`: the connection settings, and the optional NodeInfo
@@ -28,7 +28,7 @@ pub struct PipeArgs {
     #[arg(long)]
     nodeinfo: bool,
     #[command(flatten)]
-    info: probe::NodeInfoArgs,
+    info: nodeinfo_step::NodeInfoArgs,
     /// After the handshake (and --nodeinfo), speak CometBFT's MConnection
     /// on the --channels given: each read of stdin (a line, typed; up to 64
     /// KiB from a file) goes out as one message on the first channel, the
@@ -160,63 +160,6 @@ impl Resetter {
     }
 }
 
-/// Where a copy failed: the message says which side and, for the peer, why.
-#[derive(Debug, thiserror::Error)]
-pub enum CopyError {
-    #[error("I/O error: reading stdin: {0}")]
-    Stdin(std::io::Error),
-    #[error("I/O error: writing stdout: {0}")]
-    Stdout(std::io::Error),
-    /// Sending to the peer (the p2p-conn error inside the I/O error, if any).
-    #[error("{}", sending(.0))]
-    Send(Error),
-    /// Receiving from the peer.
-    #[error("{}", receiving(.0))]
-    Recv(Error),
-    /// `--mconn`: the MConnection ended on an error.
-    #[error("connection failed: MConnection: {0}")]
-    Mconn(p2p_conn::mconn::CloseReason),
-}
-
-impl CopyError {
-    fn send(e: std::io::Error) -> Self {
-        CopyError::Send(Error::from_io(e))
-    }
-
-    fn recv(e: std::io::Error) -> Self {
-        CopyError::Recv(Error::from_io(e))
-    }
-}
-
-fn sending(e: &Error) -> String {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-    match e {
-        Error::Io(io) if io.kind() == ConnectionReset => format!(
-            "connection failed: the peer reset the connection before all of stdin was sent{} ({io})",
-            conn::MAY_HAVE_REFUSED
-        ),
-        Error::Io(io) if matches!(io.kind(), BrokenPipe | ConnectionAborted) => format!(
-            "connection failed: the peer closed or reset the connection before all of stdin was sent ({io})"
-        ),
-        Error::Io(io) => format!("connection failed: sending to the peer: {io}"),
-        other => describe(other),
-    }
-}
-
-fn receiving(e: &Error) -> String {
-    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
-    match e {
-        Error::Io(io) if matches!(io.kind(), ConnectionReset | ConnectionAborted) => {
-            format!(
-                "connection failed: the peer reset the connection{} ({io})",
-                conn::MAY_HAVE_REFUSED
-            )
-        }
-        Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
-        other => describe(other),
-    }
-}
-
 /// Handshake, check the peer's ID, announce the peer, exchange NodeInfo if
 /// asked (announcing `listening_on` as our address), then copy both ways
 /// until both directions are done: all of stdin sent and the write side
@@ -263,7 +206,7 @@ async fn established(
         .map_err(CliError::Connection)?;
     eprintln!("peer {}", conn.remote_node_id());
     if args.nodeinfo {
-        probe::before_pipe(
+        nodeinfo_step::before_pipe(
             &mut conn,
             identity,
             &args.info,

@@ -28,15 +28,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use p2p_conn::privval::endpoint::{
+use p2p_conn::{keyfile, Identity, NodeId};
+use p2p_conn_privval::endpoint::{
     Address, EndpointStats, KindStats, RequestKind, SignerEndpoint, SignerEvent, StatsHandle,
 };
-use p2p_conn::privval::guard::{Hrs, Step};
-use p2p_conn::privval::{
+use p2p_conn_privval::guard::{Hrs, Step};
+use p2p_conn_privval::{
     load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, GuardedSigner, Proposal,
     PublicKey, Signer, SignerError, Vote,
 };
-use p2p_conn::{keyfile, Identity, NodeId};
 use serde_json::{json, Value};
 
 use crate::conn;
@@ -468,7 +468,7 @@ fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliErro
                 path.display()
             )));
         }
-        state_file::create_new(path)?;
+        state_file::create_new(path).map_err(SignerError::from)?;
     }
     let signer = GuardedSigner::open(key, path)?;
     Ok(match &args.chain_id {

@@ -22,15 +22,15 @@ use common::process::{run, scratch, Feed, Finished, Proc};
 use ed25519_consensus::{Signature, VerificationKey};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use p2p_conn::privval::endpoint::{Address, NodeEndpoint, SignerClient};
-use p2p_conn::privval::guard::{Hrs, Step};
-use p2p_conn::privval::message::Sum;
-use p2p_conn::privval::{
+use p2p_conn::{keyfile, Identity};
+use p2p_conn_interop::privval_peer::validator_key_json;
+use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient};
+use p2p_conn_privval::guard::{Hrs, Step};
+use p2p_conn_privval::message::Sum;
+use p2p_conn_privval::{
     encode, public_key, signed_msg_type, state_file, vote_sign_bytes, BlockId, Decoder, Message,
     PingRequest, PubKeyRequest, SignVoteRequest, Timestamp, Vote,
 };
-use p2p_conn::{keyfile, Identity};
-use p2p_conn_interop::privval_peer::validator_key_json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 

@@ -8,7 +8,7 @@
 //! node's first ping (60 s) and its pong timeout (45 s), neither of which a
 //! node's config can change, is `tests/mconn_keepalive.rs`; pings and pongs
 //! with short timers are proven against the Go MConnection
-//! (`p2p-conn/tests/mconn_cometbft_go.rs`).
+//! (`p2p-conn-mconn/tests/it/cometbft_go.rs`).
 //!
 //! Without Go each test prints a notice and passes, unless `CI=true`.
 

@@ -59,8 +59,8 @@ use common::cometbft_node::{node_binary, GoVersion, SignedNode, SignerTransport}
 use common::process::{Feed, Finished, Proc};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use p2p_conn::privval::guard::Hrs;
-use p2p_conn::privval::state_file;
+use p2p_conn_privval::guard::Hrs;
+use p2p_conn_privval::state_file;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");

@@ -1,9 +1,25 @@
-//! Small files read with a bound and written so that they appear whole: what
-//! `keyfile` (`node_key.json`) and the privval state file (a signer's
-//! high-water mark) share. A file is read into memory only up to its limit. A file is written under a new,
-//! owner-only temporary name in its own directory, synced, then put in
-//! place by the caller (a hard link that never replaces, or a rename that
-//! does), and the directory is synced so the new name survives a crash.
+//! Small files read with a bound and written so that they appear whole:
+//! what [`crate::keyfile`] (`node_key.json`) and `p2p-conn-privval`'s state
+//! file (a signer's high-water mark) share, public so that the rules of a
+//! durable write live in one place for both crates.
+//!
+//! # Design
+//! A file is read into memory only up to its limit ([`read_bounded`]). A
+//! file is written under a new, owner-only temporary name in its own
+//! directory and synced ([`Staged::new`]), then put in place (a hard link
+//! that never replaces, [`Staged::link_new`], or a rename that does,
+//! [`Staged::rename_over`]), and the directory is synced so the new name
+//! survives a crash. [`FileId`] and [`link_count`] tell which file a name
+//! leads to and how many names it has.
+//!
+//! # Guarantees
+//! - A [`Staged`] file dropped without being put removes its temporary
+//!   name; a crash can leave one, named as [`is_temp_name_of`] says.
+//! - `Ok` from [`Staged::rename_over`] or [`Staged::link_new`] means the
+//!   file and its directory entry were synced.
+//!
+//! # Not provided
+//! - Locking, and any check of what the name led to before: the caller's.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -41,7 +57,7 @@ pub(crate) fn create_temp(
 }
 
 /// The directory `path` is in (`.` for a bare file name).
-pub(crate) fn parent_dir(path: &Path) -> &Path {
+pub fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -61,7 +77,7 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// A file written under a temporary name in its directory and synced,
 /// waiting to be put in place. Dropped without being put, it removes the
 /// temporary name (best effort).
-pub(crate) struct Staged {
+pub struct Staged {
     temp: PathBuf,
     dir: PathBuf,
     id: FileId,
@@ -70,8 +86,8 @@ pub(crate) struct Staged {
 
 impl Staged {
     /// Write `data` with `write` into a new temporary file beside `path`
-    /// ([`create_temp`]) and sync it.
-    pub(crate) fn new(
+    /// (`.NAME.<16 hex>.tmp`, created new, owner-only on Unix) and sync it.
+    pub fn new(
         path: &Path,
         data: &[u8],
         write: impl FnOnce(&mut std::fs::File, &[u8]) -> std::io::Result<()>,
@@ -95,7 +111,7 @@ impl Staged {
 
     /// Rename it over `path`, then sync the directory: the file's identity
     /// at `path`.
-    pub(crate) fn rename_over(mut self, path: &Path) -> std::io::Result<FileId> {
+    pub fn rename_over(mut self, path: &Path) -> std::io::Result<FileId> {
         std::fs::rename(&self.temp, path)?;
         self.put = true;
         sync_dir(&self.dir)?;
@@ -104,7 +120,7 @@ impl Staged {
 
     /// Link it at `path`, which must not exist (never replacing anything),
     /// remove the temporary name, and sync the directory.
-    pub(crate) fn link_new(mut self, path: &Path) -> std::io::Result<FileId> {
+    pub fn link_new(mut self, path: &Path) -> std::io::Result<FileId> {
         std::fs::hard_link(&self.temp, path)?;
         self.put = true;
         std::fs::remove_file(&self.temp)?;
@@ -125,7 +141,7 @@ impl Drop for Staged {
 /// file replaced under its name, or reached under another, can be told
 /// apart. Elsewhere every file is alike (and nothing is checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct FileId {
+pub struct FileId {
     #[cfg(unix)]
     dev: u64,
     #[cfg(unix)]
@@ -133,7 +149,9 @@ pub(crate) struct FileId {
 }
 
 impl FileId {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> FileId {
+    /// The file `meta` describes (from `std::fs::metadata`, or
+    /// `symlink_metadata` for the name itself).
+    pub fn of(meta: &std::fs::Metadata) -> FileId {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -152,7 +170,7 @@ impl FileId {
 
 /// How many names (hard links) the file of `meta` has: 1 where that
 /// cannot be known.
-pub(crate) fn link_count(meta: &std::fs::Metadata) -> u64 {
+pub fn link_count(meta: &std::fs::Metadata) -> u64 {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -165,9 +183,9 @@ pub(crate) fn link_count(meta: &std::fs::Metadata) -> u64 {
     }
 }
 
-/// The temporary names [`create_temp`] makes for `file_name`:
+/// The temporary names [`Staged::new`] makes for `file_name`:
 /// `.NAME.<16 hex digits>.tmp`.
-pub(crate) fn is_temp_name_of(candidate: &std::ffi::OsStr, file_name: &std::ffi::OsStr) -> bool {
+pub fn is_temp_name_of(candidate: &std::ffi::OsStr, file_name: &std::ffi::OsStr) -> bool {
     let (Some(candidate), Some(name)) = (candidate.to_str(), file_name.to_str()) else {
         return false;
     };
@@ -186,7 +204,7 @@ pub(crate) fn is_temp_name_of(candidate: &std::ffi::OsStr, file_name: &std::ffi:
 
 /// Read all of `path` into `buf`, but never more than `max` bytes and one:
 /// `Ok(false)` when the file holds more than `max`.
-pub(crate) fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+pub fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::io::Result<bool> {
     std::fs::File::open(path)?
         .take(max as u64 + 1)
         .read_to_end(buf)?;

@@ -138,6 +138,14 @@ impl Identity {
         self.public_key().node_id()
     }
 
+    /// Sign `message` with this Ed25519 key: the 64-byte signature. For
+    /// the layers above that sign with a node's or a validator's key (a
+    /// remote signer's votes); the handshake signs its challenge itself.
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        use ed25519_dalek::Signer as _;
+        self.signing_key().sign(message).to_bytes()
+    }
+
     pub(crate) fn signing_key(&self) -> &ed25519_dalek::SigningKey {
         &self.signing
     }

@@ -21,8 +21,8 @@
 use std::time::{Duration, Instant};
 
 use p2p_conn::io::tokio::handshake;
-use p2p_conn::mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 use p2p_conn::{Config, Identity};
+use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 
 struct Args {
     size: usize,

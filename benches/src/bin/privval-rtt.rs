@@ -30,12 +30,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use p2p_conn::privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
-use p2p_conn::privval::{
+use p2p_conn::Identity;
+use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
+use p2p_conn_privval::{
     signed_msg_type, state_file, vote_sign_bytes, BlockId, GuardedSigner, PartSetHeader, Proposal,
     PublicKey, Signer, SignerError, Timestamp, Vote,
 };
-use p2p_conn::Identity;
 
 const CHAIN: &str = "bench-chain";
 

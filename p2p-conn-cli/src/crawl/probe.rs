@@ -3,15 +3,16 @@
 use std::time::{Duration, Instant};
 
 use p2p_conn::io::tokio::{self as ptokio, SecretConnection};
-use p2p_conn::mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
-use p2p_conn::mconn::{ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError};
 use p2p_conn::{Config, Identity, NodeId};
+use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
+use p2p_conn_mconn::{ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::scheduler::{Report, Status, Target, Verdict};
-use crate::conn::{self, describe};
+use crate::conn;
+use crate::error::describe;
 use crate::error::CliError;
 
 /// The moniker the crawler announces, so that operators see what it was.
@@ -50,7 +51,7 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(1);
 ///   adapter), any other message (a `PexRequest` of the node's own) is
 ///   counted and not answered, so we never send an unsolicited `PexAddrs`.
 ///   Then we close
-///   ([`MConnSender::close`](p2p_conn::mconn::MConnSender::close)).
+///   ([`MConnSender::close`](p2p_conn_mconn::MConnSender::close)).
 ///
 /// The crawler has no packet loop of its own: every MConnection rule
 /// (framing, keepalive, caps) is the library's.

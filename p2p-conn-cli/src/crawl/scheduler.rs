@@ -38,9 +38,9 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use p2p_conn::mconn::pex::NetAddress;
 use p2p_conn::nodeinfo::NodeInfo;
 use p2p_conn::NodeId;
+use p2p_conn_mconn::pex::NetAddress;
 
 /// An address to dial.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -353,7 +353,7 @@ impl Scheduler {
         // Known now under this ID too, so a report of it is not followed.
         self.known_ids.insert(node_id);
         self.claimed.insert(node_id);
-        if !info.channels.contains(&p2p_conn::mconn::pex::PEX_CHANNEL) {
+        if !info.channels.contains(&p2p_conn_mconn::pex::PEX_CHANNEL) {
             return Verdict::Stop(Status::NoPex);
         }
         Verdict::Ask

@@ -675,8 +675,8 @@ fn codec_decoder_seeds() {
 /// `mconn_packets`: chunk size, then the peer's plaintext (packets made by
 /// the library's own encoder, and hostile ones by hand).
 fn mconn_packets_seeds() {
-    use p2p_conn::mconn::pex::{NetAddress, PexMessage};
-    use p2p_conn::mconn::{
+    use p2p_conn_mconn::pex::{NetAddress, PexMessage};
+    use p2p_conn_mconn::{
         encode_packet, ChannelDescriptor, MConnConfig, MConnCore, Packet, PacketMsg,
     };
     use std::time::Instant;

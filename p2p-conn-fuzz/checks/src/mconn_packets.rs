@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use p2p_conn::mconn::pex::PexMessage;
-use p2p_conn::mconn::{
+use p2p_conn_mconn::pex::PexMessage;
+use p2p_conn_mconn::{
     encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet,
     PacketDecoder, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };

@@ -1,7 +1,7 @@
 //! `privval`: the privval message stream reader, whole and chunked.
 
-use p2p_conn::privval::guard::{check_proposal, check_vote, Decision, SignState};
-use p2p_conn::privval::{
+use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
+use p2p_conn_privval::{
     encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId,
     Decoder, Message, Timestamp,
 };

@@ -174,6 +174,31 @@ impl Drop for RestoreTimeouts<'_> {
     }
 }
 
+/// [`super::tokio::poll_decode`] over a blocking `BufRead`: read until
+/// `decoder` ([`crate::delimited::Feed`]) has a whole message, consuming
+/// only its bytes (an interrupted read is retried).
+pub fn decode<S, D>(stream: &mut S, decoder: &mut D) -> Result<D::Item, D::Error>
+where
+    S: BufRead + ?Sized,
+    D: crate::delimited::Feed,
+{
+    loop {
+        let buf = match stream.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if buf.is_empty() {
+            return Err(decoder.end_of_stream());
+        }
+        let (used, done) = decoder.feed(buf)?;
+        stream.consume(used);
+        if let Some(item) = done {
+            return Ok(item);
+        }
+    }
+}
+
 /// Run the handshake over a `TcpStream`, bounded as a whole by
 /// `config.handshake_timeout` ([`Error::Timeout`] when it fires). The
 /// stream's own read and write timeouts are restored afterwards, whatever the

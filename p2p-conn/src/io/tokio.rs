@@ -86,6 +86,37 @@ impl<T: AsyncRead + AsyncWrite + Unpin> PollIo for TokioIo<'_, '_, T> {
     }
 }
 
+/// Drive a delimited-message decoder ([`crate::delimited::Feed`]) from
+/// what `stream` has buffered until a message is complete, consuming only
+/// its bytes: the tokio loop of every protobuf layer above the connection
+/// (NodeInfo, privval, MConnection). Cancel-safe: a partial message is in
+/// `decoder`, and the stream has consumed exactly what it holds.
+pub fn poll_decode<S, D>(
+    mut stream: Pin<&mut S>,
+    cx: &mut Context<'_>,
+    decoder: &mut D,
+) -> Poll<Result<D::Item, D::Error>>
+where
+    S: AsyncBufRead + ?Sized,
+    D: crate::delimited::Feed,
+{
+    loop {
+        let buf = match stream.as_mut().poll_fill_buf(cx) {
+            Poll::Ready(Ok(buf)) => buf,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e.into())),
+            Poll::Pending => return Poll::Pending,
+        };
+        if buf.is_empty() {
+            return Poll::Ready(Err(decoder.end_of_stream()));
+        }
+        let (used, done) = decoder.feed(buf)?;
+        stream.as_mut().consume(used);
+        if let Some(item) = done {
+            return Poll::Ready(Ok(item));
+        }
+    }
+}
+
 /// Run the handshake over `io` under `config.handshake_timeout`, then check the
 /// peer ID if `config.expected_peer_id` is set.
 pub async fn handshake<T>(

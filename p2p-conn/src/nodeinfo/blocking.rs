@@ -9,7 +9,7 @@
 use std::io::{BufRead, Write};
 
 use super::{Decoder, NodeInfo, NodeInfoError};
-use crate::proto::delimited::feed_blocking;
+use crate::io::blocking::decode;
 
 /// Sends `ours`, then reads and returns the peer's NodeInfo, unchecked:
 /// apply [`NodeInfo::validate`], [`NodeInfo::check_id`] and
@@ -25,7 +25,7 @@ pub fn exchange<S: BufRead + Write>(
 /// Reads the peer's NodeInfo, taking only its bytes from the stream's
 /// buffer.
 pub fn read<S: BufRead>(stream: &mut S) -> Result<NodeInfo, NodeInfoError> {
-    feed_blocking(stream, &mut Decoder::new())
+    decode(stream, &mut Decoder::new())
 }
 
 /// Sends `ours` and flushes it.

@@ -1,7 +1,7 @@
 //! The sans-IO reader of one length-prefixed NodeInfo.
 
 use super::{NodeInfo, NodeInfoError, MAX_NODE_INFO_SIZE};
-use crate::proto::delimited::{DelimitedReader, Feed, PrefixError};
+use crate::delimited::{DelimitedReader, Feed, PrefixError};
 
 /// Sans-IO reader of one length-prefixed NodeInfo.
 ///

@@ -12,7 +12,7 @@ use std::task::Poll;
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use super::{Decoder, NodeInfo, NodeInfoError};
-use crate::proto::delimited::poll_feed;
+use crate::io::tokio::poll_decode;
 
 /// Sends `ours` and reads the peer's at the same time, as CometBFT does (so
 /// neither side can wait on the other), and returns the peer's NodeInfo,
@@ -49,7 +49,7 @@ where
             }
         }
         if theirs.is_none() {
-            match poll_feed(s.as_mut(), cx, &mut decoder) {
+            match poll_decode(s.as_mut(), cx, &mut decoder) {
                 Poll::Ready(Ok(info)) => theirs = Some(info),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
@@ -72,7 +72,7 @@ where
     S: AsyncBufRead + Unpin,
 {
     let mut decoder = Decoder::new();
-    poll_fn(|cx| poll_feed(Pin::new(&mut *stream), cx, &mut decoder)).await
+    poll_fn(|cx| poll_decode(Pin::new(&mut *stream), cx, &mut decoder)).await
 }
 
 /// Sends `ours` and flushes it.

@@ -9,14 +9,10 @@
 
 pub mod aead;
 pub mod auth_sig;
-#[cfg(any(feature = "nodeinfo", feature = "privval", feature = "mconn"))]
-pub(crate) mod delimited;
 mod error;
 pub mod frame;
 pub mod handshake;
 pub mod kdf;
-#[cfg(feature = "avx512")]
-mod multiframe;
 pub(crate) mod varint;
 pub mod wire;
 

@@ -28,7 +28,6 @@ pub struct UvarintReader {
 
 impl UvarintReader {
     /// Bytes taken so far.
-    #[cfg(any(feature = "nodeinfo", feature = "privval", feature = "mconn"))]
     pub fn taken(&self) -> usize {
         self.bytes
     }

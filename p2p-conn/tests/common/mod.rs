@@ -5,33 +5,14 @@
 //! workspace crate, which the CLI's tests share.
 #![allow(dead_code, unused_imports)]
 
-pub mod alloc;
-#[cfg(feature = "tracing")]
-pub mod capture;
-#[cfg(feature = "mconn")]
-pub mod mconn;
-#[cfg(feature = "privval")]
-pub mod privval;
+pub use p2p_conn_interop::alloc;
+pub use p2p_conn_interop::capture;
 
 pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
 pub use p2p_conn_interop::{go_peer, process, scripted};
 
 pub use p2p_conn::testkit::*;
-use proptest::test_runner::Config as ProptestConfig;
-
-/// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
-/// written (proptest prints the minimal failing input instead).
-pub fn proptest_config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+pub use p2p_conn_interop::proptest_config;
 
 /// Resume a tokio task's panic in the caller (or fail with the task's
 /// cancellation).

@@ -1,6 +1,6 @@
 // Generated from a Rust block of docs/guide.md; edit the document.
 use p2p_conn::io::tokio::SecretConnection;
-use p2p_conn::mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
+use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 
 // `conn` after the handshake and the NodeInfo exchange (announce exactly
 // these channels).

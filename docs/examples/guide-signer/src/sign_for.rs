@@ -1,8 +1,8 @@
 // Generated from a Rust block of docs/guide.md; edit the document.
 use std::time::Duration;
 
-use p2p_conn::privval::endpoint::{Address, SignerEndpoint, SignerEvent};
-use p2p_conn::privval::{load_validator_key, GuardedSigner};
+use p2p_conn_privval::endpoint::{Address, SignerEndpoint, SignerEvent};
+use p2p_conn_privval::{load_validator_key, GuardedSigner};
 
 async fn sign_for(node: &str) -> Result<(), Box<dyn std::error::Error>> {
     let key = load_validator_key("priv_validator_key.json")?;

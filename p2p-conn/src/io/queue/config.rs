@@ -56,6 +56,12 @@ pub struct QueueConfig {
     /// Most messages sealed into one write. 1 to
     /// [`MAX_BATCH_MESSAGES_LIMIT`]; default 1024.
     pub max_batch_messages: usize,
+    /// Under [`Overflow::Backpressure`], whether a producer waiting for room
+    /// is this queue's normal pace: one producer that is expected to
+    /// outpace the transport, as in a pipeline (p2p-conn-mconn's adapter
+    /// feeds its queue so). Its waits are then logged at trace level, not
+    /// as warnings; they are counted either way. Default false.
+    pub waits_are_normal: bool,
 }
 
 impl Default for QueueConfig {
@@ -65,6 +71,7 @@ impl Default for QueueConfig {
             overflow: Overflow::default(),
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
             max_batch_messages: DEFAULT_MAX_BATCH_MESSAGES,
+            waits_are_normal: false,
         }
     }
 }
@@ -88,6 +95,12 @@ impl QueueConfig {
     /// Set the most messages per batch.
     pub fn max_batch_messages(mut self, n: usize) -> Self {
         self.max_batch_messages = n;
+        self
+    }
+
+    /// Set [`QueueConfig::waits_are_normal`].
+    pub fn waits_are_normal(mut self, normal: bool) -> Self {
+        self.waits_are_normal = normal;
         self
     }
 

@@ -1,6 +1,6 @@
 //! The channel from the producers to the writer task: a `VecDeque` and the
 //! writer's waker, kept in the queue's shared state under the same lock as
-//! the writer's state ([`super::sender::State`]), so that one lock per
+//! the writer's state ([`super::shared::State`]), so that one lock per
 //! message both queues a command and learns whether a writer task runs.
 //! It replaces tokio's unbounded channel, which allocated a 512-byte
 //! channel and an 800-byte block of 32 slots per queue before any message,
@@ -12,11 +12,9 @@
 //! (it ends whenever the queue goes idle).
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 
-use super::lock;
-use super::sender::{Command, Shared};
+use super::command::Command;
 
 /// The producers' side of the channel, inside the shared state's lock.
 pub(super) struct Inbox {
@@ -86,80 +84,30 @@ impl Inbox {
         std::mem::take(&mut self.queue)
     }
 
+    /// Everything queued, into `local` (empty): the deques swap, so the
+    /// writer takes it all under one lock.
+    pub(super) fn take_all(&mut self, local: &mut VecDeque<Command>) {
+        std::mem::swap(&mut self.queue, local);
+    }
+
+    /// The first command queued, if any.
+    pub(super) fn pop(&mut self) -> Option<Command> {
+        self.queue.pop_front()
+    }
+
+    /// The writer waits: wake `waker` at the next command (or the senders'
+    /// end).
+    pub(super) fn wait(&mut self, waker: &Waker) {
+        match &mut self.waker {
+            Some(w) if w.will_wake(waker) => {}
+            w => *w = Some(waker.clone()),
+        }
+    }
+
     /// The writer parks: forget its waker, give the deque's memory back.
     pub(super) fn park(&mut self) {
         debug_assert!(self.queue.is_empty());
         self.waker = None;
         self.queue = VecDeque::new();
-    }
-}
-
-/// The writer's end: borrows the shared state for the task's life.
-pub(super) struct Rx<'a> {
-    shared: &'a Shared,
-    /// Taken from the shared deque, not yet handed out.
-    local: VecDeque<Command>,
-}
-
-impl<'a> Rx<'a> {
-    pub(super) fn new(shared: &'a Shared) -> Rx<'a> {
-        Rx {
-            shared,
-            local: VecDeque::new(),
-        }
-    }
-
-    /// The next command if one is queued: `Some(Ok)`; `Some(Err(()))` when
-    /// none is and the senders are gone; `None` when none is yet.
-    fn take(&mut self) -> Option<Result<Command, ()>> {
-        if let Some(v) = self.local.pop_front() {
-            return Some(Ok(v));
-        }
-        let mut st = lock(&self.shared.state);
-        // Everything queued, under one lock: the deques swap.
-        std::mem::swap(&mut st.inbox.queue, &mut self.local);
-        match self.local.pop_front() {
-            Some(v) => Some(Ok(v)),
-            None if st.inbox.senders_gone => Some(Err(())),
-            None => None,
-        }
-    }
-
-    /// The next command already queued, if any.
-    pub(super) fn try_recv(&mut self) -> Option<Command> {
-        match self.take() {
-            Some(Ok(v)) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// Nothing taken and not handed out.
-    pub(super) fn is_empty(&self) -> bool {
-        self.local.is_empty()
-    }
-
-    /// Wait for the next command; `None` once every sender is gone and
-    /// nothing is left.
-    pub(super) async fn recv(&mut self) -> Option<Command> {
-        poll_fn(|cx| self.poll_recv(cx)).await
-    }
-
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Command>> {
-        if let Some(r) = self.take() {
-            return Poll::Ready(r.ok());
-        }
-        let mut st = lock(&self.shared.state);
-        // A command (or the senders' end) that came after the look above.
-        if let Some(v) = st.inbox.queue.pop_front() {
-            return Poll::Ready(Some(v));
-        }
-        if st.inbox.senders_gone {
-            return Poll::Ready(None);
-        }
-        match &mut st.inbox.waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            w => *w = Some(cx.waker().clone()),
-        }
-        Poll::Pending
     }
 }

@@ -77,9 +77,11 @@
 //! |---|---|
 //! | `config.rs` | [`QueueConfig`] and [`Overflow`], validated when a queue is made |
 //! | `error.rs` | [`SendError`] and [`CloseReason`] |
+//! | `command.rs` | what producers queue: a message or a command |
 //! | `inbox.rs` | the channel to the writer: a `VecDeque` under the shared state's lock, taken whole |
+//! | `shared.rs` | the state senders and writer share (the cap's room, the inbox, the parked half, the counters, the settings), below both |
 //! | `sender.rs` | [`Sender`]: the producers' side, the cap and the waiting |
-//! | `writer.rs` | the writer task: batches, writes, shutdown bound |
+//! | `writer.rs` | the writer task: batches, writes, shutdown bound; its end of the inbox |
 //!
 //! The counters are [`crate::stats::QueueStats`].
 //!
@@ -89,10 +91,12 @@
 //!   thread-driven writer over them would be a thin second layer.
 //! * Retrying after a failure: reconnect.
 
+mod command;
 mod config;
 mod error;
 mod inbox;
 mod sender;
+mod shared;
 mod writer;
 
 use std::sync::Mutex;

@@ -2,176 +2,21 @@
 //! cap and the waiting for room.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::io::AsyncWrite;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
+use super::command::{Command, Item};
 use super::inbox::Inbox;
-use super::writer::{Park, Settings};
+use super::shared::{Counters, Park, Pending, Room, Settings, Shared, State};
 use super::{lock, CloseReason, Overflow, QueueConfig, SendError};
 use crate::engine::budget::{Admission, Budget};
 use crate::io::tokio::WriteHalf;
-use crate::stats::clock::Ticks;
-use crate::stats::{self, QueueStats, SendRecorder, Stamp};
+use crate::stats::{self, QueueStats};
 use crate::{Error, NodeId};
-
-/// One queued message; the permit it holds is returned when it is sealed.
-pub(super) struct Item {
-    pub(super) data: Bytes,
-    /// When it was queued.
-    pub(super) queued: Stamp,
-    /// Room the whole entry holds under the cap, on its last message. The
-    /// writer gives it back once the entry is sealed (`account`, a batch's
-    /// at once). Nothing else gives it back: an entry is dropped unsealed
-    /// only once the queue has stopped, when the cap no longer matters (no
-    /// pointer back to the queue per message, and no atomics for one).
-    pub(super) permit: Option<Admission>,
-    /// A flush marker: fire once everything before it is written.
-    pub(super) flushed: Option<oneshot::Sender<()>>,
-}
-
-impl AsRef<[u8]> for Item {
-    fn as_ref(&self) -> &[u8] {
-        &self.data
-    }
-}
-
-pub(super) enum Command {
-    /// One message (or flush marker): the common case, without a list.
-    Message(Item),
-    /// A bundle: contiguous on the wire.
-    Messages(Vec<Item>),
-    Shutdown,
-    /// Drop what is queued, finish the batch on the wire (within the
-    /// shutdown bound), then half-close: the overflow disconnect.
-    Abandon,
-    Close,
-}
-
-#[derive(Default)]
-pub(super) struct Counters {
-    /// Counted by producers on overflow.
-    pub(super) overflows: AtomicU64,
-}
-
-/// Bytes and messages queued and not yet sealed, behind `State`'s lock:
-/// counted as a command is queued and taken back by the writer's per-batch
-/// update, each under the lock it takes anyway.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Pending {
-    pub(super) bytes: usize,
-    pub(super) messages: usize,
-}
-
-/// The writer's counters behind `State::written`, raw (times in stats
-/// clock ticks): converted only when read.
-#[derive(Default, Clone)]
-pub(super) struct Written {
-    pub(super) batches: u64,
-    pub(super) messages_sent: u64,
-    pub(super) largest_batch: u64,
-    pub(super) queue_wait: Ticks,
-    /// The write half's counters, published after each write.
-    pub(super) send: SendRecorder,
-}
-
-pub(super) struct Shared {
-    pub(super) peer: NodeId,
-    /// Boxed: 8 bytes, not 32, for a queue made without one.
-    pub(super) addr: Option<Box<SocketAddr>>,
-    pub(super) overflow: Overflow,
-    /// Waits for room under [`Overflow::Backpressure`] are the normal pace
-    /// (the MConnection adapter's queue, one stage of its pipeline): logged
-    /// at trace level, not as a warning (still counted).
-    pub(super) quiet: bool,
-    pub(super) settings: Settings,
-    /// Message bytes queued and not sealed, against the cap (sans-IO), and
-    /// how many producers wait for room, under one lock so that a release
-    /// never misses a waiter.
-    pub(super) budget: Mutex<Room>,
-    pub(super) counters: Counters,
-    pub(super) state: Mutex<State>,
-}
-
-pub(super) struct State {
-    /// The commands for the writer.
-    pub(super) inbox: Inbox,
-    /// The write half while no writer task runs (before the first command,
-    /// and whenever the queue is idle); the next command spawns a task with
-    /// it. `None` while a task owns it, and once the writer has stopped
-    /// (`Inbox::stopped`).
-    pub(super) parked: Option<Box<dyn Park>>,
-    /// The runtime the writer task runs on: the one current when it first
-    /// started; later starts go there too, whoever sends.
-    pub(super) runtime: Option<tokio::runtime::Handle>,
-    /// Set once, when the queue stops; boxed: 8 bytes, not 32, until then.
-    pub(super) closed: Option<Box<CloseReason>>,
-    /// Counted by the writer alone, once per batch; allocated with the
-    /// first batch (an unused queue does not hold them).
-    pub(super) written: Option<Box<Written>>,
-    pub(super) pending: Pending,
-}
-
-impl State {
-    /// Update the writer's counters.
-    pub(super) fn update_written(&mut self, f: impl FnOnce(&mut Written)) {
-        f(self.written.get_or_insert_with(Box::default));
-    }
-}
-
-/// The cap's state behind `Shared::budget`.
-pub(super) struct Room {
-    pub(super) budget: Budget,
-    /// Producers waiting for room (releases skip the wake-up otherwise).
-    pub(super) waiters: usize,
-    /// Woken when room is given back while producers wait, or the queue
-    /// stops. Made when a producer first has to wait (8 bytes, not 32,
-    /// for a queue that never fills), then kept.
-    pub(super) room: Option<Arc<Notify>>,
-}
-
-impl Shared {
-    /// Update the writer's counters.
-    pub(super) fn update_written(&self, f: impl FnOnce(&mut Written)) {
-        lock(&self.state).update_written(f);
-    }
-
-    /// The writer's counters as last updated, and what is pending.
-    pub(super) fn written(&self) -> (Written, Pending) {
-        let st = lock(&self.state);
-        (
-            st.written.as_deref().cloned().unwrap_or_default(),
-            st.pending,
-        )
-    }
-
-    /// Give back room under the cap and wake producers waiting for it.
-    pub(super) fn release(&self, admissions: impl IntoIterator<Item = Admission>) {
-        let wake = {
-            let mut r = lock(&self.budget);
-            admissions.into_iter().for_each(|a| r.budget.release(a));
-            if r.waiters > 0 {
-                r.room.clone()
-            } else {
-                None
-            }
-        };
-        if let Some(room) = wake {
-            room.notify_waiters();
-        }
-    }
-
-    /// Wake every producer waiting for room (the queue stopped).
-    pub(super) fn wake_waiters(&self) {
-        let room = lock(&self.budget).room.clone();
-        if let Some(room) = room {
-            room.notify_waiters();
-        }
-    }
-}
 
 /// A cloneable handle to one connection's send queue. See the module docs.
 pub struct Sender {
@@ -243,28 +88,13 @@ impl Sender {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        Self::build(half, addr, config, false)
-    }
-
-    /// As [`Self::new`], logging waits for room at trace level: for a
-    /// queue whose producer is one writer that is expected to outpace the
-    /// transport (the MConnection adapter).
-    #[cfg(feature = "mconn")]
-    pub(crate) fn pipeline_stage<W>(
-        half: WriteHalf<W>,
-        config: &QueueConfig,
-    ) -> Result<Sender, Error>
-    where
-        W: AsyncWrite + Unpin + Send + 'static,
-    {
-        Self::build(half, None, config, true)
+        Self::build(half, addr, config)
     }
 
     fn build<W>(
         half: WriteHalf<W>,
         addr: Option<SocketAddr>,
         config: &QueueConfig,
-        quiet: bool,
     ) -> Result<Sender, Error>
     where
         W: AsyncWrite + Unpin + Send + 'static,
@@ -279,7 +109,7 @@ impl Sender {
             peer,
             addr: addr.map(Box::new),
             overflow: config.overflow,
-            quiet: quiet && config.overflow == Overflow::Backpressure,
+            quiet: config.waits_are_normal && config.overflow == Overflow::Backpressure,
             settings,
             budget: Mutex::new(Room {
                 budget: Budget::new(config.max_pending_bytes),

@@ -6,51 +6,18 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-use super::inbox::Rx;
-use super::sender::{Command, Item, Shared};
+use super::command::{Command, Item};
+use super::shared::{Park, Settings, Shared};
 use super::{lock, CloseReason};
 use crate::engine::writer::Backlog;
 use crate::io::tokio::{writer_io, WriteHalf};
 use crate::{stats, Error};
-
-/// The writer task's settings, in 16 bytes (a `Duration` and a `usize`
-/// would take 24 in the shared state).
-#[derive(Clone, Copy)]
-pub(super) struct Settings {
-    /// At most `MAX_BATCH_MESSAGES_LIMIT`.
-    max_batch_messages: u32,
-    /// The shutdown bound in nanoseconds (saturating, at 584 years).
-    shutdown_nanos: u64,
-}
-
-impl Settings {
-    /// From a validated config.
-    pub(super) fn new(config: &super::QueueConfig) -> Settings {
-        Settings {
-            max_batch_messages: u32::try_from(config.max_batch_messages).unwrap_or(u32::MAX),
-            shutdown_nanos: u64::try_from(config.shutdown_timeout.as_nanos()).unwrap_or(u64::MAX),
-        }
-    }
-
-    pub(super) fn max_batch_messages(&self) -> usize {
-        self.max_batch_messages as usize
-    }
-
-    pub(super) fn shutdown_timeout(&self) -> Duration {
-        Duration::from_nanos(self.shutdown_nanos)
-    }
-}
-
-/// A parked write half, whatever its transport: started as a writer task.
-pub(super) trait Park: Send {
-    /// Spawn the writer task with this half on `rt`.
-    fn start(self: Box<Self>, shared: Arc<Shared>, rt: &tokio::runtime::Handle);
-}
 
 impl<W> Park for WriteHalf<W>
 where
@@ -329,4 +296,71 @@ where
         None => f.await,
     };
     r.map_err(|e| CloseReason::Failed(Arc::new(Error::Io(e))))
+}
+
+/// The writer's end: borrows the shared state for the task's life.
+pub(super) struct Rx<'a> {
+    shared: &'a Shared,
+    /// Taken from the shared deque, not yet handed out.
+    local: VecDeque<Command>,
+}
+
+impl<'a> Rx<'a> {
+    pub(super) fn new(shared: &'a Shared) -> Rx<'a> {
+        Rx {
+            shared,
+            local: VecDeque::new(),
+        }
+    }
+
+    /// The next command if one is queued: `Some(Ok)`; `Some(Err(()))` when
+    /// none is and the senders are gone; `None` when none is yet.
+    fn take(&mut self) -> Option<Result<Command, ()>> {
+        if let Some(v) = self.local.pop_front() {
+            return Some(Ok(v));
+        }
+        let mut st = lock(&self.shared.state);
+        // Everything queued, under one lock: the deques swap.
+        st.inbox.take_all(&mut self.local);
+        match self.local.pop_front() {
+            Some(v) => Some(Ok(v)),
+            None if st.inbox.senders_gone() => Some(Err(())),
+            None => None,
+        }
+    }
+
+    /// The next command already queued, if any.
+    pub(super) fn try_recv(&mut self) -> Option<Command> {
+        match self.take() {
+            Some(Ok(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Nothing taken and not handed out.
+    pub(super) fn is_empty(&self) -> bool {
+        self.local.is_empty()
+    }
+
+    /// Wait for the next command; `None` once every sender is gone and
+    /// nothing is left.
+    pub(super) async fn recv(&mut self) -> Option<Command> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Command>> {
+        if let Some(r) = self.take() {
+            return Poll::Ready(r.ok());
+        }
+        let mut st = lock(&self.shared.state);
+        // A command (or the senders' end) that came after the look above.
+        if let Some(v) = st.inbox.pop() {
+            return Poll::Ready(Some(v));
+        }
+        if st.inbox.senders_gone() {
+            return Poll::Ready(None);
+        }
+        st.inbox.wait(cx.waker());
+        Poll::Pending
+    }
 }

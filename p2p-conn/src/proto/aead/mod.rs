@@ -4,14 +4,15 @@
 //! nonce, 16-byte tag, no associated data). They are interchangeable bit for bit;
 //! the same known-answer vectors and property tests run against each.
 //!
-//! * `Backend::Ring` (feature `ring`): `ring`'s assembly implementation.
-//!   Fastest on this project's x86_64 benchmark machine (see
-//!   `docs/performance.md`), so it is the default when compiled in.
+//! * `Backend::Ring` (feature `ring`): `ring`'s assembly implementation,
+//!   one frame at a time: the fastest one-frame backend measured
+//!   (`docs/performance.md`, "AEAD backends"), so the default when compiled
+//!   in and `Backend::Avx512` cannot run.
 //! * [`Backend::RustCrypto`]: the pure-Rust `chacha20poly1305` crate. Always
 //!   compiled, so a build with no features at all works and is pure Rust;
 //!   the default when `ring` is off.
 //! * `Backend::Avx512` (feature `avx512`): on CPUs with AVX-512 IFMA,
-//!   p2p-conn's own engine (`proto::multiframe`, private) seals and opens whole
+//!   p2p-conn's own engine (`proto::aead::multiframe`, private) seals and opens whole
 //!   groups of 16 standard frames at once; single frames, other frame sizes
 //!   and other CPUs go to ring (RustCrypto without the `ring` feature). The
 //!   default when compiled in and the CPU has the instructions.
@@ -19,10 +20,12 @@
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place. Nonce construction lives in
 //! [`super::frame`], not here. Each one-frame backend has its own file
-//! (`ring.rs`, `rustcrypto.rs`); the multi-frame engine is `proto::multiframe`.
+//! (`ring.rs`, `rustcrypto.rs`); the multi-frame engine is `proto::aead::multiframe`.
 
 use zeroize::Zeroizing;
 
+#[cfg(feature = "avx512")]
+mod multiframe;
 #[cfg(feature = "ring")]
 mod ring;
 mod rustcrypto;
@@ -54,7 +57,7 @@ impl Default for Backend {
     /// compiled in, else `RustCrypto`.
     fn default() -> Self {
         #[cfg(feature = "avx512")]
-        if super::multiframe::Engine::available() {
+        if multiframe::Engine::available() {
             return Backend::Avx512;
         }
         Backend::single_frame()
@@ -88,7 +91,7 @@ impl Backend {
     pub fn accelerated(self) -> bool {
         match self {
             #[cfg(feature = "avx512")]
-            Backend::Avx512 => super::multiframe::Engine::available(),
+            Backend::Avx512 => multiframe::Engine::available(),
             _ => false,
         }
     }
@@ -151,7 +154,7 @@ pub struct Cipher {
     inner: Inner,
     /// The multi-frame engine (`Backend::Avx512` on a CPU that runs it).
     #[cfg(feature = "avx512")]
-    multi: Option<super::multiframe::Engine>,
+    multi: Option<multiframe::Engine>,
 }
 
 enum Inner {
@@ -166,10 +169,7 @@ impl Cipher {
         let key = Zeroizing::new(*key);
         #[cfg(feature = "avx512")]
         let (single, multi) = match backend {
-            Backend::Avx512 => (
-                Backend::single_frame(),
-                super::multiframe::Engine::new(&key),
-            ),
+            Backend::Avx512 => (Backend::single_frame(), multiframe::Engine::new(&key)),
             other => (other, None),
         };
         #[cfg(not(feature = "avx512"))]
@@ -219,7 +219,7 @@ impl Cipher {
     /// The multi-frame engine, when this cipher has one and frames are of
     /// the standard size (the only size it handles).
     #[cfg(feature = "avx512")]
-    pub(crate) fn group_engine(&self, frame_size: usize) -> Option<&super::multiframe::Engine> {
+    pub(crate) fn group_engine(&self, frame_size: usize) -> Option<&multiframe::Engine> {
         self.multi
             .as_ref()
             .filter(|_| frame_size == super::wire::STANDARD_FRAME_SIZE)

@@ -1,0 +1,22 @@
+//! The tests of `p2p-conn-mconn`, in one binary: a module per concern,
+//! each gated on the features it needs (`cargo test -p p2p-conn-mconn
+//! --no-default-features` runs the sans-IO core's).
+//!
+//! - [`core`]: `MConnCore` (packets, channels, reassembly, ping/pong,
+//!   rates) and the PEX messages, case by case and as properties.
+//! - [`adapter`]: `MConnection` over real secret connections: the send
+//!   queue, back-pressure, the close bound, the `tracing` events.
+//! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
+//! - [`hostile`]: hostile packets over a real socket, with memory bounds
+//!   (this binary counts its allocations: `hostile` installs the counting
+//!   allocator, which reads per thread).
+
+mod common;
+
+#[cfg(feature = "tokio")]
+mod adapter;
+#[cfg(feature = "tokio")]
+mod cometbft_go;
+mod core;
+#[cfg(feature = "tokio")]
+mod hostile;

@@ -1,0 +1,160 @@
+//! The remote-signer (privval) protocol's wire core: the messages a
+//! CometBFT node and its remote signer exchange, the length-prefixed
+//! message stream they are framed in, and the bytes a validator signs.
+//!
+//! A node configured with `priv_validator_laddr` listens there and the
+//! signer dials it. Over `tcp://` the connection is a secret connection
+//! (the `p2p-conn` crate's [`p2p_conn::io`]); over `unix://` it is
+//! plaintext. Either way
+//! each message is a protobuf `Message` (a oneof of requests and responses)
+//! prefixed with its length as an unsigned varint. `spec/privval.md` gives
+//! the wire format per release line, the limits and the node's timeouts.
+//!
+//! # Design
+//! - [`Message`] and the types inside it: the protobuf messages, declared
+//!   by hand for `prost` (no code generation step), in a wire form every
+//!   tested line (v0.34.35, v0.37.18, v0.38.26, v0.39.4, v0.40.0, v1.0.1)
+//!   reads. They are the wire types themselves (they implement
+//!   `prost::Message`), so `prost` is a public dependency of this crate.
+//!   Fields gogoproto declares non-nullable are plain fields, always
+//!   encoded as Go does; nullable ones are `Option`. Every type is
+//!   `#[non_exhaustive]`: build one from `Default` and set its fields.
+//! - Where the lines differ the types carry the union of the fields: a
+//!   line's decoder skips fields it does not declare.
+//!   - `Message.sum`: 1 to 8 at every line; 9 [`SignBytesRequest`] and 10
+//!     [`SignBytesResponse`] at v1.0.1 only.
+//!   - [`PubKeyResponse`]: `pub_key` 1 up to v0.40.0; v1.0.1 reserves 1
+//!     and reads `pub_key_bytes` 3 and `pub_key_type` 4.
+//!     [`PubKeyResponse::ed25519`] fills all three; each line's own
+//!     generated decoder keeps its fields and drops the others' (tested),
+//!     and a real node of every line takes its validator key from it
+//!     (`p2p-conn-cli/tests/signer_cometbft_node.rs`).
+//!   - [`SignVoteRequest::skip_extension_signing`] (3): v1.0.1 only.
+//!   - [`Vote::extension`] (9) and [`Vote::extension_signature`] (10): from
+//!     v0.38.26; v0.34.35 and v0.37.18 skip them.
+//!   - [`PublicKey`]: ed25519 (1) and secp256k1 (2), the types every line
+//!     has; a key of another type decodes with `sum: None`.
+//!
+//!   `spec/privval.md` lists every field number per line.
+//! - [`Decoder`] is the sans-IO reader: it takes exactly one message's
+//!   bytes at a time, checks the length prefix against its limit before it
+//!   allocates, and names what went wrong in a [`PrivvalError`].
+//!   [`encode`] writes a message with its prefix.
+//! - [`vote_sign_bytes`], [`proposal_sign_bytes`] and
+//!   [`vote_extension_sign_bytes`] build CometBFT's canonical sign bytes.
+//!   The test suite compares them byte for byte with CometBFT's own
+//!   functions at every tested line, and has each line's generated Go code
+//!   decode and re-encode every message form.
+//! - [`tokio`] reads and writes one message over a tokio stream.
+//! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
+//!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
+//!   `priv_validator_state.json` format, written atomically and synced;
+//!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
+//!   Ed25519 software signer that persists each signature's state before
+//!   returning it.
+//!
+//! # Guarantees
+//! - No input panics the decoder, and it never allocates more than its
+//!   limit for a message body.
+//! - The decoder never takes a byte past the message it returns.
+//!
+//! - [`endpoint`] (with `tokio`): the signer side, which dials, retries,
+//!   reconnects and serves a [`Signer`]; the node side, which listens,
+//!   pings and times out.
+//!
+//! # Not provided
+//! - Validation in the sign-bytes functions: they encode what they are
+//!   given. The [`guard`] checks block ID hash lengths and timestamps
+//!   before anything is signed; heights and the chain ID beyond the
+//!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
+//! - Timeouts in [`Decoder`] and [`tokio`]: the endpoints bound every read
+//!   and write; over these, use `tokio::time::timeout` (the node gives
+//!   each read and write 5 s; `spec/privval.md`).
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod codec;
+#[cfg(feature = "tokio")]
+pub mod endpoint;
+pub mod guard;
+mod messages;
+mod sign_bytes;
+mod signer;
+pub mod state_file;
+#[cfg(feature = "tokio")]
+pub mod tokio;
+
+#[cfg(feature = "tokio")]
+pub(crate) use codec::{decode_body, Frames};
+pub use codec::{encode, Decoder};
+pub use messages::{
+    message, public_key, signed_msg_type, BlockId, Message, PartSetHeader, PingRequest,
+    PingResponse, Proposal, PubKeyRequest, PubKeyResponse, PublicKey, RemoteSignerError,
+    SignBytesRequest, SignBytesResponse, SignProposalRequest, SignVoteRequest,
+    SignedProposalResponse, SignedVoteResponse, Timestamp, Vote,
+};
+pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
+pub use signer::{load_validator_key, GuardedSigner, Signer, SignerError};
+
+/// The largest message body a CometBFT node reads from its signer, in bytes,
+/// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,
+/// v0.37.18, v0.38.26, v0.39.4 and v1.0.1. It is also the limit CometBFT's
+/// own signer reads the node's requests with.
+pub const MAX_MESSAGE_BYTES: usize = 10 * 1024;
+
+/// v0.40.0's `maxRemoteSignerMsgSize`: a vote with a maximum-size extension
+/// (`MaxVoteExtensionSize`, 1 MiB) and two maximum-size signatures
+/// (`MaxSignatureSize`, ML-DSA-65's 3309 bytes), plus 1 KiB.
+pub const MAX_MESSAGE_BYTES_V040: usize = 1024 * 1024 + 2 * 3309 + 1024;
+
+/// Why a privval message could not be read or written. Every variant but
+/// [`PrivvalError::Io`] means the stream is out of step or the peer is
+/// not speaking privval: drop the connection.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrivvalError {
+    /// The length prefix is not a valid unsigned varint (more than 10 bytes,
+    /// or a value above `u64::MAX`).
+    #[error("the privval length prefix is not a valid varint")]
+    BadLength,
+    /// The peer announced a longer message than the limit. Nothing was
+    /// allocated for it.
+    #[error("the peer announced a {len}-byte privval message; the limit is {limit} bytes")]
+    TooLarge {
+        /// The announced length.
+        len: u64,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// The stream ended inside a message.
+    #[error("the connection ended after {received} bytes of a privval message{}", expected_suffix(*.expected))]
+    Truncated {
+        /// Bytes received, length prefix included.
+        received: usize,
+        /// The whole length (prefix included), once the prefix was read.
+        expected: Option<usize>,
+    },
+    /// The message is protobuf but holds no request or response this crate
+    /// knows (an empty message, or a oneof field above 10).
+    #[error("the privval message holds no known request or response")]
+    UnknownMessage,
+    /// The message is not valid protobuf for `Message`.
+    #[error("the privval message is not valid protobuf: {0}")]
+    Malformed(String),
+    /// The decoder was fed after an error.
+    #[error("the privval decoder was fed after an error")]
+    Spent,
+    /// The transport failed (the secret connection's own errors arrive here,
+    /// see [`p2p_conn::Error::from_io`]).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn expected_suffix(expected: Option<usize>) -> String {
+    match expected {
+        Some(n) => format!(" (expected {n})"),
+        None => String::new(),
+    }
+}

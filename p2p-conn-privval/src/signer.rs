@@ -1,0 +1,456 @@
+//! The [`Signer`] trait a remote signer implements, and [`GuardedSigner`],
+//! a software Ed25519 signer with the double-sign guard and a state file.
+//!
+//! # Design
+//! - [`Signer`] is what a signer-side endpoint (a later part) serves: one
+//!   method per request the node sends. It knows no wire format beyond the
+//!   message types, and no connection.
+//! - [`GuardedSigner`] holds an Ed25519 key ([`Identity`], loaded from a
+//!   CometBFT `priv_validator_key.json` with [`load_validator_key`]), the
+//!   [`SignState`] and the state file's path. For each vote or proposal it
+//!   asks the [`guard`](super::guard), and for a new HRS it signs, writes
+//!   the new state with [`state_file::save`] (synced and renamed into
+//!   place), and only then returns the signature. A failed write returns
+//!   an error and leaves the state in memory as it was: the signature made
+//!   is dropped, never released.
+//! - Vote extensions follow FilePV (v0.38.26, v1.0.1): a non-nil
+//!   precommit's extension is signed afresh on every request, re-served
+//!   votes included; an extension on any other vote is refused. With
+//!   `sign_extension` false (v1's `skip_extension_signing`) nothing is
+//!   checked or signed, and the returned `extension_signature` is empty
+//!   (FilePV leaves whatever the request carried).
+//!
+//! # Guarantees
+//! - Every vote and proposal signature [`GuardedSigner`] returns was
+//!   allowed by the guard and its state is on disk first.
+//! - A [`SignerError`] never contains key material.
+//!
+//! - [`GuardedSigner`] refuses v1's `SignBytesRequest` unless
+//!   [`GuardedSigner::allow_sign_bytes`] is set: raw bytes pass no guard,
+//!   and could be the canonical bytes of a conflicting vote. FilePV signs
+//!   them; no CometBFT line's consensus asks for them.
+//!
+//! - One signer per state file, by whatever path it is named: a lock in
+//!   its folder, and no second name for the file itself (checked at open
+//!   and before every save; [`state_file`]'s module docs).
+//!
+//! # Not provided
+//! - Protection against a copy of the state file: two signers started from
+//!   two copies each keep their own mark.
+//! - A guard on raw bytes once [`GuardedSigner::allow_sign_bytes`] is set:
+//!   they are signed as given.
+//! - Key types other than Ed25519.
+
+use std::path::{Path, PathBuf};
+
+use super::guard::{self, Decision, GuardError, SignState};
+use super::messages::{public_key, Proposal, PublicKey, Vote};
+use super::sign_bytes::vote_extension_sign_bytes;
+use super::state_file::{self, StateFileError, StatePathProblem};
+use p2p_conn::atomic_file::{parent_dir, FileId};
+use p2p_conn::keyfile::KeyFileError;
+use p2p_conn::Identity;
+
+/// Errors of the signer layer: the guard's refusals, the state file's and
+/// the key file's errors, and the application's own.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignerError {
+    /// The double-sign guard refused the request.
+    #[error("refused: {0}")]
+    Refused(#[from] GuardError),
+    /// The request is for another chain than the signer serves.
+    #[error("the request is for chain {got:?}, this signer serves {expected:?}")]
+    WrongChainId {
+        /// The chain the signer serves.
+        expected: String,
+        /// The request's chain.
+        got: String,
+    },
+    /// The state file could not be read, written or trusted: nothing was
+    /// signed or released.
+    #[error(transparent)]
+    State(#[from] StateFileError),
+    /// Another signer (in this process or another) holds the state file's
+    /// lock: two signers on one state file could both sign the same height.
+    #[error("state file {} is in use by another signer (lock {} is held)", .path.display(), .lock.display())]
+    StateLocked {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file beside it.
+        lock: PathBuf,
+    },
+    /// The lock file beside the state file could not be opened or locked.
+    #[error("cannot lock state file {} (lock {}): {source}", .path.display(), .lock.display())]
+    LockFailed {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file beside it.
+        lock: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The validator key file could not be loaded.
+    #[error("{0}")]
+    Key(#[from] KeyFileError),
+    /// The validator key file's `pub_key` or `address` does not belong to
+    /// its private key.
+    #[error("validator key file {}: {field} does not match priv_key", .path.display())]
+    KeyMismatch {
+        /// The file.
+        path: PathBuf,
+        /// `pub_key.value` or `address`.
+        field: &'static str,
+    },
+    /// The key file has `priv_key` but neither `address` nor `pub_key`: the
+    /// shape of a node's `node_key.json` (its p2p identity), which is not
+    /// the validator's key. FilePV always writes all three.
+    #[error("{} holds only priv_key, as a node_key.json does (a node's p2p identity, not its validator key): give the validator's priv_validator_key.json, which has address and pub_key beside priv_key", .path.display())]
+    NotValidatorKey {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A `SignBytesRequest` reached a [`GuardedSigner`] that does not sign
+    /// raw bytes (the default: see [`GuardedSigner::allow_sign_bytes`]).
+    #[error("this signer does not sign raw bytes (SignBytesRequest): they could be a vote or proposal the guard never saw")]
+    SignBytesRefused,
+    /// The application's signer failed (an HSM, a remote KMS...).
+    #[error("signer failed: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// What a remote signer does for its node. A signer-side endpoint calls
+/// these methods, one request at a time, and sends the result (or the
+/// error as a `RemoteSignerError`) back.
+pub trait Signer {
+    /// The validator's public key (`PubKeyRequest`, for `chain_id`).
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError>;
+
+    /// Sign `vote` on `chain_id` (`SignVoteRequest`), returning it with
+    /// its `signature` (and, when `sign_extension` and the vote is a
+    /// non-nil precommit, its `extension_signature`) set. The timestamp may
+    /// be replaced by an earlier one (a re-served signature). MUST refuse
+    /// anything that could be a double sign. `sign_extension` is true for
+    /// v0.38.26-line nodes, `!skip_extension_signing` for v1.0.1, and
+    /// false for v0.34.35 and v0.37.18, which have no extensions.
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError>;
+
+    /// Sign `proposal` on `chain_id` (`SignProposalRequest`), as
+    /// [`Signer::sign_vote`].
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        proposal: Proposal,
+    ) -> Result<Proposal, SignerError>;
+
+    /// Sign raw bytes (v1's `SignBytesRequest`). No guard can apply: a
+    /// signer SHOULD refuse unless its node needs it ([`GuardedSigner`]
+    /// refuses by default).
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError>;
+
+    /// Answer a `PingRequest`. The default does nothing.
+    fn ping(&mut self) -> Result<(), SignerError> {
+        Ok(())
+    }
+}
+
+/// A software Ed25519 signer that guards every vote and proposal against
+/// double signing and persists its high-water mark before a signature
+/// leaves (module docs). For tests and testnets: the key is in memory.
+pub struct GuardedSigner {
+    key: Identity,
+    state: SignState,
+    state_path: PathBuf,
+    /// The state file as this signer last read or wrote it: a save over
+    /// anything else is refused.
+    state_id: FileId,
+    chain_id: Option<String>,
+    sign_bytes: bool,
+    /// Holds the exclusive lock on `<state file>.lock` while the signer
+    /// lives.
+    _lock: std::fs::File,
+}
+
+impl std::fmt::Debug for GuardedSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedSigner")
+            .field("public_key", &self.key.public_key())
+            .field("state", &self.state)
+            .field("state_path", &self.state_path)
+            .field("chain_id", &self.chain_id)
+            .field("sign_bytes", &self.sign_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuardedSigner {
+    /// A signer with `key` and the state file at `state_path`, which must
+    /// exist (create one with [`state_file::create_new`], or bring FilePV's).
+    ///
+    /// The path must be the state file's one name: a regular file, not a
+    /// symbolic link, with one hard link, not a mount point
+    /// ([`StateFileError::Path`] otherwise; `state_file`'s module docs
+    /// say why). Then it takes an exclusive lock on `<state_path>.lock`
+    /// (created if missing, and left in place), held until the signer is
+    /// dropped: a second signer on the same state file, in this process or
+    /// another and by any path to its folder, gets
+    /// [`SignerError::StateLocked`]. The lock is advisory (`flock` on
+    /// Unix): it stops signers that take it, as every `GuardedSigner` does.
+    /// Holding it, the signer removes the temporary files a killed save
+    /// left beside the state file, and loads the state.
+    ///
+    /// Before each save the signer checks that the path still leads to the
+    /// file it last wrote, with one name; otherwise it signs nothing
+    /// ([`StatePathProblem::Gone`], [`StatePathProblem::Replaced`],
+    /// [`StatePathProblem::HardLinks`]).
+    pub fn open(key: Identity, state_path: impl AsRef<Path>) -> Result<Self, SignerError> {
+        let state_path = state_path.as_ref().to_path_buf();
+        let id = state_file::inspect(&state_path)?;
+        let lock = lock_state(&state_path)?;
+        state_file::remove_stale_temps(&state_path);
+        let state = state_file::load(&state_path)?;
+        // Swapped between the check and the read: refuse rather than guess
+        // which file the state came from.
+        if state_file::inspect(&state_path)? != id {
+            return Err(StateFileError::Path {
+                path: state_path,
+                problem: StatePathProblem::Replaced,
+            }
+            .into());
+        }
+        Ok(GuardedSigner {
+            key,
+            state,
+            state_path,
+            state_id: id,
+            chain_id: None,
+            sign_bytes: false,
+            _lock: lock,
+        })
+    }
+
+    /// Serve only `chain_id`: requests for other chains are refused with
+    /// [`SignerError::WrongChainId`].
+    pub fn with_chain_id(mut self, chain_id: impl Into<String>) -> Self {
+        self.chain_id = Some(chain_id.into());
+        self
+    }
+
+    /// Sign raw bytes (v1's `SignBytesRequest`), as FilePV does. Off by
+    /// default: those bytes pass no guard, so a node (or whoever speaks
+    /// for it) could have the canonical bytes of a conflicting vote or
+    /// proposal signed through them. No CometBFT line's consensus sends
+    /// `SignBytesRequest` (v1.0.1 serves it for applications); turn it on
+    /// only for a node that needs it and is trusted not to abuse it.
+    pub fn allow_sign_bytes(mut self) -> Self {
+        self.sign_bytes = true;
+        self
+    }
+
+    /// The high-water mark (as last persisted).
+    pub fn state(&self) -> &SignState {
+        &self.state
+    }
+
+    /// The Ed25519 public key.
+    pub fn ed25519_public_key(&self) -> [u8; 32] {
+        *self.key.public_key().as_bytes()
+    }
+
+    fn check_chain(&self, chain_id: &str) -> Result<(), SignerError> {
+        match &self.chain_id {
+            Some(expected) if expected != chain_id => Err(SignerError::WrongChainId {
+                expected: expected.clone(),
+                got: chain_id.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn sign_raw(&self, bytes: &[u8]) -> Vec<u8> {
+        self.key.sign(bytes).to_vec()
+    }
+
+    /// Sign `sign_bytes` at a new HRS, persist, then hand the signature out.
+    fn sign_and_persist(
+        &mut self,
+        hrs: guard::Hrs,
+        sign_bytes: Vec<u8>,
+    ) -> Result<Vec<u8>, SignerError> {
+        let signature = self.sign_raw(&sign_bytes);
+        let next = SignState::new(hrs, sign_bytes, signature.clone());
+        self.state_id = state_file::save_over(&self.state_path, &next, self.state_id)?;
+        self.state = next;
+        Ok(signature)
+    }
+}
+
+impl Signer for GuardedSigner {
+    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+        self.check_chain(chain_id)?;
+        Ok(PublicKey {
+            sum: Some(public_key::Sum::Ed25519(self.ed25519_public_key().to_vec())),
+        })
+    }
+
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        mut vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError> {
+        self.check_chain(chain_id)?;
+        let decision = guard::check_vote(&self.state, chain_id, &vote)?;
+        let extension_signature = if sign_extension && guard::check_extension(&vote)? {
+            self.sign_raw(&vote_extension_sign_bytes(chain_id, &vote))
+        } else {
+            Vec::new()
+        };
+        match decision {
+            Decision::Sign { hrs, sign_bytes } => {
+                vote.signature = self.sign_and_persist(hrs, sign_bytes)?;
+            }
+            Decision::Reuse {
+                signature,
+                timestamp,
+            } => {
+                vote.signature = signature;
+                vote.timestamp = timestamp;
+            }
+        }
+        vote.extension_signature = extension_signature;
+        Ok(vote)
+    }
+
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        mut proposal: Proposal,
+    ) -> Result<Proposal, SignerError> {
+        self.check_chain(chain_id)?;
+        match guard::check_proposal(&self.state, chain_id, &proposal)? {
+            Decision::Sign { hrs, sign_bytes } => {
+                proposal.signature = self.sign_and_persist(hrs, sign_bytes)?;
+            }
+            Decision::Reuse {
+                signature,
+                timestamp,
+            } => {
+                proposal.signature = signature;
+                proposal.timestamp = timestamp;
+            }
+        }
+        Ok(proposal)
+    }
+
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        if !self.sign_bytes {
+            return Err(SignerError::SignBytesRefused);
+        }
+        Ok(self.sign_raw(bytes))
+    }
+}
+
+/// Takes the exclusive lock beside `state_path`, in its folder's real
+/// path (so the message names one file for every path to the folder; the
+/// lock is that folder's one file either way).
+fn lock_state(state_path: &Path) -> Result<std::fs::File, SignerError> {
+    let dir = parent_dir(state_path);
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut name = state_path.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    let lock = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(|source| SignerError::LockFailed {
+            path: state_path.to_path_buf(),
+            lock: lock.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(SignerError::StateLocked {
+            path: state_path.to_path_buf(),
+            lock,
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(SignerError::LockFailed {
+            path: state_path.to_path_buf(),
+            lock,
+            source,
+        }),
+    }
+}
+
+/// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and
+/// `priv_key`, each Ed25519 key as `{"type":..., "value": base64}`). The
+/// private key is read as [`p2p_conn::keyfile::load`] reads a node key (its
+/// checks, size limit and zeroization); `pub_key.value` and `address` must
+/// belong to it. A file with neither is refused
+/// ([`SignerError::NotValidatorKey`]): that is a `node_key.json`, and a
+/// signer serving it would sign as a validator no validator set holds. The second pass, for the public parts,
+/// skips `priv_key` without copying it and zeroizes the text it read.
+pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
+    use base64::Engine;
+    use std::io::Read;
+
+    #[derive(serde::Deserialize)]
+    struct PubKey {
+        value: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Public {
+        address: Option<String>,
+        pub_key: Option<PubKey>,
+    }
+
+    let path = path.as_ref();
+    let key = p2p_conn::keyfile::load(path)?;
+    let read_err = |source| {
+        SignerError::Key(KeyFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let mut text = zeroize::Zeroizing::new(Vec::new());
+    std::fs::File::open(path)
+        .map_err(read_err)?
+        .take(p2p_conn::keyfile::MAX_KEY_FILE_BYTES as u64)
+        .read_to_end(&mut text)
+        .map_err(read_err)?;
+    // keyfile::load accepted the file, so this parses unless it changed
+    // in between; then there is nothing public to check against.
+    let public: Option<Public> = serde_json::from_slice(&text).ok();
+    let Some(public) = public.filter(|p| p.address.is_some() || p.pub_key.is_some()) else {
+        return Err(SignerError::NotValidatorKey {
+            path: path.to_path_buf(),
+        });
+    };
+    let ours = key.public_key();
+    if let Some(pk) = public.pub_key.and_then(|p| p.value) {
+        let decoded = base64::engine::general_purpose::STANDARD.decode(pk.trim());
+        if decoded.ok().as_deref() != Some(&ours.as_bytes()[..]) {
+            return Err(SignerError::KeyMismatch {
+                path: path.to_path_buf(),
+                field: "pub_key.value",
+            });
+        }
+    }
+    if let Some(addr) = public.address {
+        let decoded = hex::decode(addr.trim());
+        if decoded.ok().as_deref() != Some(&ours.node_id().as_bytes()[..]) {
+            return Err(SignerError::KeyMismatch {
+                path: path.to_path_buf(),
+                field: "address",
+            });
+        }
+    }
+    Ok(key)
+}

@@ -1,0 +1,583 @@
+//! The signer's state file: the double-sign guard's high-water mark on
+//! disk, in CometBFT's `priv_validator_state.json` format, so that an
+//! operator can move a FilePV state file to p2p-conn and back.
+//!
+//! # Format
+//! As FilePV writes it (`cmtjson.MarshalIndent(lss, "", "  ")`, v0.38.26
+//! and v1.0.1): `height` is an int64, so a JSON string; `round` and `step`
+//! are numbers; `signature` is standard base64 and `signbytes` upper-case
+//! hex, both omitted when empty.
+//! ```text
+//! {
+//!   "height": "5",
+//!   "round": 0,
+//!   "step": 3,
+//!   "signature": "base64...",
+//!   "signbytes": "HEX..."
+//! }
+//! ```
+//! [`to_json`] writes exactly that (no trailing newline, as FilePV).
+//! [`parse`] also accepts `height` as a number, lower-case hex, `null` or
+//! empty `signature`/`signbytes`, and ignores other fields.
+//!
+//! # Design
+//! [`save`] replaces the file atomically and durably: it writes a
+//! temporary file in the same directory (created new, mode 0600 on Unix),
+//! syncs it (`fsync`), renames it over the state file, and syncs the
+//! directory (Unix). Only when all of that succeeded does it return `Ok`,
+//! and [`super::GuardedSigner`] releases a signature only then. FilePV's
+//! `WriteFileAtomic` opens its temporary file `O_SYNC` and renames it, but
+//! does not sync the directory.
+//!
+//! One state file, one name. [`super::GuardedSigner`] keeps one signer per
+//! state file with a lock beside it (`<file>.lock`), so the lock must be
+//! the same file whatever path a signer is given. A path through a
+//! symbolic-linked or bind-mounted folder, or with `.` and `..` in it,
+//! reaches the same folder and so the same lock. A second name for the
+//! file itself would not: a symbolic link or a hard link in another
+//! folder, or a bind mount of the file, has a lock of its own beside it.
+//! So a state file must be a regular file with one name that is not a
+//! mount point ([`StatePathProblem`] says which rule failed), checked when
+//! the signer opens it and again before every save, when the file must
+//! also still be the one the signer last wrote (not moved away, not
+//! replaced by another writer). The checks read the file's own metadata
+//! (`lstat`: device, inode, link count) and, on Linux,
+//! `/proc/self/mountinfo`.
+//!
+//! # Guarantees
+//! - After a failed [`save`] (at any step before the rename) the old file
+//!   is untouched and the temporary file is removed (unless removing it
+//!   fails too). A crash leaves either the old or the new file whole,
+//!   perhaps with a stray temporary file beside it, which the next
+//!   [`super::GuardedSigner::open`] removes.
+//! - [`load`] reads at most [`MAX_STATE_FILE_BYTES`]; its errors name the
+//!   file and the problem.
+//!
+//! # Not provided
+//! - A copy is another file: two signers with two copies of one state
+//!   file (`cp`, a restored backup, a second machine) each keep their own
+//!   mark, and nothing here can see that. Never start a second signer from
+//!   a copy.
+//! - The name checks on systems other than Unix (there, only the lock
+//!   holds), and a bind mount of the file where `/proc/self/mountinfo`
+//!   cannot be read (the signer's first save then fails: Linux refuses to
+//!   rename over a mount point, so nothing is signed).
+//! - Filesystems where rename is not atomic or `flock` is not shared
+//!   between machines (some network mounts).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+
+use super::guard::{Hrs, SignState, Step};
+use p2p_conn::atomic_file::{
+    is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged,
+};
+
+/// The largest state file [`load`] reads. A FilePV state file is under
+/// 1 KiB (its sign bytes are a canonical vote or proposal).
+pub const MAX_STATE_FILE_BYTES: usize = 64 * 1024;
+
+/// Why a state file could not be read, written or trusted: this module's
+/// one error (the signer wraps it in its own).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateFileError {
+    /// The state file could not be opened or read.
+    #[error("cannot read state file {}: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The state file is larger than [`MAX_STATE_FILE_BYTES`].
+    #[error("state file {} is larger than {max_bytes} bytes; check the path", .path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        max_bytes: usize,
+    },
+    /// The state file's content is not a `priv_validator_state.json`.
+    #[error("state file {}: {problem}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: StateFileProblem,
+    },
+    /// The path is not the state file's one name, or no longer leads to
+    /// the file last written ([`StatePathProblem`]).
+    #[error("state file {}: {problem}", .path.display())]
+    Path {
+        /// The path given.
+        path: PathBuf,
+        /// Which rule it breaks.
+        problem: StatePathProblem,
+    },
+    /// The state file could not be written: a signer releases nothing.
+    #[error("cannot write state file {}: {source}", .path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What is wrong with the content of a state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateFileProblem {
+    /// Not UTF-8.
+    #[error("it is not UTF-8 text, so not JSON")]
+    NotUtf8,
+    /// Not valid JSON.
+    #[error("it is not valid JSON (syntax error at line {line}, column {column})")]
+    NotJson {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// Not a JSON object.
+    #[error("it is not a JSON object")]
+    NotObject,
+    /// A field is missing or has the wrong JSON type.
+    #[error("{field} is missing or not {expected}")]
+    BadField {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// `step` is not 0 to 3.
+    #[error("step is {step}, not 0 (none), 1 (propose), 2 (prevote) or 3 (precommit)")]
+    BadStep {
+        /// The value.
+        step: i64,
+    },
+    /// Sign bytes are recorded but no signature (FilePV panics on this).
+    #[error("signbytes are recorded but no signature")]
+    SignBytesWithoutSignature,
+}
+
+/// Why a state file's path is not the one name of the state file, or no
+/// longer leads to the file the signer last wrote (module docs: one state
+/// file, one name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatePathProblem {
+    /// The path is a symbolic link: a signer given the target's own path
+    /// would take another lock.
+    #[error("it is a symbolic link (to {}): give the state file's own path, so that every signer takes the one lock beside it", .target.display())]
+    Symlink {
+        /// Where it leads (resolved where possible).
+        target: PathBuf,
+    },
+    /// The file has more than one name (hard links): a signer given
+    /// another name would take another lock.
+    #[error("the file has {names} names (hard links), and a signer under another name would take another lock: remove the other names (find them with `find / -xdev -samefile FILE`)")]
+    HardLinks {
+        /// Its link count.
+        names: u64,
+    },
+    /// The path is a mount point (a bind mount of the file): a signer given
+    /// the mount's source would take another lock.
+    #[error("it is a mount point (a bind mount of the file): give its path in the filesystem it lives in")]
+    MountPoint,
+    /// Not a regular file (a folder, a device...).
+    #[error("it is not a regular file")]
+    NotAFile,
+    /// The file was moved or removed while the signer ran: it signs
+    /// nothing more (another signer may have taken the file elsewhere).
+    #[error("it is no longer there: it was moved or removed while this signer ran, and this signer signs nothing more; restart it on the state file's path")]
+    Gone,
+    /// Another writer replaced the file while the signer ran (a restored
+    /// backup, a signer that takes no lock): the signer's mark may be
+    /// wrong either way, so it signs nothing more.
+    #[error("it was replaced by another writer while this signer ran (a restored backup, a signer that takes no lock), and this signer signs nothing more; restart it to load what is there now")]
+    Replaced,
+}
+
+/// Parse the text of a `priv_validator_state.json`.
+pub fn parse(json: &str) -> Result<SignState, StateFileProblem> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| StateFileProblem::NotJson {
+            line: e.line(),
+            column: e.column(),
+        })?;
+    let obj = value.as_object().ok_or(StateFileProblem::NotObject)?;
+    let height = match obj.get("height") {
+        Some(serde_json::Value::String(s)) => s.parse::<i64>().ok(),
+        Some(serde_json::Value::Number(n)) => n.as_i64(),
+        _ => None,
+    }
+    .ok_or(StateFileProblem::BadField {
+        field: "height",
+        expected: "an int64 (a decimal string)",
+    })?;
+    let round = obj
+        .get("round")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|r| i32::try_from(r).ok())
+        .ok_or(StateFileProblem::BadField {
+            field: "round",
+            expected: "an int32",
+        })?;
+    let step_n =
+        obj.get("step")
+            .and_then(serde_json::Value::as_i64)
+            .ok_or(StateFileProblem::BadField {
+                field: "step",
+                expected: "an integer",
+            })?;
+    let step = i8::try_from(step_n)
+        .ok()
+        .and_then(Step::from_i8)
+        .ok_or(StateFileProblem::BadStep { step: step_n })?;
+    let signature = match obj.get("signature") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::String(s)) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|_| StateFileProblem::BadField {
+            field: "signature",
+            expected: "standard base64",
+        })?,
+        Some(_) => {
+            return Err(StateFileProblem::BadField {
+                field: "signature",
+                expected: "a base64 string",
+            })
+        }
+    };
+    let sign_bytes = match obj.get("signbytes") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::String(s)) => {
+            hex::decode(s).map_err(|_| StateFileProblem::BadField {
+                field: "signbytes",
+                expected: "hex",
+            })?
+        }
+        Some(_) => {
+            return Err(StateFileProblem::BadField {
+                field: "signbytes",
+                expected: "a hex string",
+            })
+        }
+    };
+    if !sign_bytes.is_empty() && signature.is_empty() {
+        return Err(StateFileProblem::SignBytesWithoutSignature);
+    }
+    Ok(SignState::new(
+        Hrs::new(height, round, step),
+        sign_bytes,
+        signature,
+    ))
+}
+
+/// The state as FilePV writes it (two-space indent, no trailing newline).
+pub fn to_json(state: &SignState) -> String {
+    let hrs = state.hrs();
+    let mut out = format!(
+        "{{\n  \"height\": \"{}\",\n  \"round\": {},\n  \"step\": {}",
+        hrs.height,
+        hrs.round,
+        hrs.step.as_i8()
+    );
+    if !state.signature().is_empty() {
+        out.push_str(",\n  \"signature\": \"");
+        base64::engine::general_purpose::STANDARD.encode_string(state.signature(), &mut out);
+        out.push('"');
+    }
+    if !state.sign_bytes().is_empty() {
+        out.push_str(",\n  \"signbytes\": \"");
+        out.push_str(&hex::encode_upper(state.sign_bytes()));
+        out.push('"');
+    }
+    out.push_str("\n}");
+    out
+}
+
+/// Read and parse a state file.
+pub fn load(path: impl AsRef<Path>) -> Result<SignState, StateFileError> {
+    let path = path.as_ref();
+    let read_err = |source| StateFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    if !read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(read_err)? {
+        return Err(StateFileError::TooLarge {
+            path: path.to_path_buf(),
+            max_bytes: MAX_STATE_FILE_BYTES,
+        });
+    }
+    let parsed = match std::str::from_utf8(&bytes) {
+        Ok(text) => parse(text),
+        Err(_) => Err(StateFileProblem::NotUtf8),
+    };
+    parsed.map_err(|problem| StateFileError::Invalid {
+        path: path.to_path_buf(),
+        problem,
+    })
+}
+
+/// Replace the state file at `path` with `state`, atomically and durably
+/// (module docs). `Ok` only once the new file and its directory entry are
+/// synced. Checks nothing about the file it replaces: a signer uses
+/// [`super::GuardedSigner`], which does.
+pub fn save(path: impl AsRef<Path>, state: &SignState) -> Result<(), StateFileError> {
+    let path = path.as_ref();
+    stage(path, state)?
+        .rename_over(path)
+        .map_err(write_err(path))?;
+    Ok(())
+}
+
+/// Write the initial state (nothing signed) as a new state file, never
+/// replacing anything at `path` (an existing name fails with
+/// `io::ErrorKind::AlreadyExists` inside [`StateFileError::Write`]).
+pub fn create_new(path: impl AsRef<Path>) -> Result<(), StateFileError> {
+    let path = path.as_ref();
+    stage(path, &SignState::default())?
+        .link_new(path)
+        .map_err(write_err(path))?;
+    Ok(())
+}
+
+/// [`save`], but only over the file that `expected` identifies, still with
+/// one name (module docs), checked once the new state is written and
+/// synced and just before it is renamed into place. The new file's
+/// identity.
+pub(crate) fn save_over(
+    path: &Path,
+    state: &SignState,
+    expected: FileId,
+) -> Result<FileId, StateFileError> {
+    let staged = stage(path, state)?;
+    let problem = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(StatePathProblem::Gone),
+        Err(source) => {
+            return Err(StateFileError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+        Ok(meta) if meta.file_type().is_symlink() => Some(symlink_problem(path)),
+        Ok(meta) if FileId::of(&meta) != expected => Some(StatePathProblem::Replaced),
+        Ok(meta) => match link_count(&meta) {
+            1 => None,
+            names => Some(StatePathProblem::HardLinks { names }),
+        },
+    };
+    if let Some(problem) = problem {
+        return Err(path_err(path, problem));
+    }
+    staged.rename_over(path).map_err(write_err(path))
+}
+
+/// Check that `path` is the one name of a regular file that is not a
+/// mount point (module docs): its identity.
+pub(crate) fn inspect(path: &Path) -> Result<FileId, StateFileError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|source| StateFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.file_type().is_symlink() {
+        return Err(path_err(path, symlink_problem(path)));
+    }
+    if !meta.is_file() {
+        return Err(path_err(path, StatePathProblem::NotAFile));
+    }
+    let names = link_count(&meta);
+    if names > 1 {
+        return Err(path_err(path, StatePathProblem::HardLinks { names }));
+    }
+    if is_mount_point(path) {
+        return Err(path_err(path, StatePathProblem::MountPoint));
+    }
+    Ok(FileId::of(&meta))
+}
+
+/// Remove the temporary files [`save`] leaves beside `path` when it is
+/// killed mid-write (`.NAME.<16 hex>.tmp`); only for the holder of the
+/// state file's lock, so that no save is under way. Best effort: how many
+/// were removed.
+pub(crate) fn remove_stale_temps(path: &Path) -> usize {
+    let (Some(name), Ok(entries)) = (path.file_name(), std::fs::read_dir(parent_dir(path))) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| is_temp_name_of(&e.file_name(), name))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+fn stage(path: &Path, state: &SignState) -> Result<Staged, StateFileError> {
+    Staged::new(path, to_json(state).as_bytes(), |f, d| f.write_all(d)).map_err(write_err(path))
+}
+
+fn write_err(path: &Path) -> impl Fn(std::io::Error) -> StateFileError + '_ {
+    move |source| StateFileError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn path_err(path: &Path, problem: StatePathProblem) -> StateFileError {
+    StateFileError::Path {
+        path: path.to_path_buf(),
+        problem,
+    }
+}
+
+fn symlink_problem(path: &Path) -> StatePathProblem {
+    let target = std::fs::canonicalize(path)
+        .or_else(|_| std::fs::read_link(path))
+        .unwrap_or_default();
+    StatePathProblem::Symlink { target }
+}
+
+/// Whether `path` is a mount point in this process's mount table (Linux;
+/// elsewhere, and when the table cannot be read, false).
+fn is_mount_point(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let (Ok(real), Ok(table)) = (
+            std::fs::canonicalize(path),
+            std::fs::read_to_string("/proc/self/mountinfo"),
+        ) else {
+            return false;
+        };
+        let real = real.as_os_str().as_bytes();
+        table
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .any(|point| unescape_mount_point(point) == real)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it, with its `\NNN`
+/// octal escapes (space, tab, newline, backslash) undone.
+#[cfg(target_os = "linux")]
+fn unescape_mount_point(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "p2p-conn-state-{tag}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A write that fails half way (a full disk) leaves the old state file
+    /// as it was and no temporary file behind.
+    #[test]
+    fn failed_write_never_replaces_the_state() {
+        let dir = temp_dir("fail");
+        let path = dir.join("priv_validator_state.json");
+        let old = SignState::new(Hrs::new(7, 1, Step::Prevote), vec![1, 2], vec![3, 4]);
+        save(&path, &old).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let new = SignState::new(Hrs::new(8, 0, Step::Propose), vec![5], vec![6]);
+        let err = Staged::new(&path, to_json(&new).as_bytes(), |f, d| {
+            f.write_all(&d[..d.len() / 2])?;
+            Err(std::io::Error::other("disk full"))
+        })
+        .err()
+        .unwrap();
+        assert_eq!(err.to_string(), "disk full");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        assert_eq!(load(&path).unwrap(), old);
+        assert_eq!(entries(&dir), vec!["priv_validator_state.json".to_string()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `save` replaces; `create_new` never does.
+    #[test]
+    fn save_replaces_create_new_does_not() {
+        let dir = temp_dir("create");
+        let path = dir.join("s.json");
+        create_new(&path).unwrap();
+        assert_eq!(load(&path).unwrap(), SignState::default());
+        let s = SignState::new(Hrs::new(1, 0, Step::Precommit), vec![9], vec![8]);
+        save(&path, &s).unwrap();
+        assert_eq!(load(&path).unwrap(), s);
+        match create_new(&path) {
+            Err(StateFileError::Write { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists)
+            }
+            other => panic!("expected AlreadyExists, got {other:?}"),
+        }
+        assert_eq!(load(&path).unwrap(), s);
+        assert_eq!(entries(&dir), vec!["s.json".to_string()]);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// mountinfo's escapes, and only well-formed ones.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape_mount_point(r"/a\040b\011c"), b"/a b\tc");
+        assert_eq!(unescape_mount_point(r"/x\134y"), b"/x\\y");
+        assert_eq!(unescape_mount_point(r"/end\04"), b"/end\\04");
+        assert_eq!(unescape_mount_point(r"/no\999"), b"/no\\999");
+    }
+}

@@ -1,0 +1,38 @@
+//! privval messages over a tokio stream: a
+//! [`p2p_conn::io::tokio::SecretConnection`] (`tcp://`) or any `AsyncBufRead`,
+//! such as a `tokio::io::BufReader` over a `UnixStream` (`unix://`).
+
+use std::future::poll_fn;
+use std::pin::Pin;
+
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
+
+use super::{encode, Decoder, Message, PrivvalError};
+use p2p_conn::io::tokio::poll_decode as poll_feed;
+
+/// Reads the next message, taking only its bytes from the stream's buffer.
+/// A clean end of stream between messages is
+/// [`std::io::ErrorKind::UnexpectedEof`] in [`PrivvalError::Io`]; inside a
+/// message it is [`PrivvalError::Truncated`].
+///
+/// Cancel-safe: the partial message lives in `decoder`, and only bytes fed
+/// to it are consumed. Call again with the same decoder to resume.
+pub async fn read<S>(stream: &mut S, decoder: &mut Decoder) -> Result<Message, PrivvalError>
+where
+    S: AsyncBufRead + Unpin,
+{
+    poll_fn(|cx| poll_feed(Pin::new(&mut *stream), cx, decoder)).await
+}
+
+/// Writes `msg` with its length prefix and flushes it.
+///
+/// Not cancel-safe: dropped mid-write, part of the message may have been
+/// sent and the stream is out of step.
+pub async fn write<S>(stream: &mut S, msg: &Message) -> Result<(), PrivvalError>
+where
+    S: AsyncWrite + Unpin,
+{
+    stream.write_all(&encode(msg)).await?;
+    stream.flush().await?;
+    Ok(())
+}

@@ -1,0 +1,29 @@
+//! The tests of `p2p-conn-privval`, in one binary: a module per concern,
+//! each gated on the features it needs (`cargo test -p p2p-conn-privval
+//! --no-default-features` runs the sans-IO ones).
+//!
+//! - [`guard`]: the double-sign guard, case by case and as properties.
+//! - [`signer`]: `GuardedSigner` and the state file (names, faults, FilePV
+//!   files both ways).
+//! - [`messages`]: the message stream through a real secret connection and
+//!   plaintext, hostile input, the decoder's properties.
+//! - [`messages_cometbft_go`], [`sign_bytes_cometbft_go`]: the messages,
+//!   the sign bytes and what may be signed, against each line's own Go code.
+//! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
+//!   against each other, hostile peers, CometBFT's own signer and node
+//!   sides, and tmkms.
+
+mod common;
+
+#[cfg(feature = "tokio")]
+mod endpoint;
+#[cfg(feature = "tokio")]
+mod endpoint_cometbft_go;
+mod guard;
+#[cfg(feature = "tokio")]
+mod messages;
+mod messages_cometbft_go;
+mod sign_bytes_cometbft_go;
+mod signer;
+#[cfg(feature = "tokio")]
+mod tmkms;
