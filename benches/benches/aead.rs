@@ -5,16 +5,16 @@
 //! where the CPU has AVX-512 IFMA; its raw single-frame rows are ring's).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use p2p_conn::proto::aead::Cipher;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{Backend, Sealer};
+use p2p_conn::proto::Sealer;
+use p2p_conn::Backend;
 
 fn raw_aead(c: &mut Criterion) {
     let mut g = c.benchmark_group("aead_seal");
     for len in [1028usize, 64 * 1024] {
         g.throughput(Throughput::Bytes(len as u64));
         for &backend in Backend::ALL {
-            let cipher = Cipher::new(backend, &[7u8; 32]);
+            let cipher = p2p_conn::testkit::internals::cipher(backend, &[7u8; 32]);
             let mut buf = vec![0x5au8; len];
             let mut counter = 0u64;
             g.bench_with_input(BenchmarkId::new(backend.name(), len), &len, |b, _| {
@@ -35,7 +35,7 @@ fn framed_seal(c: &mut Criterion) {
     for frame_size in [1024usize, 4096, 16384] {
         for &backend in Backend::ALL {
             let mut sealer = Sealer::new(
-                Cipher::new(backend, &[9u8; 32]),
+                p2p_conn::testkit::internals::cipher(backend, &[9u8; 32]),
                 FrameSize::new(frame_size).unwrap(),
             );
             let mut out = Vec::with_capacity(sealer.sealed_len(msg.len()));
@@ -65,9 +65,9 @@ fn framed_open(c: &mut Criterion) {
         let key = [9u8; 32];
         let fs = FrameSize::STANDARD;
         // Enough sealed messages for every iteration's counter.
-        let mut sealer = Sealer::new(Cipher::new(backend, &key), fs);
+        let mut sealer = Sealer::new(p2p_conn::testkit::internals::cipher(backend, &key), fs);
         let mut reader = FrameReader::new(ReadCore::new(
-            Opener::new(Cipher::new(backend, &key), fs),
+            Opener::new(p2p_conn::testkit::internals::cipher(backend, &key), fs),
             Vec::new(),
             64 * 1024,
         ));

@@ -12,11 +12,11 @@
 
 use std::task::Poll;
 
-use p2p_conn::proto::aead::Cipher;
-use p2p_conn::proto::sealed_frame_len;
+use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{Backend, Sealer};
+use p2p_conn::proto::Sealer;
 use p2p_conn::testkit::internals::{seal_at, FrameWriter, WriteCore};
+use p2p_conn::Backend;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -34,7 +34,7 @@ fn main() {
     let mut checksum = 0u64;
     match mode {
         "bare" => {
-            let cipher = Cipher::new(Backend::Ring, &key);
+            let cipher = p2p_conn::testkit::internals::cipher(Backend::Ring, &key);
             let frames_per_msg = msg_size.div_ceil(frame);
             let mut buf = vec![0u8; frames_per_msg * sealed_frame_len(frame)];
             let mut counter = 0u64;
@@ -49,7 +49,7 @@ fn main() {
         }
         "writer" => {
             let sealer = Sealer::new(
-                Cipher::new(Backend::Ring, &key),
+                p2p_conn::testkit::internals::cipher(Backend::Ring, &key),
                 FrameSize::new(frame).unwrap(),
             );
             let mut w = FrameWriter::new(WriteCore::new(sealer, p2p_conn::DEFAULT_FLUSH_SIZE));

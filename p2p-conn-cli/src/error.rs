@@ -114,7 +114,7 @@ impl CliError {
             CliError::Connection(e) => match e {
                 Error::Timeout(_) => Stage::Timeout,
                 Error::PeerIdMismatch { .. } => Stage::IdMismatch,
-                Error::InvalidConfig(_) | Error::Identity(_) | Error::KeyFile(_) => Stage::Usage,
+                Error::InvalidConfig(_) | Error::Identity(_) => Stage::Usage,
                 _ => Stage::Handshake,
             },
             CliError::NodeInfo(f) => match f {
@@ -199,7 +199,7 @@ pub enum CopyError {
     Recv(Error),
     /// `--mconn`: the MConnection ended on an error.
     #[error("connection failed: MConnection: {0}")]
-    Mconn(p2p_conn_mconn::CloseReason),
+    Mconn(p2p_conn_mconn::MConnCloseReason),
 }
 
 impl CopyError {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use p2p_conn::io::tokio::SecretConnection;
 use p2p_conn_mconn::{
-    ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received, SendError,
+    ChannelDescriptor, MConnCloseReason, MConnConfig, MConnSendError, MConnection, Received,
     DEFAULT_PONG_TIMEOUT,
 };
 
@@ -77,7 +77,7 @@ pub async fn pipe(
             match sender.send(first, chunk).await {
                 Ok(()) => {}
                 // The download side reports why it closed.
-                Err(SendError::Closed(_)) => break,
+                Err(MConnSendError::Closed(_)) => break,
                 Err(e) => return Err(CliError::failed(format!("--mconn: {e}"))),
             }
         }
@@ -100,7 +100,7 @@ pub async fn pipe(
         };
         stdout.finish().await.map_err(CopyError::Stdout)?;
         match reason {
-            None | Some(CloseReason::Local | CloseReason::PeerClosed) => Ok(()),
+            None | Some(MConnCloseReason::Local | MConnCloseReason::PeerClosed) => Ok(()),
             Some(other) => Err(CliError::from(CopyError::Mconn(other))),
         }
     };

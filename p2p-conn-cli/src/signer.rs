@@ -34,8 +34,8 @@ use p2p_conn_privval::endpoint::{
 };
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{
-    load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, GuardedSigner, Proposal,
-    PublicKey, Signer, SignerError, Vote,
+    load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, CryptoPublicKey,
+    GuardedSigner, Proposal, Signer, SignerError, Vote,
 };
 use serde_json::{json, Value};
 
@@ -140,7 +140,7 @@ impl Recording {
 }
 
 impl Signer for Recording {
-    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
         self.inner.public_key(chain_id)
     }
 

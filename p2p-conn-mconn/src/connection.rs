@@ -38,7 +38,7 @@ pub const RECV_BUFFER_BYTES: usize = 1 << 20;
 /// Why the connection ended.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CloseReason {
+pub enum MConnCloseReason {
     /// The MConnection refused the peer's input, or the pong was late.
     #[error(transparent)]
     Protocol(MConnError),
@@ -53,11 +53,11 @@ pub enum CloseReason {
     Local,
 }
 
-impl CloseReason {
+impl MConnCloseReason {
     /// The core's error, when it is one.
     pub fn protocol(&self) -> Option<&MConnError> {
         match self {
-            CloseReason::Protocol(e) => Some(e),
+            MConnCloseReason::Protocol(e) => Some(e),
             _ => None,
         }
     }
@@ -66,14 +66,14 @@ impl CloseReason {
 /// Why a send did not queue its message.
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SendError {
+pub enum MConnSendError {
     /// The core refused it ([`MConnError::UnknownChannel`],
     /// [`MConnError::SendQueueFull`]); the connection goes on.
     #[error(transparent)]
     Refused(MConnError),
     /// The connection is closed.
     #[error("connection closed: {0}")]
-    Closed(CloseReason),
+    Closed(MConnCloseReason),
 }
 
 /// What [`MConnReceiver::recv`] gives.
@@ -88,21 +88,21 @@ pub enum Received {
         data: Bytes,
     },
     /// The connection ended; nothing follows.
-    Closed(CloseReason),
+    Closed(MConnCloseReason),
 }
 
-impl PartialEq for CloseReason {
+impl PartialEq for MConnCloseReason {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
-            (CloseReason::Protocol(a), CloseReason::Protocol(b)) => a == b,
-            (CloseReason::Transport(a), CloseReason::Transport(b)) => Arc::ptr_eq(a, b),
-            (CloseReason::PeerClosed, CloseReason::PeerClosed)
-            | (CloseReason::Local, CloseReason::Local) => true,
+            (MConnCloseReason::Protocol(a), MConnCloseReason::Protocol(b)) => a == b,
+            (MConnCloseReason::Transport(a), MConnCloseReason::Transport(b)) => Arc::ptr_eq(a, b),
+            (MConnCloseReason::PeerClosed, MConnCloseReason::PeerClosed)
+            | (MConnCloseReason::Local, MConnCloseReason::Local) => true,
             _ => false,
         }
     }
 }
-impl Eq for CloseReason {}
+impl Eq for MConnCloseReason {}
 
 struct Shared {
     core: Mutex<MConnCore>,
@@ -112,7 +112,7 @@ struct Shared {
     /// The writer drained send-queue bytes, or the connection closed.
     room: Notify,
     closing: AtomicBool,
-    closed: Mutex<Option<CloseReason>>,
+    closed: Mutex<Option<MConnCloseReason>>,
     /// The send queue over the write half: its writer task seals and
     /// writes the batches.
     queue: queue::Sender,
@@ -124,7 +124,7 @@ impl Shared {
         // consistent.
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn closed(&self) -> Option<CloseReason> {
+    fn closed(&self) -> Option<MConnCloseReason> {
         self.closed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -211,7 +211,7 @@ impl Shared {
 ///   core's byte cap) and [`MConnSender::try_send`] refuses at once
 ///   ([`MConnError::SendQueueFull`]); a message larger than the queue's whole
 ///   capacity is refused by both. Neither copies the message.
-/// - Every end is one [`CloseReason`], delivered once as
+/// - Every end is one [`MConnCloseReason`], delivered once as
 ///   [`Received::Closed`] and returned by every later send: a protocol
 ///   error from the core (unknown channel, a message over the receive cap,
 ///   a late pong, a malformed packet, ...), a transport error, the peer's
@@ -331,7 +331,7 @@ impl MConnection {
 
 fn finish(
     shared: &Shared,
-    reason: CloseReason,
+    reason: MConnCloseReason,
     events: &mpsc::UnboundedSender<(Received, Option<OwnedSemaphorePermit>)>,
 ) {
     shared.closing.store(true, Ordering::Release);
@@ -372,12 +372,12 @@ async fn reader<R: AsyncRead + Unpin>(
     mut read: ReadHalf<R>,
     events: &mpsc::UnboundedSender<(Received, Option<OwnedSemaphorePermit>)>,
     buffer: &Arc<Semaphore>,
-) -> CloseReason {
+) -> MConnCloseReason {
     loop {
         let input = match read.fill_buf().await {
-            Ok([]) => return CloseReason::PeerClosed,
+            Ok([]) => return MConnCloseReason::PeerClosed,
             Ok(b) => b,
-            Err(e) => return CloseReason::Transport(Arc::new(Error::from_io(e))),
+            Err(e) => return MConnCloseReason::Transport(Arc::new(Error::from_io(e))),
         };
         let (used, event, held) = {
             let mut core = shared.core();
@@ -386,7 +386,7 @@ async fn reader<R: AsyncRead + Unpin>(
                     let held = event.is_none() && used < input.len();
                     (used, event, held.then(|| core.poll_timeout()).flatten())
                 }
-                Err(e) => return CloseReason::Protocol(e),
+                Err(e) => return MConnCloseReason::Protocol(e),
             }
         };
         read.consume(used);
@@ -394,14 +394,14 @@ async fn reader<R: AsyncRead + Unpin>(
             Some(Event::Message { channel, data }) => {
                 let want = data.len().clamp(1, RECV_BUFFER_BYTES) as u32;
                 let Ok(permit) = Arc::clone(buffer).acquire_many_owned(want).await else {
-                    return CloseReason::Local;
+                    return MConnCloseReason::Local;
                 };
                 let data = Bytes::from(data);
                 if events
                     .send((Received::Message { channel, data }, Some(permit)))
                     .is_err()
                 {
-                    return CloseReason::Local;
+                    return MConnCloseReason::Local;
                 }
             }
             Some(Event::Ping) => shared.wake_writer.notify_one(),
@@ -414,7 +414,7 @@ async fn reader<R: AsyncRead + Unpin>(
     }
 }
 
-async fn writer(shared: &Shared) -> CloseReason {
+async fn writer(shared: &Shared) -> MConnCloseReason {
     let queue = &shared.queue;
     let mut batch = Vec::with_capacity(BATCH_BYTES);
     // Set by a close: when the writer stops handing over and writing.
@@ -426,7 +426,7 @@ async fn writer(shared: &Shared) -> CloseReason {
             let mut core = shared.core();
             let now = Instant::now();
             if let Err(e) = core.handle_timeout(now) {
-                return CloseReason::Protocol(e);
+                return MConnCloseReason::Protocol(e);
             }
             batch.clear();
             let n = core.poll_transmit(now, &mut batch, BATCH_BYTES);
@@ -447,15 +447,15 @@ async fn writer(shared: &Shared) -> CloseReason {
             return match tokio::time::timeout_at(at, queue.flush()).await {
                 Ok(Ok(())) => {
                     queue.shutdown();
-                    CloseReason::Local
+                    MConnCloseReason::Local
                 }
                 Ok(Err(e)) => queue_failure(e),
-                Err(_) => CloseReason::Local,
+                Err(_) => MConnCloseReason::Local,
             };
         }
         let Some(next) = next else {
             // Only after a failure, which returned above.
-            return CloseReason::Local;
+            return MConnCloseReason::Local;
         };
         tokio::select! {
             () = wake => {}
@@ -477,7 +477,7 @@ async fn hand_over(
     shared: &Shared,
     send: impl Future<Output = Result<(), queue::SendError>>,
     deadline: &mut Option<tokio::time::Instant>,
-) -> Result<(), CloseReason> {
+) -> Result<(), MConnCloseReason> {
     tokio::pin!(send);
     loop {
         let wake = shared.wake_writer.notified();
@@ -493,7 +493,7 @@ async fn hand_over(
         tokio::select! {
             r = &mut send => return r.map_err(queue_failure),
             // Past the bound: the task's end stops the queue.
-            () = bound => return Err(CloseReason::Local),
+            () = bound => return Err(MConnCloseReason::Local),
             // A close, or another wake-up (a ping, a message): the batch
             // after this one takes it in.
             () = &mut wake, if deadline.is_none() => {}
@@ -512,15 +512,15 @@ fn take_batch(batch: &mut Vec<u8>) -> Bytes {
 }
 
 /// Why the send queue stopped, as the connection's close reason.
-fn queue_failure(e: queue::SendError) -> CloseReason {
+fn queue_failure(e: queue::SendError) -> MConnCloseReason {
     match e {
         queue::SendError::Closed {
             reason: queue::CloseReason::Failed(e),
             ..
-        } => CloseReason::Transport(e),
+        } => MConnCloseReason::Transport(e),
         // Stopped by this connection (only at its end), or full (not under
         // back-pressure).
-        _ => CloseReason::Local,
+        _ => MConnCloseReason::Local,
     }
 }
 
@@ -548,9 +548,9 @@ impl MConnSender {
     /// Queues `message` on `channel` now, or refuses it:
     /// [`MConnError::SendQueueFull`] when the channel's send queue lacks
     /// room, [`MConnError::UnknownChannel`], or the close reason.
-    pub fn try_send(&self, channel: u8, message: impl Into<Vec<u8>>) -> Result<(), SendError> {
+    pub fn try_send(&self, channel: u8, message: impl Into<Vec<u8>>) -> Result<(), MConnSendError> {
         if let Some(r) = self.shared.closed() {
-            return Err(SendError::Closed(r));
+            return Err(MConnSendError::Closed(r));
         }
         self.shared
             .core()
@@ -560,15 +560,17 @@ impl MConnSender {
         Ok(())
     }
 
-    fn refused(&self, e: MConnError) -> SendError {
+    fn refused(&self, e: MConnError) -> MConnSendError {
         match e {
             MConnError::SendQueueFull { .. } | MConnError::UnknownChannel(_) => {
-                SendError::Refused(e)
+                MConnSendError::Refused(e)
             }
             // The core has failed: the task is closing with this error.
-            other => {
-                SendError::Closed(self.shared.closed().unwrap_or(CloseReason::Protocol(other)))
-            }
+            other => MConnSendError::Closed(
+                self.shared
+                    .closed()
+                    .unwrap_or(MConnCloseReason::Protocol(other)),
+            ),
         }
     }
 
@@ -576,7 +578,11 @@ impl MConnSender {
     /// queue lacks room. Refused at once: an unknown channel, a message
     /// larger than the queue's whole capacity; and a closed connection.
     /// Cancel-safe: a dropped future has queued nothing.
-    pub async fn send(&self, channel: u8, message: impl Into<Vec<u8>>) -> Result<(), SendError> {
+    pub async fn send(
+        &self,
+        channel: u8,
+        message: impl Into<Vec<u8>>,
+    ) -> Result<(), MConnSendError> {
         let message = message.into();
         let cost = message.len().max(1);
         loop {
@@ -584,14 +590,14 @@ impl MConnSender {
             tokio::pin!(room);
             room.as_mut().enable();
             if let Some(r) = self.shared.closed() {
-                return Err(SendError::Closed(r));
+                return Err(MConnSendError::Closed(r));
             }
             {
                 let mut core = self.shared.core();
                 let Some(free) = core.send_room(channel) else {
-                    return Err(SendError::Refused(MConnError::UnknownChannel(i32::from(
-                        channel,
-                    ))));
+                    return Err(MConnSendError::Refused(MConnError::UnknownChannel(
+                        i32::from(channel),
+                    )));
                 };
                 let stats = core.channel_stats(channel).unwrap_or_default();
                 if free >= cost || cost > free + stats.queued_bytes {
@@ -630,13 +636,13 @@ impl MConnSender {
     }
 
     /// Why the connection ended, once it has.
-    pub fn close_reason(&self) -> Option<CloseReason> {
+    pub fn close_reason(&self) -> Option<MConnCloseReason> {
         self.shared.closed()
     }
 
     /// Closes the connection after sending what is queued (the writer
     /// drains the send queues, then shuts the stream down), within
-    /// [`CLOSE_TIMEOUT`]; [`Received::Closed`] with [`CloseReason::Local`]
+    /// [`CLOSE_TIMEOUT`]; [`Received::Closed`] with [`MConnCloseReason::Local`]
     /// follows unless something else ended it first.
     pub fn close(&self) {
         self.shared.close();

@@ -89,8 +89,8 @@ pub use self::channel::{
 };
 #[cfg(feature = "tokio")]
 pub use self::connection::{
-    CloseReason, MConnReceiver, MConnSender, MConnection, Received, SendError, BATCH_BYTES,
-    CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
+    MConnCloseReason, MConnReceiver, MConnSendError, MConnSender, MConnection, Received,
+    BATCH_BYTES, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::{

@@ -29,39 +29,39 @@ pub fn encode(msg: &Message) -> Vec<u8> {
 /// drop the connection).
 ///
 /// ```
-/// use p2p_conn_privval::{encode, message::Sum, Decoder, Message, PingRequest};
+/// use p2p_conn_privval::{encode, message::Sum, MessageDecoder, Message, PingRequest};
 ///
 /// let wire = encode(&Message::from(Sum::PingRequest(PingRequest::default())));
 /// assert_eq!(wire, [2, 0x3a, 0]);
-/// let mut dec = Decoder::new();
+/// let mut dec = MessageDecoder::new();
 /// let (used, got) = dec.feed(&wire).unwrap();
 /// assert_eq!(used, 3);
 /// assert!(matches!(got.and_then(|m| m.sum), Some(Sum::PingRequest(_))));
 /// ```
 #[derive(Debug)]
-pub struct Decoder {
+pub struct MessageDecoder {
     reader: DelimitedReader,
     /// An error was returned: the stream is out of step.
     failed: bool,
 }
 
-impl Default for Decoder {
+impl Default for MessageDecoder {
     fn default() -> Self {
-        Decoder::new()
+        MessageDecoder::new()
     }
 }
 
-impl Decoder {
+impl MessageDecoder {
     /// A decoder with the limit CometBFT nodes read signer messages with,
     /// [`MAX_MESSAGE_BYTES`].
-    pub fn new() -> Decoder {
-        Decoder::with_limit(MAX_MESSAGE_BYTES)
+    pub fn new() -> MessageDecoder {
+        MessageDecoder::with_limit(MAX_MESSAGE_BYTES)
     }
 
     /// A decoder refusing message bodies longer than `limit` bytes (for a
     /// v0.40.0 node's limit, [`super::MAX_MESSAGE_BYTES_V040`]).
-    pub fn with_limit(limit: usize) -> Decoder {
-        Decoder {
+    pub fn with_limit(limit: usize) -> MessageDecoder {
+        MessageDecoder {
             reader: DelimitedReader::new(limit),
             failed: false,
         }
@@ -119,11 +119,11 @@ impl Decoder {
 
 /// A clean end between messages is [`std::io::ErrorKind::UnexpectedEof`]
 /// in [`PrivvalError::Io`] here: a reader that wants a message has none.
-impl Feed for Decoder {
+impl Feed for MessageDecoder {
     type Item = Message;
     type Error = PrivvalError;
     fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<Message>), PrivvalError> {
-        Decoder::feed(self, input)
+        MessageDecoder::feed(self, input)
     }
     fn end_of_stream(&self) -> PrivvalError {
         self.eof()
@@ -131,7 +131,7 @@ impl Feed for Decoder {
     }
 }
 
-/// A message body as [`Decoder`] decodes it: protobuf `Message` holding a
+/// A message body as [`MessageDecoder`] decodes it: protobuf `Message` holding a
 /// request or response this crate knows.
 pub(crate) fn decode_body(body: &[u8]) -> Result<Message, PrivvalError> {
     let msg = Message::decode(body).map_err(|e| PrivvalError::Malformed(e.to_string()))?;
@@ -143,16 +143,16 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Message, PrivvalError> {
 
 /// The framing alone, for the endpoints: whole bodies out, decoded by the
 /// caller with [`decode_body`]. A body that does not decode then leaves
-/// the stream in step (its bytes were taken), where [`Decoder`], which
+/// the stream in step (its bytes were taken), where [`MessageDecoder`], which
 /// reports it from `feed`, could not say how many bytes it took.
 #[cfg(feature = "tokio")]
 #[derive(Debug)]
-pub(crate) struct Frames(Decoder);
+pub(crate) struct Frames(MessageDecoder);
 
 #[cfg(feature = "tokio")]
 impl Frames {
     pub(crate) fn new(limit: usize) -> Frames {
-        Frames(Decoder::with_limit(limit))
+        Frames(MessageDecoder::with_limit(limit))
     }
 }
 
@@ -189,7 +189,7 @@ mod tests {
         })));
         let mut input = ping();
         input.extend_from_slice(&second);
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         let (used, got) = dec.feed(&input).unwrap();
         assert_eq!(used, ping().len());
         assert!(matches!(got.unwrap().sum, Some(Sum::PingRequest(_))));
@@ -206,7 +206,7 @@ mod tests {
     #[test]
     fn limit_is_checked_on_the_prefix() {
         // 10241 = 0x2801: varint 0x81 0x50, one above the limit.
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         let err = dec.feed(&[0x81, 0x50]).unwrap_err();
         assert!(
             matches!(
@@ -220,7 +220,7 @@ mod tests {
         );
         assert!(matches!(dec.feed(&[0]), Err(PrivvalError::Spent)));
         // Exactly the limit is allowed: the prefix is taken, the body awaited.
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         assert_eq!(dec.feed(&[0x80, 0x50]).unwrap(), (2, None));
         assert!(matches!(
             dec.eof(),
@@ -234,21 +234,21 @@ mod tests {
     #[test]
     fn unknown_and_empty_messages_are_refused() {
         // Field 11, length-delimited, empty: not a oneof member at any line.
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         assert!(matches!(
             dec.feed(&[2, 0x5a, 0]),
             Err(PrivvalError::UnknownMessage)
         ));
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         assert!(matches!(dec.feed(&[0]), Err(PrivvalError::UnknownMessage)));
         // A body that is not protobuf (a truncated field).
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         assert!(matches!(
             dec.feed(&[2, 0x3a, 5]),
             Err(PrivvalError::Malformed(_))
         ));
         // A bad varint prefix.
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         assert!(matches!(
             dec.feed(&[0xff; 11]),
             Err(PrivvalError::BadLength)
@@ -259,7 +259,7 @@ mod tests {
     /// make the decoder reserve that much.
     #[test]
     fn huge_limit_reserves_only_what_arrives() {
-        let mut dec = Decoder::with_limit(usize::MAX);
+        let mut dec = MessageDecoder::with_limit(usize::MAX);
         // 2^62, announced; three body bytes follow.
         let prefix = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
         assert_eq!(dec.feed(&prefix).unwrap(), (9, None));
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn byte_at_a_time() {
         let wire = ping();
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         for (i, b) in wire.iter().enumerate() {
             let (used, got) = dec.feed(std::slice::from_ref(b)).unwrap();
             assert_eq!(used, 1);

@@ -28,15 +28,15 @@
 //!     [`PubKeyResponse::ed25519`] fills all three; each line's own
 //!     generated decoder keeps its fields and drops the others' (tested),
 //!     and a real node of every line takes its validator key from it
-//!     (`p2p-conn-cli/tests/signer_cometbft_node.rs`).
+//!     (`p2p-conn-cli/tests/it/signer_cometbft_node.rs`).
 //!   - [`SignVoteRequest::skip_extension_signing`] (3): v1.0.1 only.
 //!   - [`Vote::extension`] (9) and [`Vote::extension_signature`] (10): from
 //!     v0.38.26; v0.34.35 and v0.37.18 skip them.
-//!   - [`PublicKey`]: ed25519 (1) and secp256k1 (2), the types every line
+//!   - [`CryptoPublicKey`]: ed25519 (1) and secp256k1 (2), the types every line
 //!     has; a key of another type decodes with `sum: None`.
 //!
 //!   `spec/privval.md` lists every field number per line.
-//! - [`Decoder`] is the sans-IO reader: it takes exactly one message's
+//! - [`MessageDecoder`] is the sans-IO reader: it takes exactly one message's
 //!   bytes at a time, checks the length prefix against its limit before it
 //!   allocates, and names what went wrong in a [`PrivvalError`].
 //!   [`encode`] writes a message with its prefix.
@@ -67,7 +67,7 @@
 //!   given. The [`guard`] checks block ID hash lengths and timestamps
 //!   before anything is signed; heights and the chain ID beyond the
 //!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
-//! - Timeouts in [`Decoder`] and [`tokio`]: the endpoints bound every read
+//! - Timeouts in [`MessageDecoder`] and [`tokio`]: the endpoints bound every read
 //!   and write; over these, use `tokio::time::timeout` (the node gives
 //!   each read and write 5 s; `spec/privval.md`).
 
@@ -88,10 +88,10 @@ pub mod tokio;
 
 #[cfg(feature = "tokio")]
 pub(crate) use codec::{decode_body, Frames};
-pub use codec::{encode, Decoder};
+pub use codec::{encode, MessageDecoder};
 pub use messages::{
-    message, public_key, signed_msg_type, BlockId, Message, PartSetHeader, PingRequest,
-    PingResponse, Proposal, PubKeyRequest, PubKeyResponse, PublicKey, RemoteSignerError,
+    crypto_public_key, message, signed_msg_type, BlockId, CryptoPublicKey, Message, PartSetHeader,
+    PingRequest, PingResponse, Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError,
     SignBytesRequest, SignBytesResponse, SignProposalRequest, SignVoteRequest,
     SignedProposalResponse, SignedVoteResponse, Timestamp, Vote,
 };

@@ -19,7 +19,7 @@
 //! - [`SignVoteRequest`]: `skip_extension_signing` 3 at v1.0.1 only.
 //! - [`Vote`]: `extension` 9 and `extension_signature` 10 from v0.38.26;
 //!   absent at v0.34.35 and v0.37.18, whose decoders skip them.
-//! - [`PublicKey`]: ed25519 1 and secp256k1 2 at every line; bls12381 3 at
+//! - [`CryptoPublicKey`]: ed25519 1 and secp256k1 2 at every line; bls12381 3 at
 //!   v0.39.4, v0.40.0 and v1.0.1; mldsa65 4 at v0.38.26 and v0.40.0;
 //!   secp256k1eth 5 at v0.40.0.
 
@@ -155,21 +155,22 @@ pub struct Proposal {
     pub signature: Vec<u8>,
 }
 
-/// `PublicKey`, a oneof of key types.
+/// CometBFT's `crypto.PublicKey` (named apart from `p2p_conn::PublicKey`), a
+/// oneof of key types.
 #[derive(Clone, PartialEq, Eq, Hash, prost::Message)]
 #[non_exhaustive]
-pub struct PublicKey {
+pub struct CryptoPublicKey {
     /// The key; `None` if the peer sent a type this crate does not know.
-    #[prost(oneof = "public_key::Sum", tags = "1, 2")]
-    pub sum: Option<public_key::Sum>,
+    #[prost(oneof = "crypto_public_key::Key", tags = "1, 2")]
+    pub sum: Option<crypto_public_key::Key>,
 }
 
-/// The [`PublicKey`] oneof.
-pub mod public_key {
+/// The [`CryptoPublicKey`] oneof.
+pub mod crypto_public_key {
     /// A public key by type.
     #[derive(Clone, PartialEq, Eq, Hash, prost::Oneof)]
     #[non_exhaustive]
-    pub enum Sum {
+    pub enum Key {
         /// A 32-byte Ed25519 key.
         #[prost(bytes, tag = "1")]
         Ed25519(Vec<u8>),
@@ -209,7 +210,7 @@ pub struct PubKeyRequest {
 pub struct PubKeyResponse {
     /// The key, as v0.34.35 to v0.40.0 read it (non-nullable there).
     #[prost(message, optional, tag = "1")]
-    pub pub_key: Option<PublicKey>,
+    pub pub_key: Option<CryptoPublicKey>,
     /// Set when the signer could not answer.
     #[prost(message, optional, tag = "2")]
     pub error: Option<RemoteSignerError>,
@@ -225,11 +226,11 @@ impl PubKeyResponse {
     /// An Ed25519 key in both forms: field 1 for v0.34.35 to v0.40.0,
     /// fields 3 and 4 (`"ed25519"`) for v1.0.1. Each line's generated
     /// decoder keeps its own and drops the others (tested), and real nodes
-    /// of every line accept it (`p2p-conn-cli/tests/signer_cometbft_node.rs`).
+    /// of every line accept it (`p2p-conn-cli/tests/it/signer_cometbft_node.rs`).
     pub fn ed25519(key: [u8; 32]) -> PubKeyResponse {
         PubKeyResponse {
-            pub_key: Some(PublicKey {
-                sum: Some(public_key::Sum::Ed25519(key.to_vec())),
+            pub_key: Some(CryptoPublicKey {
+                sum: Some(crypto_public_key::Key::Ed25519(key.to_vec())),
             }),
             error: None,
             pub_key_bytes: key.to_vec(),
@@ -333,7 +334,7 @@ pub struct PingResponse {}
 #[non_exhaustive]
 pub struct Message {
     /// The request or response; `None` if the frame held none this crate
-    /// knows ([`Decoder`](super::Decoder) reports that as
+    /// knows ([`MessageDecoder`](super::MessageDecoder) reports that as
     /// [`PrivvalError::UnknownMessage`](super::PrivvalError::UnknownMessage)).
     #[prost(oneof = "message::Sum", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]
     pub sum: Option<message::Sum>,

@@ -44,7 +44,7 @@
 use std::path::{Path, PathBuf};
 
 use super::guard::{self, Decision, GuardError, SignState};
-use super::messages::{public_key, Proposal, PublicKey, Vote};
+use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
 use p2p_conn::atomic_file::{parent_dir, FileId};
@@ -124,7 +124,7 @@ pub enum SignerError {
 /// error as a `RemoteSignerError`) back.
 pub trait Signer {
     /// The validator's public key (`PubKeyRequest`, for `chain_id`).
-    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError>;
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError>;
 
     /// Sign `vote` on `chain_id` (`SignVoteRequest`), returning it with
     /// its `signature` (and, when `sign_extension` and the vote is a
@@ -291,10 +291,12 @@ impl GuardedSigner {
 }
 
 impl Signer for GuardedSigner {
-    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
         self.check_chain(chain_id)?;
-        Ok(PublicKey {
-            sum: Some(public_key::Sum::Ed25519(self.ed25519_public_key().to_vec())),
+        Ok(CryptoPublicKey {
+            sum: Some(crypto_public_key::Key::Ed25519(
+                self.ed25519_public_key().to_vec(),
+            )),
         })
     }
 

@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
-use super::{encode, Decoder, Message, PrivvalError};
+use super::{encode, Message, MessageDecoder, PrivvalError};
 use p2p_conn::io::tokio::poll_decode as poll_feed;
 
 /// Reads the next message, taking only its bytes from the stream's buffer.
@@ -17,7 +17,7 @@ use p2p_conn::io::tokio::poll_decode as poll_feed;
 ///
 /// Cancel-safe: the partial message lives in `decoder`, and only bytes fed
 /// to it are consumed. Call again with the same decoder to resume.
-pub async fn read<S>(stream: &mut S, decoder: &mut Decoder) -> Result<Message, PrivvalError>
+pub async fn read<S>(stream: &mut S, decoder: &mut MessageDecoder) -> Result<Message, PrivvalError>
 where
     S: AsyncBufRead + Unpin,
 {

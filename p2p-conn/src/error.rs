@@ -51,11 +51,6 @@ pub enum Error {
     /// A node ID string could not be parsed.
     #[error("{0}")]
     Identity(#[from] IdentityError),
-    /// A `node_key.json` could not be read, parsed or saved (the message
-    /// names the file and the problem, never the key).
-    #[cfg(feature = "keyfile")]
-    #[error("{0}")]
-    KeyFile(#[from] crate::keyfile::KeyFileError),
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(String),
@@ -103,8 +98,6 @@ impl Error {
             Error::PeerIdMismatch { .. } => ErrorKind::PermissionDenied,
             Error::Poisoned => ErrorKind::BrokenPipe,
             Error::Identity(_) | Error::InvalidConfig(_) => ErrorKind::InvalidInput,
-            #[cfg(feature = "keyfile")]
-            Error::KeyFile(_) => ErrorKind::InvalidInput,
         };
         std::io::Error::new(kind, self)
     }

@@ -76,7 +76,7 @@ pub mod delimited;
 mod engine;
 mod error;
 mod events;
-pub mod identity;
+pub(crate) mod identity;
 pub mod io;
 #[cfg(feature = "keyfile")]
 pub mod keyfile;
@@ -92,7 +92,8 @@ pub use config::{
 };
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
-pub use proto::{Backend, ProtocolError};
+pub use proto::aead::Backend;
+pub use proto::error::ProtocolError;
 
 /// The crate's README (what crates.io shows), compiled as a doctest.
 #[doc = include_str!("../README.md")]

@@ -13,7 +13,7 @@
 //! stage prints the free disk and the size of `target/` first (these
 //! machines share one disk). Environment: `CI=true` makes the interop tests
 //! fail, not skip, without Go, the vectors or tmkms (`test` sets it unless
-//! it is set); `FUZZ_SECONDS` (default 30) bounds each fuzz target in
+//! it is set); `FUZZ_SECONDS` (default 10: a smoke run) bounds each fuzz target in
 //! `fuzz-smoke`.
 //!
 //! std only, so that `cargo xtask` builds in seconds.
@@ -98,7 +98,7 @@ const STAGES: &[Stage] = &[
     },
     Stage {
         name: "fuzz-smoke",
-        about: "every fuzz target for FUZZ_SECONDS (default 30) seconds (long runs: p2p-conn-fuzz/run.sh 3600)",
+        about: "every fuzz target for FUZZ_SECONDS (default 10) seconds, a smoke run (long runs: p2p-conn-fuzz/run.sh 3600)",
         run: fuzz_smoke,
     },
 ];
@@ -767,6 +767,6 @@ fn test(ctx: &Ctx) -> Result<(), String> {
 }
 
 fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
-    let seconds = std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "30".into());
+    let seconds = std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "10".into());
     ctx.run("p2p-conn-fuzz/run.sh", &[&seconds], &[])
 }

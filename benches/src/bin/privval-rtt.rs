@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 use p2p_conn::Identity;
 use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
 use p2p_conn_privval::{
-    signed_msg_type, state_file, vote_sign_bytes, BlockId, GuardedSigner, PartSetHeader, Proposal,
-    PublicKey, Signer, SignerError, Timestamp, Vote,
+    signed_msg_type, state_file, vote_sign_bytes, BlockId, CryptoPublicKey, GuardedSigner,
+    PartSetHeader, Proposal, Signer, SignerError, Timestamp, Vote,
 };
 
 const CHAIN: &str = "bench-chain";
@@ -46,7 +46,7 @@ struct TimedSigner<S> {
 }
 
 impl<S: Signer + ?Sized> Signer for TimedSigner<Box<S>> {
-    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
         self.inner.public_key(chain_id)
     }
 
@@ -84,7 +84,7 @@ impl<S: Signer + ?Sized> Signer for TimedSigner<Box<S>> {
 struct Unguarded(GuardedSigner);
 
 impl Signer for Unguarded {
-    fn public_key(&mut self, chain_id: &str) -> Result<PublicKey, SignerError> {
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
         self.0.public_key(chain_id)
     }
 

@@ -6,7 +6,7 @@ use p2p_conn::io::tokio::{self as ptokio, SecretConnection};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError};
 use p2p_conn::{Config, Identity, NodeId};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
-use p2p_conn_mconn::{ChannelDescriptor, CloseReason, MConnConfig, MConnection, Received};
+use p2p_conn_mconn::{ChannelDescriptor, MConnCloseReason, MConnConfig, MConnection, Received};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -192,11 +192,11 @@ async fn ask(
 }
 
 /// The end of the connection, worded as before the adapter.
-fn closed(why: &CloseReason) -> String {
+fn closed(why: &MConnCloseReason) -> String {
     match why {
-        CloseReason::PeerClosed => "the node closed the connection".into(),
-        CloseReason::Transport(e) => describe(e),
-        CloseReason::Protocol(e) => format!("MConnection: {e}"),
+        MConnCloseReason::PeerClosed => "the node closed the connection".into(),
+        MConnCloseReason::Transport(e) => describe(e),
+        MConnCloseReason::Protocol(e) => format!("MConnection: {e}"),
         other => other.to_string(),
     }
 }

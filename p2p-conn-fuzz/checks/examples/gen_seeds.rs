@@ -10,9 +10,10 @@ use std::panic;
 use std::path::Path;
 use std::sync::Mutex;
 
-use p2p_conn::proto::auth_sig;
-use p2p_conn::proto::{Backend, HandshakeParams};
+use p2p_conn::proto::HandshakeParams;
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::auth_sig;
+use p2p_conn::Backend;
 
 /// `TARGET/NAME` of every seed whose check failed.
 static FAILED: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -542,7 +543,8 @@ fn send_queue_seeds() {
 /// `codec_decoder` input (see `p2p_conn_fuzz_checks::codec_decoder`): the
 /// backend, the messages the peer seals, then steps.
 mod cd {
-    use p2p_conn::proto::{Backend, STANDARD_SEALED_FRAME};
+    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
+    use p2p_conn::Backend;
 
     pub fn head(backend: Backend, lens: &[u16]) -> Vec<u8> {
         let i = Backend::ALL.iter().position(|&b| b == backend).unwrap();
@@ -585,7 +587,7 @@ mod cd {
 
 fn codec_decoder_seeds() {
     use cd::*;
-    use p2p_conn::proto::STANDARD_SEALED_FRAME as FRAME;
+    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME as FRAME;
     let avx512 = Backend::ALL.iter().copied().find(|b| b.name() == "avx512");
     let wide = avx512.unwrap_or(Backend::ALL[0]);
     let narrow = Backend::ALL[0];

@@ -2,10 +2,11 @@
 //! ephemeral-key message parser.
 
 use crate::internals::{read_uvarint, Varint};
-use p2p_conn::proto::auth_sig;
-use p2p_conn::proto::handshake::EPH_MSG_LEN;
-use p2p_conn::proto::{HandshakeParams, ProtocolError, Stage};
+use p2p_conn::proto::wire::EPH_MSG_LEN;
+use p2p_conn::proto::{HandshakeParams, Stage};
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::auth_sig;
+use p2p_conn::ProtocolError;
 
 /// `auth_sig::decode` and `read_uvarint` on arbitrary bytes, and the
 /// handshake's ephemeral-key message parser (not public on its own: driven
@@ -19,7 +20,7 @@ use p2p_conn::testkit;
 pub fn check(data: &[u8]) {
     if let Ok((key, sig)) = auth_sig::decode(data) {
         let enc = auth_sig::encode(&key, &sig);
-        assert_eq!(enc.len(), auth_sig::AUTH_SIG_MSG_LEN);
+        assert_eq!(enc.len(), p2p_conn::proto::wire::AUTH_SIG_MSG_LEN);
         assert_eq!(usize::from(enc[0]), enc.len() - 1, "delimiting prefix");
         assert_eq!(
             auth_sig::decode(&enc[1..]),

@@ -15,7 +15,7 @@ use tokio_util::codec::{Decoder, Encoder};
 use crate::drive::handshake_pair;
 use crate::input::Input;
 use p2p_conn::io::codec::{SecretCodec, SecretDecoder};
-use p2p_conn::proto::STANDARD_SEALED_FRAME;
+use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::testkit;
 use p2p_conn::Config;
 

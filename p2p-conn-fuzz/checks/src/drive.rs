@@ -8,8 +8,9 @@ use std::task::Poll;
 
 use crate::input::Input;
 use crate::internals::{FrameReader, ReadCore};
-use p2p_conn::proto::{Backend, FrameSize, HandshakeParams};
+use p2p_conn::proto::{FrameSize, HandshakeParams};
 use p2p_conn::testkit::{self, Fault, Faults, HandshakeRun, Plan, Rng};
+use p2p_conn::Backend;
 
 /// The fixed frame key of the `frames` (hostile mode) and `roundtrip` targets.
 pub const KEY: [u8; 32] = [0x42; 32];

@@ -3,10 +3,11 @@
 
 use crate::drive::{handshake_pair, read_all, Chunks, KEY};
 use crate::input::Input;
-use crate::internals::{Cipher, ReadCore};
+use crate::internals::ReadCore;
 use p2p_conn::proto::wire::{sealed_frame_len, LEN_PREFIX, TAG_LEN};
-use p2p_conn::proto::{Backend, FrameSize, Opener};
+use p2p_conn::proto::{FrameSize, Opener};
 use p2p_conn::testkit;
+use p2p_conn::Backend;
 
 /// The receive side after a handshake. `cfg % 3` picks the mode, `cfg / 4`
 /// the backend:
@@ -76,7 +77,7 @@ fn frames_hostile(inp: &mut Input<'_>, backend: Backend) {
     let out_max = 1 + usize::from(inp.u16());
     let cut = inp.u16();
     let sealed = sealed_frame_len(fs);
-    let cipher = Cipher::new(backend, &KEY);
+    let cipher = p2p_conn::testkit::internals::cipher(backend, &KEY);
 
     // Build and seal the frames; `data[i]` is what frame i announces (None:
     // a length field above the frame size).
@@ -123,7 +124,7 @@ fn frames_hostile(inp: &mut Input<'_>, backend: Backend) {
         .collect();
     let core = ReadCore::new(
         Opener::new(
-            Cipher::new(read_backend, &KEY),
+            p2p_conn::testkit::internals::cipher(read_backend, &KEY),
             FrameSize::new(fs).expect("valid frame size"),
         ),
         Vec::new(),

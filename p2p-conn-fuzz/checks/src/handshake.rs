@@ -1,9 +1,10 @@
 //! `handshake`: the handshake state machine on arbitrary peer bytes.
 
 use crate::input::Input;
-use p2p_conn::proto::{Backend, FrameSize, HandshakeParams, ProtocolError, Stage};
+use p2p_conn::proto::{FrameSize, HandshakeParams, Stage};
 use p2p_conn::testkit;
 use p2p_conn::PublicKey;
+use p2p_conn::{Backend, ProtocolError};
 
 /// The handshake state machine fed arbitrary peer bytes in arbitrary chunks.
 ///

@@ -1,6 +1,6 @@
 //! [`Input`]: typed values read from the front of a fuzz input.
 
-use p2p_conn::proto::Backend;
+use p2p_conn::Backend;
 
 /// Reads typed values from the front of the fuzz input; an exhausted input
 /// reads as zeros, so every input decodes.

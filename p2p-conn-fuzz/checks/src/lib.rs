@@ -31,7 +31,6 @@ pub mod send_queue;
 /// The p2p-conn internals the checks drive: the engine and the test hooks
 /// are crate-private in p2p-conn and reached through `testkit::internals`.
 mod internals {
-    pub use p2p_conn::proto::aead::Cipher;
     pub use p2p_conn::testkit::internals::{
         read_uvarint, seal_at, Admission, Budget, FrameReader, FrameWriter, ReadCore, Varint,
         WriteCore,

@@ -3,7 +3,7 @@
 use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
 use p2p_conn_privval::{
     encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId,
-    Decoder, Message, Timestamp,
+    Message, MessageDecoder, Timestamp,
 };
 
 /// Whether CometBFT can sign a request with this block ID and timestamp,
@@ -55,7 +55,7 @@ const LIMIT: usize = 512;
 /// error, if any (an error reports no byte count, so the bytes taken
 /// before it are not compared).
 fn run(input: &[u8], chunk: usize) -> (Vec<Message>, usize, Option<String>) {
-    let mut dec = Decoder::with_limit(LIMIT);
+    let mut dec = MessageDecoder::with_limit(LIMIT);
     let mut msgs = Vec::new();
     let mut used = 0;
     let mut through_last = 0;
@@ -80,7 +80,7 @@ fn run(input: &[u8], chunk: usize) -> (Vec<Message>, usize, Option<String>) {
     (msgs, through_last, None)
 }
 
-/// `privval`: the privval `Decoder` on any bytes. The first byte sets the
+/// `privval`: the privval `MessageDecoder` on any bytes. The first byte sets the
 /// chunk size the rest is fed in; fed whole and in chunks, the decoder must
 /// return the same messages and the same error after taking the same bytes.
 /// Every decoded message re-encodes to bytes that decode to an equal
@@ -100,7 +100,7 @@ pub fn check(data: &[u8]) {
     assert!(used <= rest.len());
     for msg in msgs {
         let wire = encode(&msg);
-        let mut dec = Decoder::with_limit(usize::MAX);
+        let mut dec = MessageDecoder::with_limit(usize::MAX);
         let (n, back) = dec.feed(&wire).expect("our own encoding");
         assert_eq!(n, wire.len());
         assert_eq!(

@@ -6,8 +6,8 @@ use std::task::Poll;
 
 use crate::drive::{read_all, Chunks, KEY, MAX_STEPS};
 use crate::input::Input;
-use crate::internals::{Cipher, FrameWriter, ReadCore, WriteCore};
-use p2p_conn::proto::sealed_frame_len;
+use crate::internals::{FrameWriter, ReadCore, WriteCore};
+use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::{FrameSize, Opener, Sealer};
 use p2p_conn::testkit;
 
@@ -60,7 +60,7 @@ pub fn check(data: &[u8]) {
     }
 
     let mut writer = FrameWriter::new(WriteCore::new(
-        Sealer::new(Cipher::new(wb, &KEY), frame_size),
+        Sealer::new(p2p_conn::testkit::internals::cipher(wb, &KEY), frame_size),
         flush,
     ));
     let max_chunk = writer.core().max_chunk();
@@ -167,7 +167,7 @@ pub fn check(data: &[u8]) {
     assert_eq!(wire.len(), expected_wire, "wire length");
 
     let core = ReadCore::new(
-        Opener::new(Cipher::new(rb, &KEY), frame_size),
+        Opener::new(p2p_conn::testkit::internals::cipher(rb, &KEY), frame_size),
         initial.clone(),
         rbuf,
     );

@@ -136,7 +136,7 @@ fn auth_sig_reflected_key_with_bit_255_set() {
 /// zero padding, zero tag). It used to yield "EVIL!".
 #[test]
 fn codec_decoder_forged_frame_after_decode_one() {
-    use p2p_conn::proto::Backend;
+    use p2p_conn::Backend;
     let avx512 = Backend::ALL
         .iter()
         .position(|b| b.name() == "avx512")

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use p2p_conn::testkit::{payload, tokio_secret_pair};
 use p2p_conn::Config;
 use p2p_conn_mconn::{
-    ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnReceiver, MConnSender,
-    MConnection, Received, SendError, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
+    ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnReceiver, MConnSendError,
+    MConnSender, MConnection, Received, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -40,7 +40,7 @@ async fn fill_until_stalled(tx: &MConnSender, msg_len: usize, sent: &mut u64) {
     loop {
         match tx.try_send(0x20, payload(msg_len, *sent)) {
             Ok(()) => *sent += 1,
-            Err(SendError::Refused(MConnError::SendQueueFull { .. })) => {
+            Err(MConnSendError::Refused(MConnError::SendQueueFull { .. })) => {
                 let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
                 if queued != last.0 {
                     last = (queued, Instant::now());
@@ -105,15 +105,15 @@ async fn back_pressure_reaches_the_sender() {
     let huge = vec![0u8; cap + 1];
     assert!(matches!(
         tx.try_send(0x20, huge.clone()),
-        Err(SendError::Refused(MConnError::SendQueueFull { .. }))
+        Err(MConnSendError::Refused(MConnError::SendQueueFull { .. }))
     ));
     assert!(matches!(
         tx.send(0x20, huge).await,
-        Err(SendError::Refused(MConnError::SendQueueFull { .. }))
+        Err(MConnSendError::Refused(MConnError::SendQueueFull { .. }))
     ));
     assert!(matches!(
         tx.try_send(0x21, vec![1]),
-        Err(SendError::Refused(MConnError::UnknownChannel(0x21)))
+        Err(MConnSendError::Refused(MConnError::UnknownChannel(0x21)))
     ));
 }
 
@@ -158,18 +158,21 @@ async fn close_flushes_then_ends() {
         match next(&mut brx).await {
             Received::Message { channel, data } => got.push((channel, data.len())),
             Received::Closed(r) => {
-                assert_eq!(r, CloseReason::PeerClosed);
+                assert_eq!(r, MConnCloseReason::PeerClosed);
                 break;
             }
             other => panic!("{other:?}"),
         }
     }
     assert_eq!(got.len(), 10, "{got:?}");
-    assert_eq!(next(&mut arx).await, Received::Closed(CloseReason::Local));
+    assert_eq!(
+        next(&mut arx).await,
+        Received::Closed(MConnCloseReason::Local)
+    );
     assert_eq!(arx.recv().await, None);
     assert!(matches!(
         tx.try_send(0x20, vec![1]),
-        Err(SendError::Closed(CloseReason::Local))
+        Err(MConnSendError::Closed(MConnCloseReason::Local))
     ));
 }
 
@@ -201,7 +204,7 @@ async fn close_is_bounded_when_the_peer_never_reads() {
     let got = tokio::time::timeout(bound, arx.recv())
         .await
         .unwrap_or_else(|_| panic!("the connection outlived close() by {bound:?}"));
-    assert_eq!(got, Some(Received::Closed(CloseReason::Local)));
+    assert_eq!(got, Some(Received::Closed(MConnCloseReason::Local)));
     assert!(start.elapsed() >= CLOSE_TIMEOUT, "gave up before the bound");
     // Our write half is gone: reading drains what the kernels hold, then
     // ends (end of stream, or a frame cut short), rather than waiting.

@@ -21,7 +21,7 @@ use p2p_conn_interop::mconn_peer::{
 };
 use p2p_conn_interop::process::Proc;
 use p2p_conn_mconn::{
-    ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnReceiver, MConnSender,
+    ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnReceiver, MConnSender,
     MConnection, Received,
 };
 use sha2::{Digest as _, Sha256};
@@ -117,7 +117,7 @@ async fn next(rx: &mut MConnReceiver, limit: Duration, test: &str) -> Received {
 }
 
 /// Wait for the close event (messages before it are an error).
-async fn closed(rx: &mut MConnReceiver, limit: Duration, test: &str) -> CloseReason {
+async fn closed(rx: &mut MConnReceiver, limit: Duration, test: &str) -> MConnCloseReason {
     match next(rx, limit, test).await {
         Received::Closed(r) => r,
         Received::Message { channel, data } => panic!(
@@ -193,7 +193,7 @@ fn both_ways(version: GoVersion, test: &str) {
             tx.close();
             assert_eq!(
                 closed(&mut rx, RUN, test).await,
-                CloseReason::Local,
+                MConnCloseReason::Local,
                 "{test}"
             );
             (sent, received)
@@ -243,7 +243,11 @@ fn pings_answered(version: GoVersion, test: &str) {
         });
         let lasted = started.elapsed();
         let out = MconnOutput::collect(proc, Instant::now() + RUN);
-        assert_eq!(reason, CloseReason::PeerClosed, "{test} {dir:?}: {out:?}");
+        assert_eq!(
+            reason,
+            MConnCloseReason::PeerClosed,
+            "{test} {dir:?}: {out:?}"
+        );
         assert!(lasted >= Duration::from_secs(1), "{test}: {lasted:?}");
         assert!(
             matches!(out.events.as_slice(), [MconnEvent::Stopped { why, .. }] if why == "duration"),
@@ -293,7 +297,7 @@ fn late_pong(version: GoVersion, test: &str) {
         proc.stop(Duration::from_millis(100));
         assert_eq!(
             reason,
-            CloseReason::Protocol(MConnError::PongTimeout),
+            MConnCloseReason::Protocol(MConnError::PongTimeout),
             "{test} {dir:?}"
         );
         assert!(stats.0 >= 2, "{test} {dir:?}: pongs before: {stats:?}");
@@ -332,7 +336,10 @@ fn unknown_channel(version: GoVersion, test: &str) {
         "{test}: {out:?}"
     );
     assert!(
-        matches!(reason, CloseReason::PeerClosed | CloseReason::Transport(_)),
+        matches!(
+            reason,
+            MConnCloseReason::PeerClosed | MConnCloseReason::Transport(_)
+        ),
         "{test}: {reason:?}"
     );
     // From Go (it dials).
@@ -357,7 +364,7 @@ fn unknown_channel(version: GoVersion, test: &str) {
     let out = MconnOutput::collect(proc, Instant::now() + RUN);
     assert_eq!(
         reason,
-        CloseReason::Protocol(MConnError::UnknownChannel(0x23)),
+        MConnCloseReason::Protocol(MConnError::UnknownChannel(0x23)),
         "{test}: {out:?}"
     );
     assert!(out.error().is_some(), "{test}: Go saw no hang-up: {out:?}");
@@ -388,7 +395,7 @@ fn over_receive_cap(version: GoVersion, test: &str) {
     });
     let out = MconnOutput::collect(proc, Instant::now() + RUN);
     match reason {
-        CloseReason::Protocol(MConnError::RecvMessageTooLarge {
+        MConnCloseReason::Protocol(MConnError::RecvMessageTooLarge {
             channel: 0x20,
             len,
             capacity: 1000,
@@ -419,7 +426,10 @@ fn over_receive_cap(version: GoVersion, test: &str) {
         "{test}: {error}"
     );
     assert!(
-        matches!(reason, CloseReason::PeerClosed | CloseReason::Transport(_)),
+        matches!(
+            reason,
+            MConnCloseReason::PeerClosed | MConnCloseReason::Transport(_)
+        ),
         "{test}: {reason:?}"
     );
 }

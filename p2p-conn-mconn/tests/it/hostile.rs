@@ -15,7 +15,7 @@ use p2p_conn::testkit::evil_peer::{play, After, Auth, Scenario};
 use p2p_conn::{Config, Identity};
 use p2p_conn_interop::alloc::{live_here, peak_here, reset_peak_here, Counting};
 use p2p_conn_mconn::{
-    max_packet_size, ChannelDescriptor, CloseReason, MConnConfig, MConnError, MConnection,
+    max_packet_size, ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnection,
     Received, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };
 
@@ -34,7 +34,7 @@ const SLACK: isize = 512 * 1024;
 /// Play `plaintext` (after the honest handshake) against a victim with
 /// [`CHANNEL`] capped at [`CAP`]: why it closed, and its peak memory growth
 /// (this thread's) from the MConnection's start.
-fn victim(plaintext: Vec<u8>) -> (CloseReason, isize) {
+fn victim(plaintext: Vec<u8>) -> (MConnCloseReason, isize) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().unwrap();
     let evil = std::thread::spawn(move || {
@@ -90,7 +90,7 @@ fn oversized_length() {
     let max = max_packet_size(DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE);
     assert_eq!(
         reason,
-        CloseReason::Protocol(MConnError::PacketTooLarge { len: 100_000, max })
+        MConnCloseReason::Protocol(MConnError::PacketTooLarge { len: 100_000, max })
     );
     assert_bounded(grown, "oversized length");
 }
@@ -98,7 +98,7 @@ fn oversized_length() {
 #[test]
 fn length_that_never_ends() {
     let (reason, grown) = victim(vec![0xff; 11]);
-    assert_eq!(reason, CloseReason::Protocol(MConnError::BadLength));
+    assert_eq!(reason, MConnCloseReason::Protocol(MConnError::BadLength));
     assert_bounded(grown, "endless length prefix");
 }
 
@@ -108,7 +108,7 @@ fn unknown_channel() {
         let (reason, grown) = victim(msg_packet(id, true, b"hi".to_vec()));
         assert_eq!(
             reason,
-            CloseReason::Protocol(MConnError::UnknownChannel(id)),
+            MConnCloseReason::Protocol(MConnError::UnknownChannel(id)),
             "channel {id}"
         );
         assert_bounded(grown, "unknown channel");
@@ -126,7 +126,7 @@ fn message_that_never_ends() {
     }
     let (reason, grown) = victim(bytes);
     match reason {
-        CloseReason::Protocol(MConnError::RecvMessageTooLarge {
+        MConnCloseReason::Protocol(MConnError::RecvMessageTooLarge {
             channel: CHANNEL,
             len,
             capacity: CAP,
@@ -145,7 +145,7 @@ fn garbage_protobuf() {
     // A 6-byte packet: field 15 with wire type 7 (no such type).
     let (reason, grown) = victim(vec![0x06, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff]);
     assert!(
-        matches!(reason, CloseReason::Protocol(MConnError::Malformed(_))),
+        matches!(reason, MConnCloseReason::Protocol(MConnError::Malformed(_))),
         "{reason:?}"
     );
     assert_bounded(grown, "garbage protobuf");
@@ -155,5 +155,8 @@ fn garbage_protobuf() {
 fn packet_of_no_known_kind() {
     // An empty Packet (no oneof field set).
     let (reason, _) = victim(vec![0x00]);
-    assert_eq!(reason, CloseReason::Protocol(MConnError::UnknownPacket));
+    assert_eq!(
+        reason,
+        MConnCloseReason::Protocol(MConnError::UnknownPacket)
+    );
 }

@@ -13,8 +13,8 @@ use super::stream::Conn;
 use super::{Address, EndpointError, RequestKind, StatsHandle};
 use crate::message::Sum;
 use crate::{
-    public_key, Message, PingRequest, Proposal, PubKeyRequest, PublicKey, SignBytesRequest,
-    SignProposalRequest, SignVoteRequest, Vote, MAX_MESSAGE_BYTES,
+    crypto_public_key, CryptoPublicKey, Message, PingRequest, Proposal, PubKeyRequest,
+    SignBytesRequest, SignProposalRequest, SignVoteRequest, Vote, MAX_MESSAGE_BYTES,
 };
 use p2p_conn::{Identity, NodeId};
 
@@ -295,7 +295,7 @@ impl SignerClient {
     /// The signer's public key for `chain_id`. Either wire form is read:
     /// `pub_key` (up to v0.40.0) or `pub_key_bytes` and `pub_key_type`
     /// (v1.0.1).
-    pub async fn public_key(&self, chain_id: &str) -> Result<PublicKey, EndpointError> {
+    pub async fn public_key(&self, chain_id: &str) -> Result<CryptoPublicKey, EndpointError> {
         let req = PubKeyRequest {
             chain_id: chain_id.into(),
         };
@@ -311,11 +311,11 @@ impl SignerClient {
                         return Ok(pk);
                     }
                     match r.pub_key_type.as_str() {
-                        "ed25519" | "tendermint/PubKeyEd25519" => Ok(PublicKey {
-                            sum: Some(public_key::Sum::Ed25519(r.pub_key_bytes)),
+                        "ed25519" | "tendermint/PubKeyEd25519" => Ok(CryptoPublicKey {
+                            sum: Some(crypto_public_key::Key::Ed25519(r.pub_key_bytes)),
                         }),
-                        "secp256k1" | "tendermint/PubKeySecp256k1" => Ok(PublicKey {
-                            sum: Some(public_key::Sum::Secp256k1(r.pub_key_bytes)),
+                        "secp256k1" | "tendermint/PubKeySecp256k1" => Ok(CryptoPublicKey {
+                            sum: Some(crypto_public_key::Key::Secp256k1(r.pub_key_bytes)),
                         }),
                         other => Err(EndpointError::UnexpectedResponse {
                             expected: "PubKeyResponse with a key",

@@ -4,7 +4,7 @@
 use super::RequestKind;
 use crate::message::Sum;
 use crate::{
-    public_key, Message, PingResponse, Proposal, PubKeyResponse, RemoteSignerError,
+    crypto_public_key, Message, PingResponse, Proposal, PubKeyResponse, RemoteSignerError,
     SignBytesResponse, SignedProposalResponse, SignedVoteResponse, Signer, SignerError, Vote,
 };
 
@@ -161,12 +161,14 @@ pub(crate) fn respond<S: Signer + ?Sized>(
 
 /// An Ed25519 key goes out in the form every line reads
 /// ([`PubKeyResponse::ed25519`]); another type in field 1 only.
-fn pub_key_response(pk: crate::PublicKey) -> PubKeyResponse {
+fn pub_key_response(pk: crate::CryptoPublicKey) -> PubKeyResponse {
     match &pk.sum {
-        Some(public_key::Sum::Ed25519(bytes)) => match <[u8; 32]>::try_from(bytes.as_slice()) {
-            Ok(key) => PubKeyResponse::ed25519(key),
-            Err(_) => PubKeyResponse::error(remote("the signer's Ed25519 key is not 32 bytes")),
-        },
+        Some(crypto_public_key::Key::Ed25519(bytes)) => {
+            match <[u8; 32]>::try_from(bytes.as_slice()) {
+                Ok(key) => PubKeyResponse::ed25519(key),
+                Err(_) => PubKeyResponse::error(remote("the signer's Ed25519 key is not 32 bytes")),
+            }
+        }
         _ => PubKeyResponse {
             pub_key: Some(pk),
             ..PubKeyResponse::default()

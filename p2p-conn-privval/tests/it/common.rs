@@ -2,7 +2,9 @@
 //! and the suites' common helpers (the property-test configuration, the
 //! secret-connection pair).
 
+#[cfg(feature = "tokio")]
 pub use p2p_conn::testkit::tokio_secret_pair;
+#[cfg(feature = "tokio")]
 pub use p2p_conn_interop::proptest_config;
 
 use std::path::PathBuf;

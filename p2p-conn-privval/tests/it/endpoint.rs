@@ -14,7 +14,7 @@ use p2p_conn_privval::endpoint::{
     StatsHandle,
 };
 use p2p_conn_privval::{
-    encode, message::Sum, proposal_sign_bytes, public_key, signed_msg_type, state_file,
+    crypto_public_key, encode, message::Sum, proposal_sign_bytes, signed_msg_type, state_file,
     vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Message, PingRequest, Proposal,
     Timestamp,
 };
@@ -87,7 +87,7 @@ async fn sign_run(client: &SignerClient) {
     let pk = client.public_key(CHAIN).await.unwrap();
     assert_eq!(
         pk.sum,
-        Some(public_key::Sum::Ed25519(
+        Some(crypto_public_key::Key::Ed25519(
             validator_key().public_key().as_bytes().to_vec()
         ))
     );

@@ -38,7 +38,7 @@ use p2p_conn_privval::endpoint::{
 };
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{
-    load_validator_key, proposal_sign_bytes, public_key, signed_msg_type, state_file,
+    crypto_public_key, load_validator_key, proposal_sign_bytes, signed_msg_type, state_file,
     vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Proposal, Timestamp,
 };
 
@@ -120,7 +120,7 @@ fn our_node_with_go_signer(version: GoVersion, test: &str, unix: bool) {
         assert_eq!(signer.public_key, made, "{test}: privval-signer's key");
 
         let pk = client.public_key(CHAIN).await.unwrap();
-        let Some(public_key::Sum::Ed25519(bytes)) = pk.sum else {
+        let Some(crypto_public_key::Key::Ed25519(bytes)) = pk.sum else {
             panic!("{test}: not an Ed25519 key: {pk:?}");
         };
         assert_eq!(bytes, made, "{test}: the key the signer sent");

@@ -7,10 +7,10 @@ use std::time::Duration;
 use crate::common::{proptest_config, tokio_secret_pair};
 use p2p_conn::Config;
 use p2p_conn_privval::{
-    encode, message::Sum, Decoder, Message, PingRequest, PingResponse, PrivvalError, Proposal,
-    PubKeyRequest, PubKeyResponse, RemoteSignerError, SignBytesRequest, SignBytesResponse,
-    SignProposalRequest, SignVoteRequest, SignedProposalResponse, SignedVoteResponse, Timestamp,
-    Vote, MAX_MESSAGE_BYTES,
+    encode, message::Sum, Message, MessageDecoder, PingRequest, PingResponse, PrivvalError,
+    Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError, SignBytesRequest,
+    SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
+    SignedVoteResponse, Timestamp, Vote, MAX_MESSAGE_BYTES,
 };
 use proptest::prelude::*;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -95,7 +95,7 @@ async fn every_message_through_a_secret_connection_then_an_oversized_one() {
         Ok::<_, PrivvalError>(a)
     };
     let reader = async {
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         let mut got = Vec::new();
         for _ in 0..sent.len() {
             got.push(p2p_conn_privval::tokio::read(&mut b, &mut dec).await?);
@@ -140,7 +140,7 @@ async fn plaintext_stream_and_its_end() {
     };
     let reader = async {
         let mut server = BufReader::new(server);
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         let mut got = Vec::new();
         for _ in 0..sent.len() {
             got.push(
@@ -175,7 +175,7 @@ async fn clean_end_between_messages_is_eof() {
     let (client, server) = tokio::io::duplex(64);
     drop(client);
     let mut server = BufReader::new(server);
-    let err = p2p_conn_privval::tokio::read(&mut server, &mut Decoder::new())
+    let err = p2p_conn_privval::tokio::read(&mut server, &mut MessageDecoder::new())
         .await
         .unwrap_err();
     assert!(
@@ -185,13 +185,13 @@ async fn clean_end_between_messages_is_eof() {
 }
 
 /// The v0.x key field and the v1 fields side by side, as protobuf puts them:
-/// field 1 (PublicKey{ed25519}), then 3 (bytes) and 4 ("ed25519").
+/// field 1 (CryptoPublicKey{ed25519}), then 3 (bytes) and 4 ("ed25519").
 #[test]
 fn pub_key_response_carries_both_forms() {
     let key = [0x11; 32];
     let msg = Message::from(Sum::PubKeyResponse(PubKeyResponse::ed25519(key)));
     let mut want = vec![0x12, 79]; // Message field 2, 79 bytes
-    want.extend([0x0a, 34, 0x0a, 32]); // pub_key: PublicKey{ed25519 = 1}
+    want.extend([0x0a, 34, 0x0a, 32]); // pub_key: CryptoPublicKey{ed25519 = 1}
     want.extend(key);
     want.extend([0x1a, 32]); // pub_key_bytes = 3
     want.extend(key);
@@ -240,7 +240,7 @@ proptest! {
     /// it is given, and after an error it stays spent.
     #[test]
     fn arbitrary_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..200), cut in 1..200usize) {
-        let mut dec = Decoder::with_limit(64);
+        let mut dec = MessageDecoder::with_limit(64);
         let mut rest = &input[..];
         let mut failed = false;
         while !rest.is_empty() {
@@ -266,7 +266,7 @@ proptest! {
         chunk in 1..50usize,
     ) {
         let wire: Vec<u8> = msgs.iter().flat_map(encode).collect();
-        let mut dec = Decoder::new();
+        let mut dec = MessageDecoder::new();
         let mut got = Vec::new();
         for piece in wire.chunks(chunk) {
             let mut piece = piece;

@@ -26,8 +26,8 @@ use p2p_conn_interop::process::{Feed, Proc};
 use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
 use p2p_conn_privval::BlockId;
 use p2p_conn_privval::{
-    message::Sum, public_key, signed_msg_type, Message, PingRequest, PingResponse, Proposal,
-    PubKeyRequest, PubKeyResponse, PublicKey, RemoteSignerError, SignBytesRequest,
+    crypto_public_key, message::Sum, signed_msg_type, CryptoPublicKey, Message, PingRequest,
+    PingResponse, Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError, SignBytesRequest,
     SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
     SignedVoteResponse, Timestamp, Vote,
 };
@@ -90,8 +90,8 @@ fn messages() -> Vec<Message> {
     push(Sum::PubKeyResponse(PubKeyResponse::error(error(3))));
     let mut secp = PubKeyResponse::default();
     secp.pub_key = Some({
-        let mut k = PublicKey::default();
-        k.sum = Some(public_key::Sum::Secp256k1(vec![2; 33]));
+        let mut k = CryptoPublicKey::default();
+        k.sum = Some(crypto_public_key::Key::Secp256k1(vec![2; 33]));
         k
     });
     push(Sum::PubKeyResponse(secp));
@@ -155,7 +155,7 @@ fn as_line_reads_it(version: GoVersion, msg: &Message) -> Message {
         Some(Sum::PubKeyResponse(r)) => {
             r.pub_key_bytes.clear();
             r.pub_key_type.clear();
-            r.pub_key.get_or_insert_with(PublicKey::default);
+            r.pub_key.get_or_insert_with(CryptoPublicKey::default);
         }
         Some(Sum::SignVoteRequest(r)) => {
             if !v1 {

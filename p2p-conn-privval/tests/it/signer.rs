@@ -11,7 +11,7 @@ use p2p_conn::Identity;
 use p2p_conn_privval::guard::{GuardError, Hrs, SignState, Step};
 use p2p_conn_privval::state_file::StateFileError;
 use p2p_conn_privval::{
-    load_validator_key, proposal_sign_bytes, public_key, signed_msg_type, state_file,
+    crypto_public_key, load_validator_key, proposal_sign_bytes, signed_msg_type, state_file,
     vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Proposal, Signer, SignerError,
     Timestamp, Vote,
 };
@@ -45,7 +45,7 @@ fn signed_vote_and_proposal_verify_and_state_is_persisted() {
     let pk = s.public_key(CHAIN).unwrap();
     assert_eq!(
         pk.sum,
-        Some(public_key::Sum::Ed25519(
+        Some(crypto_public_key::Key::Ed25519(
             key().public_key().as_bytes().to_vec()
         ))
     );

@@ -26,8 +26,8 @@ use p2p_conn_interop::process::scratch;
 use p2p_conn_interop::tmkms::{tmkms_binary, Home, ProtocolVersion, Settings, Tmkms};
 use p2p_conn_privval::endpoint::{Address, EndpointError, NodeEndpoint, RequestKind, SignerClient};
 use p2p_conn_privval::{
-    proposal_sign_bytes, public_key, signed_msg_type, vote_extension_sign_bytes, vote_sign_bytes,
-    Proposal, Timestamp, Vote,
+    crypto_public_key, proposal_sign_bytes, signed_msg_type, vote_extension_sign_bytes,
+    vote_sign_bytes, Proposal, Timestamp, Vote,
 };
 
 use crate::common::block;
@@ -200,7 +200,7 @@ async fn check_public_key(node: &SignerClient, kms: &mut Tmkms) {
     match node.public_key(CHAIN).await {
         Ok(pk) => assert_eq!(
             pk.sum,
-            Some(public_key::Sum::Ed25519(
+            Some(crypto_public_key::Key::Ed25519(
                 consensus_key().as_bytes().to_vec()
             )),
             "tmkms answered another key than the one it was given"
@@ -280,7 +280,7 @@ async fn public_key_within(node: &SignerClient, kms: &mut Tmkms, tries: usize, w
             Ok(pk) => {
                 assert_eq!(
                     pk.sum,
-                    Some(public_key::Sum::Ed25519(
+                    Some(crypto_public_key::Key::Ed25519(
                         consensus_key().as_bytes().to_vec()
                     ))
                 );

@@ -673,7 +673,7 @@ mod tests {
         for msg in data.chunks(7 * 1024 + 11) {
             s.seal_append(msg, &mut wire).unwrap();
         }
-        let sealed_len = crate::proto::STANDARD_SEALED_FRAME;
+        let sealed_len = crate::proto::wire::STANDARD_SEALED_FRAME;
         let frames = wire.len() / sealed_len;
         let bad_frame = 50;
         // Data bytes carried by the frames before the bad one.
@@ -744,7 +744,7 @@ mod tests {
     fn held_back_frames_are_delivered_when_nothing_more_comes() {
         let key = [4u8; 32];
         let b = Backend::default();
-        let sealed_len = crate::proto::STANDARD_SEALED_FRAME;
+        let sealed_len = crate::proto::wire::STANDARD_SEALED_FRAME;
         // The first read is one frame (the buffer starts small), the second
         // fills the 34-frame read buffer: 35 frames = 2 groups + 3.
         let read_buffer = 2 * (GROUP_FRAMES + 1) * sealed_len;

@@ -566,7 +566,8 @@ impl FrameWriter {
 mod tests {
     use super::*;
     use crate::proto::aead::Cipher;
-    use crate::proto::{Backend, FrameSize, Opener, STANDARD_SEALED_FRAME};
+    use crate::proto::wire::STANDARD_SEALED_FRAME;
+    use crate::proto::{Backend, FrameSize, Opener};
 
     fn writer(flush_size: usize) -> (FrameWriter, Opener) {
         let key = [6u8; 32];

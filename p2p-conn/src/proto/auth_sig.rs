@@ -17,11 +17,7 @@
 use super::error::ProtocolError;
 use super::varint::{read_uvarint, Varint};
 
-/// Length of the delimited Ed25519 AuthSigMessage, prefix included.
-pub const AUTH_SIG_MSG_LEN: usize = 103;
-/// Largest AuthSigMessage body we accept. An Ed25519 message is 102 bytes; the
-/// bound keeps pre-authentication buffering small.
-pub const MAX_AUTH_SIG_BODY: usize = 1024;
+pub use super::wire::{AUTH_SIG_MSG_LEN, MAX_AUTH_SIG_BODY};
 
 /// Encode the delimited AuthSigMessage for an Ed25519 key.
 pub fn encode(public_key: &[u8; 32], signature: &[u8; 64]) -> [u8; AUTH_SIG_MSG_LEN] {

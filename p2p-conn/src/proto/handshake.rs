@@ -49,8 +49,7 @@ use super::kdf;
 use super::varint::{read_uvarint, Varint};
 use crate::identity::{Identity, PublicKey};
 
-/// Length of the plaintext ephemeral-key message.
-pub const EPH_MSG_LEN: usize = 35;
+pub use super::wire::EPH_MSG_LEN;
 
 /// The plaintext ephemeral-key message: a protobuf `BytesValue` holding
 /// `key`, length-prefixed (`0x22 0x0a 0x20 || key`).

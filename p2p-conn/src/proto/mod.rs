@@ -7,17 +7,23 @@
 //! tests all exercise exactly the same protocol code. Key files live in
 //! `crate::keyfile`, outside the core.
 
-pub mod aead;
-pub mod auth_sig;
-mod error;
-pub mod frame;
-pub mod handshake;
-pub mod kdf;
+//! Each item has one public path: the types here, the wire's sizes in
+//! [`wire`], and [`crate::Backend`] and [`crate::ProtocolError`] at the
+//! crate root. The key schedule and the AuthSig codec are private; tests
+//! reach them through `testkit::internals`.
+
+pub(crate) mod aead;
+pub(crate) mod auth_sig;
+pub(crate) mod error;
+pub(crate) mod frame;
+pub(crate) mod handshake;
+pub(crate) mod kdf;
 pub(crate) mod varint;
 pub mod wire;
 
-pub use aead::{Backend, ParseBackendError};
-pub use error::ProtocolError;
+pub(crate) use aead::Backend;
+pub use aead::{Cipher, ParseBackendError};
+pub(crate) use error::ProtocolError;
 pub use frame::{FrameSize, Opener, SealBuf, Sealer};
 pub use handshake::{Established, Handshake, HandshakeParams, Stage};
-pub use wire::{sealed_frame_len, sealed_len, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME};
+pub(crate) use wire::STANDARD_FRAME_SIZE;

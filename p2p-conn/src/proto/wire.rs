@@ -10,6 +10,13 @@
 //! nonce (12 bytes):         00 00 00 00 | LE u64 frame counter
 //! ```
 
+/// Length of the plaintext ephemeral-key message (`22 0a 20` and the key).
+pub const EPH_MSG_LEN: usize = 35;
+/// Length of the delimited Ed25519 AuthSigMessage, prefix included.
+pub const AUTH_SIG_MSG_LEN: usize = 103;
+/// Largest AuthSigMessage body we accept. An Ed25519 message is 102 bytes; the
+/// bound keeps pre-authentication buffering small.
+pub const MAX_AUTH_SIG_BODY: usize = 1024;
 /// ChaCha20-Poly1305 key length.
 pub const KEY_LEN: usize = 32;
 /// ChaCha20-Poly1305 nonce length.

@@ -13,7 +13,7 @@
 //! ([`Session`], whose [`Session::failure`] also checks that the reader
 //! stays poisoned).
 //!
-//! `p2p-conn/tests/evil_peer.rs` runs the catalogue of `docs/security.md`
+//! `p2p-conn/tests/it/evil_peer.rs` runs the catalogue of `docs/security.md`
 //! through it; the layers above the secret connection can script their own
 //! hostile peers on the same pieces.
 #![allow(missing_docs)]

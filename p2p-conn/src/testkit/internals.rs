@@ -6,6 +6,9 @@
 //! * The engine the adapters share ([`FrameReader`], [`FrameWriter`],
 //!   [`ReadCore`], [`WriteCore`], the handshake driver, the queue's
 //!   [`Budget`]), so tests can drive it over scripted transports.
+//! * The key schedule ([`kdf`]) and the AuthSig codec ([`auth_sig`]), for
+//!   known-answer vectors and hand-made handshakes, and [`cipher`], a
+//!   cipher keyed with a chosen key.
 //! * Constructors that pick what a real connection never lets anyone
 //!   pick: a sealer or opener starting at a chosen frame counter (to test
 //!   nonce exhaustion), a handshake with a chosen ephemeral secret (for
@@ -20,6 +23,27 @@ pub use crate::engine::{
 pub use crate::proto::varint::{read_uvarint, Varint};
 
 use crate::proto::aead::Cipher;
+use crate::Backend;
+
+/// The handshake's key schedule: the Merlin transcript and the HKDF split
+/// (`spec/wire-protocol.md` §1.5-1.7).
+pub mod kdf {
+    pub use crate::proto::kdf::{
+        challenge, derive_keys, session, sort_keys, SessionKeys, HKDF_INFO, LABEL_CHALLENGE,
+        LABEL_DH, LABEL_LOWER, LABEL_UPPER, TRANSCRIPT_LABEL,
+    };
+}
+
+/// The AuthSigMessage codec (`spec/wire-protocol.md` §1.8).
+pub mod auth_sig {
+    pub use crate::proto::auth_sig::{decode, encode};
+}
+
+/// A cipher of `backend` keyed with `key` (a real connection's keys come
+/// from its handshake).
+pub fn cipher(backend: Backend, key: &[u8; 32]) -> Cipher {
+    Cipher::new(backend, key)
+}
 use crate::proto::wire::{nonce_bytes, TAG_LEN};
 use crate::proto::{FrameSize, Handshake, HandshakeParams, Opener, Sealer};
 use crate::Identity;

@@ -14,6 +14,15 @@ pub use p2p_conn_interop::{go_peer, process, scripted};
 pub use p2p_conn::testkit::*;
 pub use p2p_conn_interop::proptest_config;
 
+/// Run one test at a time while the guard lives: the memory tests count
+/// every allocation of the process, so none may run beside another.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Resume a tokio task's panic in the caller (or fail with the task's
 /// cancellation).
 pub fn rethrow(e: tokio::task::JoinError) -> ! {

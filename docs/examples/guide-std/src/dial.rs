@@ -5,11 +5,11 @@ use std::net::TcpStream;
 use p2p_conn::io::blocking::{handshake_tcp, SecretConnection};
 use p2p_conn::{keyfile, Config};
 
-fn dial(addr: &str) -> Result<SecretConnection<TcpStream>, p2p_conn::Error> {
+fn dial(addr: &str) -> Result<SecretConnection<TcpStream>, Box<dyn std::error::Error>> {
     let identity = keyfile::load("node_key.json")?;
     let tcp = TcpStream::connect(addr)?;
     tcp.set_nodelay(true)?;
-    handshake_tcp(tcp, &identity, &Config::default()) // enforces handshake_timeout
+    Ok(handshake_tcp(tcp, &identity, &Config::default())?) // enforces handshake_timeout
 }
 
 /// Small records gathered into full frames and few writes.

@@ -2,7 +2,7 @@
 use p2p_conn::{io::tokio::handshake, Config, NodeId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn talk(peer: NodeId) -> Result<(), p2p_conn::Error> {
+async fn talk(peer: NodeId) -> Result<(), Box<dyn std::error::Error>> {
     let identity = p2p_conn::keyfile::load("node_key.json")?;
     let tcp = tokio::net::TcpStream::connect("127.0.0.1:26656").await?;
     let config = Config::default().expect_peer(peer); // fails with Error::PeerIdMismatch otherwise

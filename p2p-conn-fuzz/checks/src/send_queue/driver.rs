@@ -14,7 +14,7 @@ use super::{
 use crate::drive::MAX_STEPS;
 use crate::input::Input;
 use p2p_conn::io::queue::{Bytes, CloseReason, Overflow, SendError, Sender};
-use p2p_conn::proto::sealed_frame_len;
+use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::stats::QueueStats;
 use p2p_conn::testkit::{self, Conn, Control, TokioConn};
 

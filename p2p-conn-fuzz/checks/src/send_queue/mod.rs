@@ -12,8 +12,8 @@ use crate::input::Input;
 use driver::SqDriver;
 use p2p_conn::io::queue::{Bytes, CloseReason, Sender};
 use p2p_conn::io::queue::{Overflow, QueueConfig};
-use p2p_conn::proto::Backend;
 use p2p_conn::testkit::{self, Plan, Rates};
+use p2p_conn::Backend;
 use p2p_conn::{Config, Identity};
 
 /// Every `send_queue` message starts with its id and its whole length (u32

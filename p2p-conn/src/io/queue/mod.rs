@@ -44,7 +44,7 @@
 //!   behind. The cost is a task spawn per idle period (see
 //!   docs/performance.md); a busy queue keeps its task.
 //! * **No allocation per message** beyond what the caller hands in: one
-//!   message is one command, a bundle one list (`tests/queue_allocations.rs`).
+//!   message is one command, a bundle one list (`tests/memory/queue_allocations.rs`).
 //! * **Shutdown.** [`Sender::shutdown`] returns at once. The writer
 //!   finishes what is queued, then half-closes the transport (TCP FIN); if
 //!   that takes longer than [`QueueConfig::shutdown_timeout`] it stops writing

@@ -165,7 +165,7 @@ enum Inner {
 
 impl Cipher {
     /// Key a cipher of the given backend.
-    pub fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
+    pub(crate) fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
         let key = Zeroizing::new(*key);
         #[cfg(feature = "avx512")]
         let (single, multi) = match backend {

@@ -1,0 +1,104 @@
+//! `bench` says when its figures are not fit to compare: runs too short, or
+//! a ratio from a single pair. Behaviour only: a tiny `--mib` is too short
+//! on any machine; no test depends on how fast a run is.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::process::{run, Finished};
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn run_cli(args: &[&str]) -> Finished {
+    let out = run(Path::new(BIN), args, RUN_LIMIT);
+    out.assert_ok(&args.join(" "));
+    out
+}
+
+/// 1 MiB takes milliseconds: the text report ends with the "too short"
+/// note and the `--mib` to use instead; with `--json` the note goes to
+/// stderr and stdout stays JSON lines.
+#[test]
+fn bench_says_a_tiny_run_is_too_short() {
+    let out = run_cli(&["bench", "--mib", "1", "--size", "4096"]);
+    let text = out.stdout_text();
+    let note = text
+        .lines()
+        .find(|l| l.starts_with("note: runs of "))
+        .unwrap_or_else(|| panic!("no note: {text}"));
+    assert!(note.contains("too short to compare"), "{note}");
+    assert!(note.contains("use --mib "), "{note}");
+    assert!(note.ends_with("(1 MiB now)"), "{note}");
+
+    let out = run_cli(&["bench", "--mib", "1", "--size", "4096", "--json"]);
+    for l in out.stdout_text().lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+    }
+    let stderr = out.stderr_lines();
+    assert!(
+        stderr.iter().any(|l| l.contains("too short to compare")),
+        "{stderr:?}"
+    );
+}
+
+/// With a baseline and no `--repeat`, `bench` alternates 5 pairs and
+/// reports their medians; `--repeat 1` runs one pair and says that one
+/// pair's ratio is not to be trusted (in text; not with `--json`).
+#[test]
+fn bench_with_a_baseline_repeats_or_says_why_not() {
+    let args = [
+        "bench",
+        "--mib",
+        "1",
+        "--size",
+        "4096",
+        "--json",
+        "--baseline",
+        "tendermint-p2p",
+    ];
+    let out = run_cli(&args);
+    let kinds: Vec<String> = out
+        .stdout_text()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["kind"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "run").count(),
+        10,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("ratio"), "{kinds:?}");
+    assert!(
+        !out.stderr_lines()
+            .iter()
+            .any(|l| l.contains("one run each")),
+        "{:?}",
+        out.stderr_lines()
+    );
+
+    // In text only: a script's --json runs alternate the pairs themselves
+    // and are spared the note.
+    let mut one: Vec<&str> = args.iter().copied().filter(|a| *a != "--json").collect();
+    one.extend(["--repeat", "1"]);
+    let out = run_cli(&one);
+    let text = out.stdout_text();
+    assert!(
+        text.lines().any(|l| l.starts_with("note: one run each")),
+        "{text}"
+    );
+    let mut json = args.to_vec();
+    json.extend(["--repeat", "1"]);
+    let out = run_cli(&json);
+    assert!(
+        !out.stderr_lines()
+            .iter()
+            .any(|l| l.contains("one run each")),
+        "{:?}",
+        out.stderr_lines()
+    );
+}

@@ -1,0 +1,287 @@
+//! `p2p-conn crawl` against a real network of CometBFT nodes on loopback
+//! (`p2p_conn_interop::cometbft_network`: five nodes of three release
+//! lines in a line, the last one a seed; and three v1.0.1 nodes, which
+//! keep no peers of the other lines): from node 0 it finds every node with
+//! its NodeInfo, and no node logs our peer as bad or as asking too soon.
+//!
+//! Without Go the test prints a notice and passes; with `CI=true` it fails.
+//! With `CRAWL_TEST_SHOW=DIR` it prints the log lines naming the crawler
+//! and keeps the picture as `DIR/crawl.svg`.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use crate::common::process::{run, scratch};
+use p2p_conn_interop::cometbft_go::GoVersion;
+use p2p_conn_interop::cometbft_network::{Network, LAYOUT};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+/// Bound on the line linking up once every node has started.
+const LINK_LIMIT: Duration = Duration::from_secs(60);
+
+/// Bound on one crawl process (five nodes, a few seconds each at most).
+const CRAWL_LIMIT: Duration = Duration::from_secs(120);
+
+/// The crawler's ID, from its `crawler id` line on stderr.
+fn crawler_id(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines()
+        .find_map(|l| l.strip_prefix("crawler id "))
+        .unwrap_or_else(|| panic!("no `crawler id` line: {text}"))
+        .trim()
+        .to_string()
+}
+
+/// What a node's log must not say about the peer `id`: CometBFT's PEX
+/// reactor (`p2p/pex/pex_reactor.go`, v0.38 to v1) stops a peer with
+/// `StopPeerForError` ("Stopping peer for error", from `switch.go`) and
+/// bans its address when it asks again within 10 s ("sent next PEX request
+/// too soon") or sends addresses unasked ("unsolicited pexAddrsMessage");
+/// `AddPeer` logs "Failed to get peer NetAddress" when an inbound peer's
+/// listen address does not parse. A stop for `EOF` is us hanging up.
+fn complaints(log: &str, id: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains(id))
+        .filter(|l| {
+            (l.contains("Stopping peer for error") && !l.contains("err=EOF"))
+                || l.contains("too soon")
+                || l.contains("unsolicited")
+                || l.contains("Failed to get peer NetAddress")
+                || l.to_lowercase().contains("ban")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The crawl's JSON `v` has each node of `net` once, with its own
+/// NodeInfo, an answer and at least one neighbour known.
+fn check_every_node(net: &Network, v: &Value, test: &str) {
+    let nodes = v["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), net.nodes.len(), "{test}: {v:#}");
+    for n in &net.nodes {
+        let found: Vec<&Value> = nodes
+            .iter()
+            .filter(|j| j["node_id"] == n.node.node_id.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{test}: node {} in {v:#}", n.index);
+        let j = found[0];
+        assert_eq!(j["status"], "ok", "{test}: node {}: {j:#}", n.index);
+        assert_eq!(j["reachable"], true);
+        assert_eq!(j["moniker"], n.moniker.as_str());
+        assert_eq!(j["version"], n.node.version.as_str());
+        assert_eq!(j["network"], net.chain_id.as_str());
+        assert_eq!(j["address"], n.node.p2p_addr.as_str());
+        assert!(j["handshake_ms"].as_f64().is_some(), "{j:#}");
+        assert!(j["peers_known"].as_u64().unwrap() >= 1, "{j:#}");
+    }
+}
+
+#[test]
+fn crawl_maps_a_real_network() {
+    let test = "crawl_maps_a_real_network";
+    let Some(net) = Network::start(&LAYOUT, test) else {
+        return;
+    };
+    net.wait_line(LINK_LIMIT);
+    let dir = scratch(test);
+    let svg = dir.join("net.svg");
+    let seed = net.nodes[0].address();
+
+    // --json and --graph FILE.svg.
+    let out = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--json",
+            "--timeout",
+            "10",
+            "--graph",
+            svg.to_str().unwrap(),
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let id = crawler_id(&out.stderr);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{test}: no JSON ({e}): {out:?}"));
+    assert_eq!(v["crawler_id"], id.as_str());
+    assert_eq!(v["network"], net.chain_id.as_str(), "{v:#}");
+    let nodes = v["nodes"].as_array().expect("nodes");
+    check_every_node(&net, &v, test);
+    // The seed is reached last, through node n-2's answer.
+    let last = nodes.last().unwrap();
+    assert_eq!(
+        last["node_id"],
+        net.nodes.last().unwrap().node.node_id.as_str()
+    );
+    // Every edge leaves a visited node; the line's links are among them.
+    let edges: HashSet<(String, String)> = v["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().into(),
+                e["to"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for i in 0..net.nodes.len() - 1 {
+        let (a, b) = (&net.nodes[i].node.node_id, &net.nodes[i + 1].node.node_id);
+        assert!(
+            edges.contains(&(a.clone(), b.clone())) || edges.contains(&(b.clone(), a.clone())),
+            "{test}: link {i}-{} not reported: {edges:?}",
+            i + 1
+        );
+    }
+    // The picture names every node.
+    let picture = std::fs::read_to_string(&svg).expect("the SVG was written");
+    if let Some(keep) = std::env::var_os("CRAWL_TEST_SHOW") {
+        let _ = std::fs::write(std::path::Path::new(&keep).join("crawl.svg"), &picture);
+    }
+    assert!(picture.starts_with("<?xml") && picture.trim_end().ends_with("</svg>"));
+    for n in &net.nodes {
+        assert!(
+            picture.contains(&n.node.node_id),
+            "{test}: SVG lacks node {}",
+            n.index
+        );
+        assert!(
+            picture.contains(&n.moniker),
+            "{test}: SVG lacks {}",
+            n.moniker
+        );
+    }
+
+    // A second crawl (another ID): the table and DOT.
+    let dot = dir.join("net.dot");
+    let out2 = run(
+        BIN.as_ref(),
+        &["crawl", "--graph", dot.to_str().unwrap(), &seed],
+        CRAWL_LIMIT,
+    );
+    assert!(out2.status.success(), "{test}: crawl failed: {out2:?}");
+    let id2 = crawler_id(&out2.stderr);
+    assert_ne!(id, id2);
+    let table = String::from_utf8_lossy(&out2.stdout).into_owned();
+    eprintln!("{}{table}", String::from_utf8_lossy(&out2.stderr));
+    assert!(table.starts_with("NODE ID"), "{table}");
+    for n in &net.nodes {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&n.node.node_id))
+            .unwrap_or_else(|| panic!("{test}: no row for node {}: {table}", n.index));
+        assert!(row.contains(&n.moniker) && row.contains(" ok "), "{row}");
+    }
+    let dot = std::fs::read_to_string(&dot).expect("the DOT was written");
+    assert!(dot.starts_with("digraph crawl {"));
+
+    // A third crawl: a closed port, and node 0 under another network than
+    // its own. Both reported, node 0 not asked, nothing followed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let out3 = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--json",
+            "--network",
+            "other-chain",
+            &closed_addr,
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out3.status.success(), "{test}: crawl failed: {out3:?}");
+    let id3 = crawler_id(&out3.stderr);
+    let v3: Value = serde_json::from_slice(&out3.stdout).unwrap();
+    let nodes3 = v3["nodes"].as_array().unwrap();
+    assert_eq!(nodes3.len(), 2, "{v3:#}");
+    assert_eq!(nodes3[0]["address"], closed_addr.as_str());
+    assert_eq!(nodes3[0]["status"], "refused", "{v3:#}");
+    assert_eq!(nodes3[0]["reachable"], false);
+    assert_eq!(nodes3[1]["status"], "other network", "{v3:#}");
+    assert_eq!(nodes3[1]["network"], net.chain_id.as_str());
+    assert_eq!(nodes3[1]["moniker"], "node-0");
+    assert_eq!(nodes3[1]["peers_known"], Value::Null);
+    assert_eq!(v3["edges"], serde_json::json!([]));
+    assert_eq!(v3["network"], "other-chain");
+
+    // Give the nodes a moment to log our hang-ups, then read their logs.
+    std::thread::sleep(Duration::from_secs(2));
+    for n in &net.nodes {
+        let log = n.node.log();
+        for who in [&id, &id2, &id3] {
+            let bad = complaints(&log, who);
+            assert!(
+                bad.is_empty(),
+                "{test}: node {} ({}) complains about {who}: {bad:#?}",
+                n.index,
+                n.release.label()
+            );
+        }
+        if std::env::var_os("CRAWL_TEST_SHOW").is_some() {
+            for l in log.lines().filter(|l| l.contains(&id) || l.contains(&id3)) {
+                eprintln!("node {}: {l}", n.index);
+            }
+        }
+        // And it did see us: the connection is in its log.
+        assert!(
+            log.contains(&id),
+            "{test}: node {} never logged {id}",
+            n.index
+        );
+    }
+    eprintln!(
+        "{test}: {} nodes crawled twice, stderr: {}",
+        nodes.len(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same against a v1.0.1 network (three nodes in a line, the last a
+/// seed): v1.0.1 drops peers of the other lines, so it has a chain of its
+/// own (`cometbft_network`'s module docs); its PEX rules are v0.38's.
+#[test]
+fn crawl_maps_a_v1_network() {
+    let test = "crawl_maps_a_v1_network";
+    let Some(net) = Network::start(&[GoVersion::V1, GoVersion::V1, GoVersion::V1], test) else {
+        return;
+    };
+    net.wait_line(LINK_LIMIT);
+    let seed = net.nodes[0].address();
+    let out = run(
+        BIN.as_ref(),
+        &["crawl", "--json", "--timeout", "10", &seed],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let id = crawler_id(&out.stderr);
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{test}: no JSON ({e}): {out:?}"));
+    assert_eq!(v["network"], net.chain_id.as_str(), "{v:#}");
+    check_every_node(&net, &v, test);
+    for n in &net.nodes {
+        assert_eq!(n.node.version, "1.0.1", "{test}: node {}", n.index);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for n in &net.nodes {
+        let log = n.node.log();
+        let bad = complaints(&log, &id);
+        assert!(
+            bad.is_empty(),
+            "{test}: node {} complains: {bad:#?}",
+            n.index
+        );
+        assert!(
+            log.contains(&id),
+            "{test}: node {} never logged {id}",
+            n.index
+        );
+    }
+}

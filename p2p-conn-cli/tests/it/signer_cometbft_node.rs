@@ -1,0 +1,349 @@
+//! `p2p-conn signer` as the remote signer of a real CometBFT validator, at
+//! every line the suite proves: v0.34.35, v0.37.18, v0.38.26, v0.39.4,
+//! v0.40.0 and v1.0.1 (the newest line; v0.40.0 is the newest of the v0
+//! lines).
+//!
+//! Each chain has one validator, made by `cometbft init`, whose key and
+//! state files are moved out of the node's home into a folder of the
+//! signer's ([`SignedNode`]): the node has `priv_validator_laddr` set and
+//! no copy of the key, so every block it commits was signed through
+//! `p2p-conn signer`. Over `tcp://` (a secret connection) and over
+//! `unix://` (plaintext), each test:
+//! - starts the signer, then the node, and waits for 5 blocks;
+//! - kills the signer (SIGKILL) and starts another on the same key and
+//!   state file: the chain goes on;
+//! - kills the node (SIGKILL) and starts it again on the same home: the
+//!   second signer, still running, dials again by itself and the chain
+//!   goes on;
+//! - stops the signer with SIGTERM: it exits 0 with its final stats.
+//!
+//! Then, from both signers' `--json` output (every request served, with
+//! the signature and the sign bytes): no height, round and step was ever
+//! signed with two different sign bytes or signatures across both runs,
+//! every signature verifies under the validator's key, and the stats
+//! count every request the events show. The state file, read every few
+//! milliseconds throughout, only moved up (height, round, step) and always
+//! parsed: it is replaced atomically.
+//!
+//! A node starts only once it has the validator's public key from its
+//! signer, so these tests also prove that every line's node accepts the
+//! one `PubKeyResponse` the library sends to all lines (field 1, `pub_key`,
+//! which v0.34.35 to v0.40.0 read, and fields 3 and 4, `pub_key_bytes` and
+//! `pub_key_type`, which v1.0.1 reads), and that its sign-vote and
+//! sign-proposal responses are what the node's consensus accepts.
+//!
+//! [`node_exits_without_signer`] checks the premise of the harness: a node
+//! whose signer never comes exits ("can't get pubkey").
+//!
+//! The tests of a line share its `cometbft` binary, run as `v0_38::NAME`,
+//! `v1::NAME`, ... (see `p2p_conn_interop::per_release!`), in parallel
+//! like any tests. Blocks come every ~200 ms (`timeout_commit`), and every
+//! wait has a deadline. Without the Go toolchain (which builds `cometbft`)
+//! each test prints a notice and passes, unless `CI=true`, where it fails.
+
+#![cfg(unix)]
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::common::cometbft_node::{node_binary, GoVersion, SignedNode, SignerTransport};
+use crate::common::process::{Feed, Finished, Proc};
+use base64::Engine as _;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use p2p_conn_privval::guard::Hrs;
+use p2p_conn_privval::state_file;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+
+/// Bound on reaching a height (a few blocks at ~200 ms each, plus a node
+/// start, or a round lost while the signer was away).
+const BLOCKS_LIMIT: Duration = Duration::from_secs(60);
+
+/// Bound on a signer's exit after a signal.
+const EXIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Blocks the chain must add after each disruption.
+const MORE_BLOCKS: i64 = 3;
+
+/// Start `p2p-conn signer --json` for `node`'s validator.
+fn start_signer(node: &SignedNode) -> Proc {
+    let args: [&OsStr; 12] = [
+        "signer".as_ref(),
+        "--node".as_ref(),
+        node.laddr.as_ref(),
+        "--key".as_ref(),
+        node.key_file.as_os_str(),
+        "--state".as_ref(),
+        node.state_file.as_os_str(),
+        "--chain-id".as_ref(),
+        node.chain_id.as_ref(),
+        "--json".as_ref(),
+        "--stats-every".as_ref(),
+        "1".as_ref(),
+    ];
+    Proc::spawn(Path::new(BIN), &args, Feed::none())
+}
+
+/// Send `signal` to the signer and collect its exit and output.
+fn stop_signer(signer: Proc, signal: Signal) -> Finished {
+    let pid = Pid::from_raw(i32::try_from(signer.id()).unwrap());
+    kill(pid, signal).unwrap_or_else(|e| panic!("{signal} to the signer: {e}"));
+    signer.finish_within(EXIT_LIMIT)
+}
+
+/// The JSON events a signer printed, one per stdout line (all must parse).
+fn events(out: &Finished) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line)
+                .unwrap_or_else(|e| panic!("signer stdout line is not JSON ({e}): {line:?}"))
+        })
+        .collect()
+}
+
+fn named<'a>(events: &'a [Value], name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    events.iter().filter(move |e| e["event"] == name)
+}
+
+/// Read the state file every few milliseconds until stopped: every mark
+/// seen, in order (a read that fails to parse fails the test).
+struct StateWatch {
+    stop: Arc<AtomicBool>,
+    thread: thread::JoinHandle<Result<Vec<Hrs>, String>>,
+}
+
+impl StateWatch {
+    fn start(path: &Path) -> StateWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, path) = (stop.clone(), path.to_path_buf());
+        let thread = thread::spawn(move || {
+            let mut seen: Vec<Hrs> = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let hrs = state_file::load(&path)
+                    .map_err(|e| format!("reading the state file while it is in use: {e}"))?
+                    .hrs();
+                if seen.last() != Some(&hrs) {
+                    seen.push(hrs);
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            Ok(seen)
+        });
+        StateWatch { stop, thread }
+    }
+
+    fn finish(self) -> Vec<Hrs> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.join().expect("the state watcher panicked") {
+            Ok(seen) => seen,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// What one signer run signed: `(height, round, step)` to `(sign bytes,
+/// signature)`, checked against the other runs' and verified.
+#[derive(Default)]
+struct Signed {
+    by_hrs: HashMap<(i64, i64, i64), (String, String)>,
+    signatures: usize,
+}
+
+impl Signed {
+    /// Take in one run's `served` events: every vote and proposal signature
+    /// must verify over its sign bytes, and an HRS signed before must have
+    /// the same sign bytes and signature. The number of signatures in this
+    /// run.
+    fn add(
+        &mut self,
+        run: &str,
+        events: &[Value],
+        key: &ed25519_consensus::VerificationKey,
+    ) -> usize {
+        let mut here = 0;
+        for e in named(events, "served") {
+            let kind = e["kind"].as_str().unwrap_or_default();
+            if !matches!(kind, "vote" | "proposal") {
+                continue;
+            }
+            let (Some(sig), Some(bytes)) = (e["signature"].as_str(), e["sign_bytes"].as_str())
+            else {
+                assert!(
+                    !e["error"].is_null(),
+                    "{run}: no signature and no error: {e}"
+                );
+                continue;
+            };
+            let hrs = (
+                e["height"].as_i64().unwrap(),
+                e["round"].as_i64().unwrap(),
+                e["step"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("{run}: no step: {e}")),
+            );
+            let sig_bytes: [u8; 64] = hex::decode(sig)
+                .unwrap()
+                .try_into()
+                .unwrap_or_else(|_| panic!("{run}: a signature of another size: {e}"));
+            key.verify(&sig_bytes.into(), &hex::decode(bytes).unwrap())
+                .unwrap_or_else(|err| panic!("{run}: the signature does not verify ({err}): {e}"));
+            here += 1;
+            let new = (bytes.to_string(), sig.to_string());
+            match self.by_hrs.get(&hrs) {
+                Some(old) => assert_eq!(
+                    old, &new,
+                    "{run}: height/round/step {hrs:?} signed twice, differently"
+                ),
+                None => {
+                    self.by_hrs.insert(hrs, new);
+                }
+            }
+        }
+        self.signatures += here;
+        here
+    }
+}
+
+/// A run's final stats event (after SIGTERM): it must count every request
+/// the run's `served` events show.
+fn check_final_stats(run: &str, events: &[Value]) -> Value {
+    let last = named(events, "stats")
+        .last()
+        .unwrap_or_else(|| panic!("{run}: no stats event"));
+    assert_eq!(last["final"], true, "{run}: the last stats event: {last}");
+    let served = named(events, "served").count() as u64;
+    assert_eq!(
+        last["requests"].as_u64(),
+        Some(served),
+        "{run}: the final stats count every request served: {last}"
+    );
+    last.clone()
+}
+
+/// The whole scenario of the module docs over `transport`.
+fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
+    let node = SignedNode::init(&bin, transport);
+    assert!(
+        !node.home.join("config/priv_validator_key.json").exists(),
+        "the validator key must not stay in the node's home"
+    );
+    let key_bytes = base64::engine::general_purpose::STANDARD
+        .decode(&node.validator_pub_key)
+        .unwrap();
+    let key = ed25519_consensus::VerificationKey::try_from(key_bytes.as_slice()).unwrap();
+    let watch = StateWatch::start(&node.state_file);
+
+    // The signer dials first and retries until the node listens.
+    let first = start_signer(&node);
+    node.start();
+    let h1 = node.wait_height(5, BLOCKS_LIMIT);
+    let made = node.node_made_key();
+    assert!(
+        made.as_deref() != Some(node.validator_pub_key.as_str()),
+        "the node's own FilePV must not be the validator's key"
+    );
+
+    // A signer that dies: another takes over the key and state file.
+    let first = stop_signer(first, Signal::SIGKILL);
+    assert_eq!(
+        first.status.signal(),
+        Some(9),
+        "the first signer: {first:?}"
+    );
+    let second = start_signer(&node);
+    let h2 = node.wait_height(h1 + MORE_BLOCKS, BLOCKS_LIMIT);
+
+    // A node that dies and comes back: the signer dials again by itself.
+    node.restart();
+    let h3 = node.wait_height(h2 + MORE_BLOCKS, BLOCKS_LIMIT);
+    let second = stop_signer(second, Signal::SIGTERM);
+    second.assert_ok("the second signer, stopped by SIGTERM");
+    node.kill();
+    let marks = watch.finish();
+
+    let (first, second) = (events(&first), events(&second));
+    let mut signed = Signed::default();
+    let before = signed.add("first signer", &first, &key);
+    let after = signed.add("second signer", &second, &key);
+    assert!(
+        before > 0 && after > 0,
+        "both signers signed: {before} and {after}"
+    );
+
+    let stats = check_final_stats("second signer", &second);
+    let connected = named(&second, "connected").count();
+    assert!(
+        connected >= 2 && stats["reconnects"].as_u64() >= Some(1),
+        "the second signer reconnected after the node restart: {connected} connects; {stats}"
+    );
+    let start = named(&first, "start").next().expect("a start event");
+    assert_eq!(start["pub_key"], node.validator_pub_key.as_str(), "{start}");
+
+    assert!(
+        marks.windows(2).all(|w| w[0] < w[1]),
+        "the state file's mark only moves up: {marks:?}"
+    );
+    let last = *marks.last().expect("the state file was read");
+    assert!(
+        last.height >= h3,
+        "the state file's mark ({last}) is at the height the node reached ({h3}) or above"
+    );
+    eprintln!(
+        "{test}: heights {h1}, {h2}, {h3}; {} signatures ({before} + {after}) at {} \
+         height/round/steps; {} marks; final stats of the second signer: {stats}",
+        signed.signatures,
+        signed.by_hrs.len(),
+        marks.len()
+    );
+}
+
+/// [`signs_blocks`] over `tcp://127.0.0.1:PORT`: a secret connection.
+fn signs_blocks_over_tcp(version: GoVersion, test: &str) {
+    signs_blocks(version, test, SignerTransport::Tcp);
+}
+
+/// [`signs_blocks`] over `unix://PATH`: plaintext.
+fn signs_blocks_over_unix(version: GoVersion, test: &str) {
+    signs_blocks(version, test, SignerTransport::Unix);
+}
+
+/// A node with `priv_validator_laddr` whose signer never connects exits
+/// with an error that says it could not get the public key, and commits
+/// nothing: what the harness relies on to start the signer first.
+fn node_exits_without_signer(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
+    let node = SignedNode::init(&bin, SignerTransport::Tcp);
+    let started = Instant::now();
+    node.start();
+    let Some(exit) = node.wait_exit(Duration::from_secs(60)) else {
+        node.fail("still running 60 s without a signer");
+    };
+    let waited = started.elapsed();
+    assert!(!exit.status.success(), "{exit:?}");
+    let said = format!("{}{}", node.log(), String::from_utf8_lossy(&exit.stderr));
+    assert!(
+        said.contains("can't get pubkey"),
+        "the node's error names the public key: {exit:?}; log:\n{}",
+        node.log_tail(10)
+    );
+    eprintln!("{test}: exited {} after {waited:?}", exit.status);
+}
+
+p2p_conn_interop::per_release! {
+    v0_34: V034, v0_37: V037, v0_38: V038, v0_39: V039, v0_40: V040, v1: V1;
+    [signs_blocks_over_tcp, signs_blocks_over_unix, node_exits_without_signer]
+}
