@@ -13,6 +13,9 @@
 //! - [`Address`] is what CometBFT's `priv_validator_laddr` holds:
 //!   `tcp://HOST:PORT` is a secret connection (this crate's
 //!   [`p2p_conn::io::tokio`]), `unix://PATH` is plaintext, as CometBFT does.
+//!   Each transport is one file of `endpoint/transport/` (parse, dial,
+//!   listen, accept), ending in the one connection type both sides run
+//!   over; the sides never match on the address themselves.
 //! - The signer side dials with a timeout and retries with a doubling
 //!   backoff, capped (default 50 ms to 500 ms, well under the 3 s a
 //!   starting node waits for its signer). Its read deadline (default 10 s)
@@ -57,6 +60,7 @@ mod serve;
 mod signer;
 mod stats;
 mod stream;
+mod transport;
 
 pub use node::{NodeEndpoint, SignerClient};
 pub use signer::{SignerEndpoint, SignerEvent};
@@ -129,45 +133,13 @@ pub enum AddressError {
 impl FromStr for Address {
     type Err = AddressError;
     fn from_str(s: &str) -> Result<Address, AddressError> {
-        if let Some(rest) = s.strip_prefix("tcp://") {
-            let (node_id, host_port) = match rest.split_once('@') {
-                Some((id, hp)) => (
-                    Some(
-                        id.parse::<p2p_conn::NodeId>()
-                            .map_err(|_| AddressError::NodeId(s.into()))?,
-                    ),
-                    hp,
-                ),
-                None => (None, rest),
-            };
-            if host_port.is_empty() || !host_port.contains(':') {
-                return Err(AddressError::Empty(s.into()));
-            }
-            Ok(Address::Tcp {
-                host_port: host_port.into(),
-                node_id,
-            })
-        } else if let Some(path) = s.strip_prefix("unix://") {
-            if path.is_empty() {
-                return Err(AddressError::Empty(s.into()));
-            }
-            Ok(Address::Unix(path.into()))
-        } else {
-            Err(AddressError::Scheme(s.into()))
-        }
+        transport::parse(s)
     }
 }
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Address::Tcp {
-                host_port,
-                node_id: Some(id),
-            } => write!(f, "tcp://{id}@{host_port}"),
-            Address::Tcp { host_port, .. } => write!(f, "tcp://{host_port}"),
-            Address::Unix(p) => write!(f, "unix://{}", p.display()),
-        }
+        transport::display(self, f)
     }
 }
 

@@ -2,14 +2,12 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpListener, UnixListener};
-
 use super::serve::sum_name;
 use super::stream::Conn;
+use super::transport::{Listener, Setup};
 use super::{Address, EndpointError, RequestKind, StatsHandle};
 use crate::message::Sum;
 use crate::{
@@ -17,11 +15,6 @@ use crate::{
     SignBytesRequest, SignProposalRequest, SignVoteRequest, Vote, MAX_MESSAGE_BYTES,
 };
 use p2p_conn::{Identity, NodeId};
-
-enum Listener {
-    Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
-}
 
 /// Where a node listens for its signer (`priv_validator_laddr`), with the
 /// timeouts a [`SignerClient`] uses. Build one with
@@ -51,15 +44,6 @@ impl fmt::Debug for NodeEndpoint {
     }
 }
 
-impl Drop for NodeEndpoint {
-    /// A Unix socket's file goes with its listener, as Go's does.
-    fn drop(&mut self) {
-        if let Listener::Unix(_, path) = &self.listener {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 impl NodeEndpoint {
     /// Listen at `address` (`tcp://HOST:PORT`, port 0 for any; or
     /// `unix://PATH`, which must not exist yet). Over `tcp://` the signer
@@ -70,12 +54,7 @@ impl NodeEndpoint {
         address: &Address,
         identity: Identity,
     ) -> Result<NodeEndpoint, EndpointError> {
-        let listener = match address {
-            Address::Tcp { host_port, .. } => {
-                Listener::Tcp(TcpListener::bind(host_port.as_str()).await?)
-            }
-            Address::Unix(path) => Listener::Unix(UnixListener::bind(path)?, path.clone()),
-        };
+        let listener = Listener::bind(address).await?;
         Ok(NodeEndpoint {
             listener,
             identity,
@@ -90,20 +69,12 @@ impl NodeEndpoint {
 
     /// The bound TCP address (`None` for a Unix socket).
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        match &self.listener {
-            Listener::Tcp(l) => l.local_addr().ok(),
-            Listener::Unix(..) => None,
-        }
+        self.listener.local_addr()
     }
 
     /// The address to give the signer: `tcp://IP:PORT` or `unix://PATH`.
     pub fn address(&self) -> Address {
-        match &self.listener {
-            Listener::Tcp(l) => {
-                Address::tcp(l.local_addr().map(|a| a.to_string()).unwrap_or_default())
-            }
-            Listener::Unix(_, p) => Address::Unix(p.clone()),
-        }
+        self.listener.address()
     }
 
     /// Accept only a signer that authenticates as `id` (`tcp://` only).
@@ -148,36 +119,13 @@ impl NodeEndpoint {
     }
 
     async fn accept(&self) -> Result<Conn, EndpointError> {
-        let limit = self.max_message_bytes;
-        let t = self.accept_timeout;
-        match &self.listener {
-            Listener::Tcp(l) => {
-                let (tcp, _) = within(t, l.accept()).await?;
-                Conn::secret(
-                    tcp,
-                    &self.identity,
-                    self.expect_signer,
-                    self.read_timeout,
-                    limit,
-                )
-                .await
-            }
-            Listener::Unix(l, _) => {
-                let (unix, _) = within(t, l.accept()).await?;
-                Ok(Conn::plain(unix, limit))
-            }
-        }
-    }
-}
-
-/// An accept bounded by the accept timeout.
-async fn within<T>(
-    t: Duration,
-    accept: impl std::future::Future<Output = std::io::Result<T>>,
-) -> Result<T, EndpointError> {
-    match tokio::time::timeout(t, accept).await {
-        Err(_) => Err(EndpointError::NoSigner(t)),
-        Ok(r) => Ok(r?),
+        let setup = Setup {
+            identity: &self.identity,
+            expect: self.expect_signer,
+            handshake_timeout: self.read_timeout,
+            limit: self.max_message_bytes,
+        };
+        self.listener.accept(&setup, self.accept_timeout).await
     }
 }
 

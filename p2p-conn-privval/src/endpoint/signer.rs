@@ -5,10 +5,10 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufRead, AsyncWrite};
-use tokio::net::{TcpStream, UnixStream};
 
 use super::serve::{respond, Outcome};
 use super::stream::Conn;
+use super::transport::{self, Setup};
 use super::{Address, EndpointError, RequestKind, StatsHandle};
 use crate::{Signer, MAX_MESSAGE_BYTES};
 use p2p_conn::{Identity, NodeId};
@@ -103,10 +103,7 @@ impl SignerEndpoint {
     /// key, not the validator key. A `tcp://ID@HOST:PORT` address pins the
     /// node's ID.
     pub fn new(address: Address, identity: Identity) -> SignerEndpoint {
-        let expect_node = match &address {
-            Address::Tcp { node_id, .. } => *node_id,
-            Address::Unix(_) => None,
-        };
+        let expect_node = transport::pinned(&address);
         SignerEndpoint {
             address,
             identity,
@@ -265,25 +262,15 @@ impl SignerEndpoint {
     }
 
     async fn connect(&self) -> Result<Conn, EndpointError> {
-        let limit = self.max_message_bytes;
-        let t = self.connect_timeout;
-        match &self.address {
-            Address::Tcp { host_port, .. } => {
-                let tcp = tokio::time::timeout(t, TcpStream::connect(host_port.as_str()))
-                    .await
-                    .map_err(|_| EndpointError::timeout("connect", t))??;
-                // The handshake gets the node's read/write timeout: a node that
-                // is busy may take a moment to call accept.
-                let hs = super::NODE_READ_WRITE_TIMEOUT;
-                Conn::secret(tcp, &self.identity, self.expect_node, hs, limit).await
-            }
-            Address::Unix(path) => {
-                let unix = tokio::time::timeout(t, UnixStream::connect(path))
-                    .await
-                    .map_err(|_| EndpointError::timeout("connect", t))??;
-                Ok(Conn::plain(unix, limit))
-            }
-        }
+        let setup = Setup {
+            identity: &self.identity,
+            expect: self.expect_node,
+            // The handshake gets the node's read/write timeout: a node that
+            // is busy may take a moment to call accept.
+            handshake_timeout: super::NODE_READ_WRITE_TIMEOUT,
+            limit: self.max_message_bytes,
+        };
+        transport::dial(&self.address, &setup, self.connect_timeout).await
     }
 
     /// Serve requests on an established stream until it fails: a secret
