@@ -25,10 +25,8 @@ use std::net::{Shutdown, TcpStream};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use super::{ReuniteError, SecretStream};
-use crate::engine::{
-    poll_handshake, ready, unpoll, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, StdIo,
-};
+use super::{ReadSide, Reads, ReuniteError, SecretStream, Whole, WriteSide, Writes};
+use crate::engine::{poll_handshake, ready, unpoll, HasReader, HasWriter, StdIo};
 use crate::events::Handshaking;
 use crate::proto::Handshake;
 use crate::{Config, Error, Identity};
@@ -38,13 +36,13 @@ use crate::{Config, Error, Identity};
 pub enum Blocking {}
 
 /// An authenticated, encrypted byte stream over a blocking transport `T`.
-pub type SecretConnection<T> = SecretStream<T, Duplex, Blocking>;
+pub type SecretConnection<T> = SecretStream<T, Whole, Blocking>;
 /// The receiving half of a split [`SecretConnection`], over transport half
 /// `R` (a TCP connection's by default).
-pub type ReadHalf<R = TcpStream> = SecretStream<R, FrameReader, Blocking>;
+pub type ReadHalf<R = TcpStream> = SecretStream<R, ReadSide, Blocking>;
 /// The sending half of a split [`SecretConnection`], over transport half
 /// `W` (a TCP connection's by default).
-pub type WriteHalf<W = TcpStream> = SecretStream<W, FrameWriter, Blocking>;
+pub type WriteHalf<W = TcpStream> = SecretStream<W, WriteSide, Blocking>;
 
 /// A blocking transport that splits into halves usable from two threads,
 /// which [`SecretConnection::split`] wraps (std's `TcpStream`: the socket is
@@ -245,7 +243,7 @@ fn write_fn<W: Write>(io: &mut W) -> impl FnMut(&[u8]) -> Poll<io::Result<usize>
     move |b| ready(io.write(b))
 }
 
-impl<T: Read, E: HasReader> Read for SecretStream<T, E, Blocking> {
+impl<T: Read, S: Reads> Read for SecretStream<T, S, Blocking> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         unpoll(
             self.engines
@@ -256,7 +254,7 @@ impl<T: Read, E: HasReader> Read for SecretStream<T, E, Blocking> {
 }
 
 /// Hands out plaintext straight from the receive buffer (no copy).
-impl<T: Read, E: HasReader> BufRead for SecretStream<T, E, Blocking> {
+impl<T: Read, S: Reads> BufRead for SecretStream<T, S, Blocking> {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         let reader = self.engines.reader();
         unpoll(reader.poll_fill_with(read_fn(&mut self.io)))?;
@@ -268,7 +266,7 @@ impl<T: Read, E: HasReader> BufRead for SecretStream<T, E, Blocking> {
 }
 
 /// One call is one message, up to `flush_size` sealed bytes.
-impl<T: Write, E: HasWriter> Write for SecretStream<T, E, Blocking> {
+impl<T: Write, S: Writes> Write for SecretStream<T, S, Blocking> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         unpoll(
             self.engines
@@ -293,7 +291,7 @@ impl<T: Write, E: HasWriter> Write for SecretStream<T, E, Blocking> {
     }
 }
 
-impl<T: Write, E: HasWriter> SecretStream<T, E, Blocking> {
+impl<T: Write, S: Writes> SecretStream<T, S, Blocking> {
     /// Send `msg` as one logical message and flush: one transport write per
     /// `flush_size` sealed bytes.
     pub fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
@@ -314,7 +312,7 @@ impl<T: Write, E: HasWriter> SecretStream<T, E, Blocking> {
     }
 }
 
-impl<E: HasWriter> SecretStream<TcpStream, E, Blocking> {
+impl<S: Writes> SecretStream<TcpStream, S, Blocking> {
     /// Flush, then half-close the TCP write side (the peer reads end of
     /// stream; reading from the peer goes on).
     pub fn shutdown(&mut self) -> io::Result<()> {

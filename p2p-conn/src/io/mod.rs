@@ -2,10 +2,10 @@
 //! crate-private engine) to real transports.
 //!
 //! Every connection type of the tokio and std adapters is one small generic
-//! wrapper, [`SecretStream`]: a transport `T`, the engines `E` it drives
-//! (`Duplex` for a whole connection, `FrameReader` for a read half,
-//! `FrameWriter` for a write half) and a marker `A` naming the adapter
-//! whose traits it implements. The adapters' names
+//! wrapper, [`SecretStream`]: a transport `T`, the sides `S` it holds
+//! ([`Whole`] for a whole connection, [`ReadSide`] for a read half,
+//! [`WriteSide`] for a write half; see [`Sides`]) and a marker `A` naming
+//! the adapter whose traits it implements. The adapters' names
 //! (`tokio::SecretConnection<T>`, `tokio::ReadHalf<R>`,
 //! `blocking::WriteHalf`, …) are aliases of it, so accessors are written once
 //! and a half has every accessor the whole connection has.
@@ -21,23 +21,27 @@ pub mod queue;
 
 use std::marker::PhantomData;
 
+mod sides;
+
+pub use sides::{ReadSide, Reads, Sides, Whole, WriteSide, Writes};
+
 use crate::engine::{establish, Duplex, Engines, FrameReader, FrameWriter};
 use crate::proto::Established;
 use crate::stats::ConnStats;
 use crate::{Config, Error, NodeId, PublicKey};
 
-/// An authenticated, encrypted stream over transport `T`, holding engines `E`
-/// and speaking the traits of adapter `A`. Use the adapters' aliases:
+/// An authenticated, encrypted stream over transport `T`, holding the sides
+/// `S` ([`Sides`]) and speaking the traits of adapter `A`. Use the adapters' aliases:
 /// [`tokio::SecretConnection`], [`blocking::SecretConnection`] and their
 /// halves.
-pub struct SecretStream<T, E, A> {
+pub struct SecretStream<T, S: Sides, A> {
     pub(crate) io: T,
-    pub(crate) engines: E,
+    pub(crate) engines: S::Engines,
     pub(crate) remote: PublicKey,
     adapter: PhantomData<fn() -> A>,
 }
 
-impl<T, E, A> std::fmt::Debug for SecretStream<T, E, A> {
+impl<T, S: Sides, A> std::fmt::Debug for SecretStream<T, S, A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The engines hold decrypted bytes: show the peer, not the buffers.
         f.debug_struct("SecretStream")
@@ -46,8 +50,8 @@ impl<T, E, A> std::fmt::Debug for SecretStream<T, E, A> {
     }
 }
 
-impl<T, E: Engines, A> SecretStream<T, E, A> {
-    pub(crate) fn new(io: T, engines: E, remote: PublicKey) -> Self {
+impl<T, S: Sides, A> SecretStream<T, S, A> {
+    pub(crate) fn new(io: T, engines: S::Engines, remote: PublicKey) -> Self {
         SecretStream {
             io,
             engines,
@@ -97,12 +101,9 @@ impl<T, E: Engines, A> SecretStream<T, E, A> {
 }
 
 /// The halves of a stream over transport halves `R` and `W`.
-pub(crate) type Halves<R, W, A> = (
-    SecretStream<R, FrameReader, A>,
-    SecretStream<W, FrameWriter, A>,
-);
+pub(crate) type Halves<R, W, A> = (SecretStream<R, ReadSide, A>, SecretStream<W, WriteSide, A>);
 
-impl<T, A> SecretStream<T, Duplex, A> {
+impl<T, A> SecretStream<T, Whole, A> {
     /// The whole connection over `io` after a finished handshake, with the
     /// peer checked against `config`.
     pub(crate) fn established(io: T, est: Established, config: &Config) -> Result<Self, Error> {
@@ -146,10 +147,10 @@ impl<T, A> SecretStream<T, Duplex, A> {
     /// `join` is asked.
     #[allow(clippy::result_large_err, clippy::type_complexity)]
     pub(crate) fn reunite_with<R, W>(
-        read: SecretStream<R, FrameReader, A>,
-        write: SecretStream<W, FrameWriter, A>,
+        read: SecretStream<R, ReadSide, A>,
+        write: SecretStream<W, WriteSide, A>,
         join: impl FnOnce(R, W) -> Result<T, (R, W)>,
-    ) -> Result<Self, ReuniteError<SecretStream<R, FrameReader, A>, SecretStream<W, FrameWriter, A>>>
+    ) -> Result<Self, ReuniteError<SecretStream<R, ReadSide, A>, SecretStream<W, WriteSide, A>>>
     {
         if read.remote != write.remote {
             return Err(ReuniteError(read, write));

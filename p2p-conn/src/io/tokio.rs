@@ -39,10 +39,8 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{ReuniteError, SecretStream};
-use crate::engine::{
-    poll_handshake, Duplex, FrameReader, FrameWriter, HasReader, HasWriter, PollIo,
-};
+use super::{ReadSide, Reads, ReuniteError, SecretStream, Whole, WriteSide, Writes};
+use crate::engine::{poll_handshake, HasReader, HasWriter, PollIo};
 use crate::events::Handshaking;
 use crate::proto::{Established, Handshake};
 use crate::{Config, Error, Identity};
@@ -52,11 +50,11 @@ use crate::{Config, Error, Identity};
 pub enum Tokio {}
 
 /// An authenticated, encrypted byte stream over `T`.
-pub type SecretConnection<T> = SecretStream<T, Duplex, Tokio>;
+pub type SecretConnection<T> = SecretStream<T, Whole, Tokio>;
 /// The receiving half of a [`SecretConnection`], over transport half `R`.
-pub type ReadHalf<R> = SecretStream<R, FrameReader, Tokio>;
+pub type ReadHalf<R> = SecretStream<R, ReadSide, Tokio>;
 /// The sending half of a [`SecretConnection`], over transport half `W`.
-pub type WriteHalf<W> = SecretStream<W, FrameWriter, Tokio>;
+pub type WriteHalf<W> = SecretStream<W, WriteSide, Tokio>;
 
 struct TokioIo<'a, 'b, T> {
     io: &'a mut T,
@@ -267,7 +265,7 @@ impl<R: Rejoin> ReadHalf<R> {
     }
 }
 
-impl<T: AsyncRead + Unpin, E: HasReader> AsyncRead for SecretStream<T, E, Tokio> {
+impl<T: AsyncRead + Unpin, S: Reads> AsyncRead for SecretStream<T, S, Tokio> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -287,7 +285,7 @@ impl<T: AsyncRead + Unpin, E: HasReader> AsyncRead for SecretStream<T, E, Tokio>
 
 /// Hands out opened plaintext straight from the receive buffer, with no copy
 /// into a caller's buffer.
-impl<T: AsyncRead + Unpin, E: HasReader> AsyncBufRead for SecretStream<T, E, Tokio> {
+impl<T: AsyncRead + Unpin, S: Reads> AsyncBufRead for SecretStream<T, S, Tokio> {
     fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
         let me = self.get_mut();
         let io = &mut me.io;
@@ -308,7 +306,7 @@ pub(super) fn writer_io<'a, 'b, W: AsyncWrite + Unpin>(
     move |b| Pin::new(&mut *io).poll_write(cx, b)
 }
 
-impl<T: AsyncWrite + Unpin, E: HasWriter> AsyncWrite for SecretStream<T, E, Tokio> {
+impl<T: AsyncWrite + Unpin, S: Writes> AsyncWrite for SecretStream<T, S, Tokio> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -346,7 +344,7 @@ impl<T: AsyncWrite + Unpin, E: HasWriter> AsyncWrite for SecretStream<T, E, Toki
     }
 }
 
-impl<T: AsyncWrite + Unpin, E: HasWriter> SecretStream<T, E, Tokio> {
+impl<T: AsyncWrite + Unpin, S: Writes> SecretStream<T, S, Tokio> {
     /// Send `msg` as one logical message and flush: one transport write per
     /// `flush_size` sealed bytes, and the call returns once every byte is
     /// handed to the transport.
