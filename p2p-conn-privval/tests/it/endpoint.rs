@@ -363,6 +363,12 @@ async fn hostile_frames_get_typed_errors_and_the_signer_carries_on() {
     let mut rest = Vec::new();
     let _ = conn.read_to_end(&mut rest).await;
     let mut conn = accept().await;
+    // The signer counts a connect once its side of the handshake returns,
+    // which can be after ours: wait for it rather than race it.
+    wait_until("the second connect", Duration::from_secs(5), || {
+        stats.snapshot().connects == 2
+    })
+    .await;
     assert_eq!(stats.snapshot().connects, 2);
     // Truncated: half a message, then the node hangs up.
     conn.write_all(&[10, 0x3a, 0]).await.unwrap();
