@@ -2,6 +2,7 @@
 //! ephemeral-key message parser.
 
 use crate::internals::{read_uvarint, Varint};
+use crate::Seeds;
 use p2p_conn::proto::wire::EPH_MSG_LEN;
 use p2p_conn::proto::{HandshakeParams, Stage};
 use p2p_conn::testkit;
@@ -84,4 +85,44 @@ fn uvarint(mut v: u64) -> Vec<u8> {
     }
     out.push(v as u8);
     out
+}
+
+/// The seeds this check owns, written to `seeds/auth_sig/` by `gen_seeds`: a
+/// real message body, one reordered with an unknown field, an ephemeral
+/// message, a varint overflow, a secp256k1 key, and our own key reflected with
+/// bit 255 set.
+pub fn seeds() -> Seeds {
+    use crate::cat;
+
+    let mut s = Seeds::default();
+    // A real message body, a reordered one, an ephemeral message.
+    let id = testkit::deterministic_handshake(1, HandshakeParams::default()).0;
+    let pk = *id.public_key().as_bytes();
+    let sig = [0x5a; 64];
+    let enc = auth_sig::encode(&pk, &sig);
+    s.add("ed25519", &enc[1..]);
+    let reordered = cat(&[
+        &[0x12, 0x40],
+        &sig,
+        &[0x0a, 0x22, 0x0a, 0x20],
+        &pk,
+        &[0x18, 0x96, 0x01],
+    ]);
+    s.add("reordered-unknown-field", &reordered);
+    let (_, hs) = testkit::deterministic_handshake(2, HandshakeParams::default());
+    s.add("ephemeral-message", &hs.outgoing()[..35]);
+    s.add("varint-overflow", &[0xff; 11]);
+    // Found by this target in its first run, kept byte for byte: our own
+    // ephemeral key (seed 3's) reflected back with bit 255 set, and one byte
+    // more (see tests/seeds.rs).
+    s.add(
+        "reflected-key-bit255",
+        &[
+            0x22, 0x0a, 0x20, 0x32, 0xa9, 0xf0, 0xa0, 0x0c, 0x1f, 0xa1, 0x78, 0x8d, 0xfa, 0x28,
+            0x51, 0xcb, 0x35, 0x27, 0x5f, 0x39, 0x4a, 0x0d, 0xf9, 0x51, 0x88, 0x30, 0xbf, 0x19,
+            0x14, 0x72, 0x9c, 0xee, 0x91, 0x01, 0x94, 0x71,
+        ],
+    );
+    s.add("secp256k1-key", &[0x0a, 0x23, 0x12, 0x21, 2, 1, 2, 3]);
+    s
 }

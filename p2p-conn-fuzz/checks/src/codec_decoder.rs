@@ -14,6 +14,7 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use crate::drive::handshake_pair;
 use crate::input::Input;
+use crate::Seeds;
 use p2p_conn::io::codec::{SecretCodec, SecretDecoder};
 use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::testkit;
@@ -237,4 +238,146 @@ pub fn check(data: &[u8]) {
             src.len()
         );
     }
+}
+
+/// `codec_decoder` input (see `p2p_conn_fuzz_checks::codec_decoder`): the
+/// backend, the messages the peer seals, then steps.
+mod cd {
+    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
+    use p2p_conn::Backend;
+
+    pub fn head(backend: Backend, lens: &[u16]) -> Vec<u8> {
+        let i = Backend::ALL.iter().position(|&b| b == backend).unwrap();
+        let mut v = vec![i as u8, lens.len() as u8];
+        for n in lens {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v
+    }
+    /// The next `n` sealed bytes (0: all that is left).
+    pub fn feed(n: u16) -> Vec<u8> {
+        let mut v = vec![0];
+        v.extend_from_slice(&n.to_le_bytes());
+        v
+    }
+    pub const DECODE: &[u8] = &[2];
+    pub const DECODE_ONE: &[u8] = &[3];
+    pub const SWAP: &[u8] = &[4];
+    /// Hand only the part behind `at` (frames: `at` whole sealed frames).
+    pub fn split_back(frames: u16) -> Vec<u8> {
+        let mut v = vec![5];
+        v.extend_from_slice(&(frames * STANDARD_SEALED_FRAME as u16).to_le_bytes());
+        v
+    }
+    /// A fresh buffer holding the forged frame (length 5, "EVIL!").
+    pub const FORGE_FRAME: &[u8] = &[6];
+    /// A fresh buffer holding `bytes`.
+    pub fn forge(bytes: &[u8]) -> Vec<u8> {
+        let mut v = vec![6 | 8];
+        v.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        v.extend_from_slice(bytes);
+        v
+    }
+    pub fn flip(bit: u32) -> Vec<u8> {
+        let mut v = vec![7];
+        v.extend_from_slice(&bit.to_le_bytes());
+        v
+    }
+}
+
+/// The seeds this check owns, written to `seeds/codec_decoder/` by
+/// `gen_seeds`: untampered streams fed in pieces with decodes and buffer
+/// swaps, and tampered ones (split, forged, flipped), among them the
+/// audit's case of issue 17.
+pub fn seeds() -> Seeds {
+    use crate::cat;
+    use p2p_conn::Backend;
+    let mut s = Seeds::default();
+    use cd::*;
+    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME as FRAME;
+    let avx512 = Backend::ALL.iter().copied().find(|b| b.name() == "avx512");
+    let wide = avx512.unwrap_or(Backend::ALL[0]);
+    let narrow = Backend::ALL[0];
+    let rustcrypto = Backend::RustCrypto;
+    // 17 KiB: one group of 16 frames for the multi-frame engine, and one more.
+    let group: u16 = 17 * 1024;
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        // Untampered: the whole plaintext must arrive.
+        (
+            "feed-in-halves",
+            cat(&[
+                &head(narrow, &[3000]),
+                &feed(1500),
+                DECODE,
+                &feed(0),
+                DECODE,
+            ]),
+        ),
+        (
+            "decode-one-then-swap",
+            cat(&[
+                &head(wide, &[group, 300]),
+                &feed(0),
+                DECODE_ONE,
+                SWAP,
+                DECODE_ONE,
+                DECODE,
+            ]),
+        ),
+        (
+            "chunked-with-swaps",
+            cat(&[
+                &head(rustcrypto, &[100, 5000, 0]),
+                &feed(700),
+                DECODE,
+                SWAP,
+                &feed(2000),
+                DECODE_ONE,
+                SWAP,
+                DECODE,
+            ]),
+        ),
+        (
+            "split-back-at-front",
+            cat(&[&head(wide, &[group]), &feed(0), &split_back(0), DECODE]),
+        ),
+        // Forged bytes shorter than a frame: nothing to open, nothing to yield.
+        (
+            "forge-short-garbage",
+            cat(&[&head(rustcrypto, &[2000]), &feed(500), &forge(b"EVIL!")]),
+        ),
+        // Tampered: refused, and refused for good.
+        (
+            "split-back-skips-a-frame",
+            cat(&[&head(narrow, &[5000]), &feed(0), &split_back(1)]),
+        ),
+        (
+            "forged-frame-after-decode",
+            cat(&[&head(narrow, &[3000]), &feed(0), DECODE, FORGE_FRAME]),
+        ),
+        (
+            "forge-garbage-frame-after-decode-one",
+            cat(&[
+                &head(wide, &[group]),
+                &feed(0),
+                DECODE_ONE,
+                &forge(&[0xa5; FRAME]),
+            ]),
+        ),
+        (
+            "flip-then-decode",
+            cat(&[&head(narrow, &[3000]), &feed(0), &flip(8 * 100 + 3), DECODE]),
+        ),
+        // The audit's case (issue 17): seal 17 KiB, decode one item, then a
+        // fresh buffer holding the forged frame. With `Backend::Avx512` the
+        // decoder used to yield "EVIL!".
+        (
+            "forged-frame-after-decode-one",
+            cat(&[&head(wide, &[group]), &feed(0), DECODE_ONE, FORGE_FRAME]),
+        ),
+    ];
+    for (name, bytes) in seeds {
+        s.add(name, &bytes);
+    }
+    s
 }

@@ -4,6 +4,7 @@
 use crate::drive::{handshake_pair, read_all, Chunks, KEY};
 use crate::input::Input;
 use crate::internals::ReadCore;
+use crate::Seeds;
 use p2p_conn::proto::wire::{sealed_frame_len, LEN_PREFIX, TAG_LEN};
 use p2p_conn::proto::{FrameSize, Opener};
 use p2p_conn::testkit;
@@ -197,4 +198,87 @@ fn frames_tampered(inp: &mut Input<'_>, backend: Backend) {
         "end of stream {end:?} with the first damaged frame {first_bad} of {}",
         frame_data.len()
     );
+}
+
+/// The seeds this check owns, written to `seeds/frames/` by `gen_seeds`: valid
+/// frames from the pair's sealer, junk, hostile frame headers, 40 standard
+/// frames for each backend, and tampered streams.
+pub fn seeds() -> Seeds {
+    use crate::cat;
+
+    let mut s = Seeds::default();
+    // Mode 0 (raw): cfg 0, opts, rbuf u16, chunks (seed, max u16),
+    // out_max u16, then the stream: here valid frames from the pair's sealer.
+    for (name, small, msg_len, chunk) in [
+        ("raw-valid-std", false, 3000usize, 0u16),
+        ("raw-valid-small-chunked", true, 500, 13),
+    ] {
+        let mut run = crate::drive::handshake_pair(small, Backend::ALL[0]);
+        let mut wire = Vec::new();
+        run.a
+            .sealer
+            .seal_append(&testkit::payload(msg_len, 1), &mut wire)
+            .unwrap();
+        let head = [
+            &[0u8, small as u8, 0, 0, 4][..],
+            &chunk.to_le_bytes(),
+            &[0, 4],
+        ]
+        .concat();
+        s.add(name, &cat(&[&head, &wire]));
+    }
+    s.add(
+        "raw-junk",
+        &cat(&[&[0, 0, 0, 0, 0, 0, 0, 0, 0], &[0xab; 1100]]),
+    );
+    // Mode 1 (hostile): cfg 1, sel (frame size), read backend, rbuf,
+    // chunks, out_max, cut, then frames: kind [+ len bytes] + body.
+    let hostile_frames = cat(&[
+        &[5, 10, 0],   // len 10
+        &[7u8; 10],    // body
+        &[0],          // empty frame
+        &[1],          // len = frame size
+        &[9u8; 64],    // body (64-byte frames)
+        &[0x85, 3, 0], // len 3, junk padding
+        b"abc",
+        &[2, 0], // len = frame size + 1: must fail
+        &[0u8; 64],
+    ]);
+    s.add(
+        "hostile-64",
+        &cat(&[&[1, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0], &hostile_frames]),
+    );
+    s.add(
+        "hostile-64-cut",
+        &cat(&[&[1, 2, 0, 0, 0, 3, 5, 0, 0, 1, 9, 0], &hostile_frames[..90]]),
+    );
+    let mut many = Vec::new();
+    for i in 0..40u8 {
+        many.extend_from_slice(&[5, i, 3]);
+        many.extend(std::iter::repeat_n(i, usize::from(i) + 768));
+    }
+    // 40 standard frames (groups of 16 for the multi-frame engine), rbuf
+    // 4 * 0x4000 = 64 KiB.
+    for i in 0..Backend::ALL.len() {
+        let cfg = 1 | (i as u8) << 2;
+        s.add(
+            format!("hostile-std-40-frames-backend{i}"),
+            &cat(&[&[cfg, 0, i as u8, 0, 0x40, 0, 0, 0, 0, 0x40, 0, 0], &many]),
+        );
+    }
+    // Mode 2 (tampered): cfg 2, opts, rbuf, chunks, out_max, then
+    // messages (count, u16 lens), flips (count, u32 pos, xor).
+    s.add(
+        "tampered-none",
+        &[
+            2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 0,
+        ],
+    );
+    s.add(
+        "tampered-one-flip",
+        &[
+            2, 0, 0, 0x10, 0, 0, 0, 0, 0x10, 2, 0xd0, 0x07, 0x10, 0x00, 1, 0x30, 0x08, 0, 0, 4,
+        ],
+    );
+    s
 }

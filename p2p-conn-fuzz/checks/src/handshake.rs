@@ -1,6 +1,7 @@
 //! `handshake`: the handshake state machine on arbitrary peer bytes.
 
 use crate::input::Input;
+use crate::Seeds;
 use p2p_conn::proto::{FrameSize, HandshakeParams, Stage};
 use p2p_conn::testkit;
 use p2p_conn::PublicKey;
@@ -91,4 +92,23 @@ pub fn check(data: &[u8]) {
         assert_ne!(hs.stage(), Stage::Done, "not finished, yet nothing to read");
         assert!(hs.into_established().is_err());
     }
+}
+
+/// The seeds this check owns, written to `seeds/handshake/` by `gen_seeds`: the
+/// two sides' real handshake bytes, whole, in pieces and cut short, and one
+/// side's own bytes reflected back.
+pub fn seeds() -> Seeds {
+    use crate::cat;
+
+    let mut s = Seeds::default();
+    // Layout: cfg (bit 0 role, bit 1 small frames), chunk, peer bytes.
+    let std_run = crate::drive::handshake_pair(false, Backend::ALL[0]);
+    let small_run = crate::drive::handshake_pair(true, Backend::ALL[0]);
+    s.add("seed1-full", &cat(&[&[0, 0], &std_run.b_wire]));
+    s.add("seed1-chunk1", &cat(&[&[0, 1], &std_run.b_wire]));
+    s.add("seed2-chunk37", &cat(&[&[1, 37], &std_run.a_wire]));
+    s.add("seed2-small-frames", &cat(&[&[3, 0], &small_run.a_wire]));
+    s.add("seed1-truncated", &cat(&[&[0, 5], &std_run.b_wire[..100]]));
+    s.add("seed1-own-key", &cat(&[&[0, 0], &std_run.a_wire]));
+    s
 }

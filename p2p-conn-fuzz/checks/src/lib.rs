@@ -40,25 +40,69 @@ mod internals {
 /// A target's check: panics when p2p-conn misbehaves on the input.
 pub type Check = fn(&[u8]);
 
-/// Every target by name (its `fuzz_targets/NAME.rs` and `seeds/NAME/`), with
-/// its check.
-pub const TARGETS: &[(&str, Check)] = &[
-    ("handshake", handshake::check),
-    ("frames", frames::check),
-    ("auth_sig", auth_sig::check),
-    ("roundtrip", roundtrip::check),
-    ("queue_budget", queue_budget::check),
-    ("send_queue", send_queue::check),
-    ("nodeinfo", nodeinfo::check),
-    ("codec_decoder", codec_decoder::check),
-    ("privval", privval::check),
-    ("mconn_packets", mconn_packets::check),
+/// A fuzz target: its name (its `fuzz_targets/NAME.rs` and `seeds/NAME/`),
+/// its check, and the seeds it owns.
+#[derive(Clone, Copy)]
+pub struct Target {
+    /// The target's name.
+    pub name: &'static str,
+    /// Panics when p2p-conn misbehaves on the input.
+    pub check: Check,
+    /// The committed seeds of `seeds/NAME/`, built from the layout the
+    /// check decodes (each module's `seeds()`, next to its decoder).
+    pub seeds: fn() -> Seeds,
+}
+
+/// Every target, each with its check and its seeds.
+pub const TARGETS: &[Target] = &[
+    target("handshake", handshake::check, handshake::seeds),
+    target("frames", frames::check, frames::seeds),
+    target("auth_sig", auth_sig::check, auth_sig::seeds),
+    target("roundtrip", roundtrip::check, roundtrip::seeds),
+    target("queue_budget", queue_budget::check, queue_budget::seeds),
+    target("send_queue", send_queue::check, send_queue::seeds),
+    target("nodeinfo", nodeinfo::check, nodeinfo::seeds),
+    target("codec_decoder", codec_decoder::check, codec_decoder::seeds),
+    target("privval", privval::check, privval::seeds),
+    target("mconn_packets", mconn_packets::check, mconn_packets::seeds),
 ];
 
-/// The check of the target called `name`.
-pub fn check_of(name: &str) -> Option<Check> {
-    TARGETS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, check)| check)
+const fn target(name: &'static str, check: Check, seeds: fn() -> Seeds) -> Target {
+    Target { name, check, seeds }
+}
+
+/// The target called `name`.
+pub fn target_of(name: &str) -> Option<&'static Target> {
+    TARGETS.iter().find(|t| t.name == name)
+}
+
+/// The seeds one target owns: file names and bytes, in the order they were
+/// added.
+#[derive(Debug, Default)]
+pub struct Seeds(Vec<(String, Vec<u8>)>);
+
+impl Seeds {
+    /// Adds the seed `name`.
+    ///
+    /// # Panics
+    ///
+    /// If the target already has a seed called `name`.
+    pub fn add(&mut self, name: impl Into<String>, bytes: &[u8]) {
+        let name = name.into();
+        assert!(
+            self.0.iter().all(|(n, _)| *n != name),
+            "two seeds called {name}"
+        );
+        self.0.push((name, bytes.to_vec()));
+    }
+
+    /// The seeds, by file name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.0.iter().map(|(n, b)| (n.as_str(), b.as_slice()))
+    }
+}
+
+/// The parts, one after another.
+pub(crate) fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
 }

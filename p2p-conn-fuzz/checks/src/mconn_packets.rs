@@ -1,6 +1,7 @@
 //! `mconn_packets`: the MConnection core's receive side and packet decoder
 //! on any bytes.
 
+use crate::Seeds;
 use std::time::Instant;
 
 use p2p_conn_mconn::pex::PexMessage;
@@ -125,4 +126,78 @@ fn reencode(p: &Packet) {
     let (used, again) = dec.feed(&wire).expect("our own encoding");
     assert_eq!(used, wire.len());
     assert_eq!(again.as_ref(), Some(p), "a packet re-encoded differs");
+}
+
+/// The seeds this check owns, written to `seeds/mconn_packets/` by
+/// `gen_seeds`: a chunk size, then the peer's plaintext (packets made by the
+/// library's own encoder, and hostile ones by hand).
+pub fn seeds() -> Seeds {
+    use crate::cat;
+    let mut s = Seeds::default();
+    use p2p_conn_mconn::pex::{NetAddress, PexMessage};
+    use p2p_conn_mconn::{
+        encode_packet, ChannelDescriptor, MConnConfig, MConnCore, Packet, PacketMsg,
+    };
+    use std::time::Instant;
+
+    let now = Instant::now();
+    let chans = [
+        ChannelDescriptor::new(0x00),
+        ChannelDescriptor::new(0x20),
+        ChannelDescriptor::new(0xc0),
+    ];
+    let mut tx = MConnCore::new(MConnConfig::default(), &chans, now).unwrap();
+    let addrs = (0..40)
+        .map(|i| NetAddress {
+            id: format!("{i:040x}"),
+            ip: format!("10.0.0.{i}"),
+            port: 26656,
+        })
+        .collect();
+    tx.send(0x00, PexMessage::Request.encode()).unwrap();
+    tx.send(0x20, (0..2500u32).map(|i| i as u8).collect())
+        .unwrap();
+    tx.send(0xc0, vec![0xab; 3000]).unwrap();
+    tx.send(0x00, PexMessage::Addrs(addrs).encode()).unwrap();
+    tx.send(0x20, Vec::new()).unwrap();
+    let mut stream = Vec::new();
+    while tx.poll_transmit(now, &mut stream, 4096) > 0 {}
+    s.add("channels-chunk13", &cat(&[&[13], &stream]));
+    s.add("channels-whole", &cat(&[&[0], &stream]));
+
+    let msg = |channel_id: i32, eof: bool, data: Vec<u8>| {
+        let mut out = Vec::new();
+        encode_packet(
+            &Packet::Msg(PacketMsg {
+                channel_id,
+                eof,
+                data,
+            }),
+            &mut out,
+        );
+        out
+    };
+    let mut ping_pong = Vec::new();
+    encode_packet(&Packet::Ping, &mut ping_pong);
+    encode_packet(&Packet::Pong, &mut ping_pong);
+    encode_packet(&Packet::Ping, &mut ping_pong);
+    s.add("ping-pong-ping", &cat(&[&[1], &ping_pong]));
+    // eof never set on 0x20 (cap 3000 in the check).
+    let piece = msg(0x20, false, vec![0x55; 1024]);
+    s.add(
+        "never-ends",
+        &cat(&[&[200], &piece, &piece, &piece, &piece]),
+    );
+    s.add(
+        "unknown-channel",
+        &cat(&[&[3], &msg(0x21, true, b"hi".to_vec())]),
+    );
+    s.add(
+        "negative-channel",
+        &cat(&[&[3], &msg(-1, true, b"hi".to_vec())]),
+    );
+    s.add("oversized-prefix", &[1, 0x8b, 0x08]);
+    s.add("garbage-protobuf", &[2, 0x03, 0x1a, 0x05, 0x08]);
+    s.add("empty-packet", &[2, 0x00, 0x02, 0x0a, 0x00]);
+    s
 }

@@ -1,5 +1,6 @@
 //! `privval`: the privval message stream reader, whole and chunked.
 
+use crate::Seeds;
 use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
 use p2p_conn_privval::{
     encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId,
@@ -122,4 +123,74 @@ pub fn check(data: &[u8]) {
         std::hint::black_box(sizes);
         guard_allows_only_what_cometbft_signs(&msg);
     }
+}
+
+/// The seeds this check owns, written to `seeds/privval/` by `gen_seeds`: a
+/// ping then a public-key request, a sign-vote request then a ping, the
+/// three requests CometBFT never signs (a 31-byte block hash, 2e9 nanos, the
+/// year 10000), a length over the limit, a truncated message and an unknown
+/// oneof field. The first byte of each is the chunk size.
+pub fn seeds() -> Seeds {
+    use crate::cat;
+    use p2p_conn_privval::{PingRequest, PubKeyRequest, SignVoteRequest, Vote};
+
+    let msg = |sum: Sum| encode(&Message::from(sum));
+    let ping = msg(Sum::PingRequest(PingRequest::default()));
+    // The message structs are `#[non_exhaustive]`: built from their defaults.
+    let sign = |block_id: BlockId, timestamp: Timestamp| {
+        let mut vote = Vote::default();
+        vote.msg_type = 1;
+        vote.height = 1;
+        vote.block_id = block_id;
+        vote.timestamp = timestamp;
+        let mut req = SignVoteRequest::default();
+        req.vote = Some(vote);
+        req.chain_id = "c".into();
+        msg(Sum::SignVoteRequest(req))
+    };
+    let block_id = |hash_len: usize, parts_hash_len: usize| {
+        let mut id = BlockId::default();
+        id.hash = vec![1; hash_len];
+        id.part_set_header.total = 1;
+        id.part_set_header.hash = vec![2; parts_hash_len];
+        id
+    };
+    let at = |seconds: i64, nanos: i32| {
+        let mut t = Timestamp::default();
+        t.seconds = seconds;
+        t.nanos = nanos;
+        t
+    };
+    let mut pubkey = PubKeyRequest::default();
+    pubkey.chain_id = "c".into();
+
+    let mut s = Seeds::default();
+    s.add(
+        "ping-then-pubkey-request",
+        &cat(&[&[3], &ping, &msg(Sum::PubKeyRequest(pubkey))]),
+    );
+    s.add(
+        "sign-vote-request",
+        &cat(&[&[1], &sign(BlockId::default(), at(0, 0)), &ping]),
+    );
+    s.add(
+        "sign-vote-request-31-byte-hash",
+        &cat(&[&[5], &sign(block_id(31, 32), at(1, 0))]),
+    );
+    s.add(
+        "sign-vote-request-nanos-2e9",
+        &cat(&[&[7], &sign(block_id(32, 32), at(1, 2_000_000_000))]),
+    );
+    // 10000-01-01T00:00:00Z: one second past the last time CometBFT takes.
+    s.add(
+        "sign-vote-request-year-10000",
+        &cat(&[&[3], &sign(block_id(32, 0), at(253_402_300_800, 0))]),
+    );
+    // A length of 10,241 bytes (the check's limit is 512), then junk.
+    s.add("oversized-prefix", &[1, 0x81, 0x50, 1, 2, 3]);
+    // A 10-byte message cut after its first field's header.
+    s.add("truncated", &[2, 10, 0x3a, 0]);
+    // Field 11, in no CometBFT line.
+    s.add("unknown-oneof", &[2, 2, 0x5a, 0]);
+    s
 }

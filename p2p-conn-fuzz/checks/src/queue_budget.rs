@@ -2,6 +2,7 @@
 
 use crate::input::Input;
 use crate::internals::{Admission, Budget};
+use crate::Seeds;
 
 /// [`Budget`] under an arbitrary sequence of admissions and releases,
 /// against a model of its documented rules.
@@ -89,4 +90,28 @@ pub fn check(data: &[u8]) {
         budget.release(a);
     }
     assert_eq!(budget.pending(), 0, "everything released");
+}
+
+/// The seeds this check owns, written to `seeds/queue_budget/` by `gen_seeds`:
+/// filling and releasing the budget, the large slot, a one-byte cap.
+pub fn seeds() -> Seeds {
+    let mut s = Seeds::default();
+    // Layout: cap u16, then ops.
+    s.add(
+        "fill-and-release",
+        &[
+            0xe8, 0x03, 1, 0x58, 0x02, 1, 0x91, 0x01, 1, 0x90, 0x01, 0x80, 1, 0x58, 0x02,
+        ],
+    );
+    s.add(
+        "large-slot",
+        &[
+            0x10, 0, 1, 0x0e, 0, 2, 3, 5, 0, 3, 0, 0, 0x81, 3, 7, 0, 0x80, 0x80, 0x80,
+        ],
+    );
+    s.add(
+        "cap-one-empties",
+        &[1, 0, 0, 0, 1, 0, 0, 2, 2, 0x83, 0x84, 0x85],
+    );
+    s
 }

@@ -1,6 +1,7 @@
 //! `roundtrip`: messages through a `FrameWriter` and back through a
 //! `FrameReader`.
 
+use crate::Seeds;
 use std::io::IoSlice;
 use std::task::Poll;
 
@@ -186,4 +187,36 @@ pub fn check(data: &[u8]) {
         out.len(),
         expected.len()
     );
+}
+
+/// The seeds this check owns, written to `seeds/roundtrip/` by `gen_seeds`:
+/// standard and odd frame sizes, chunked transports with faults, a tiny flush
+/// size and an empty message.
+pub fn seeds() -> Seeds {
+    let mut s = Seeds::default();
+    // Layout: cfg (bit 0: 1024-byte frames, bit 1: leftover plaintext),
+    // [fs u16], write backend, read backend, flush u16, rbuf u16, write
+    // chunks, read chunks, out_max u16, [initial len], count, messages
+    // (kind, len, how u16).
+    s.add(
+        "std-frames-three-messages",
+        &[
+            1, 0, 0, 0, 0x10, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0x10, 3, 2, 0x10, 0x27, 0, 0, 0, 200,
+            1, 0, 1, 5, 2, 0,
+        ],
+    );
+    s.add(
+        "odd-frames-chunked-faults",
+        &[
+            2, 0x3e, 0x01, 1, 2, 0x40, 0, 0x80, 0, 3, 7, 0, 5, 3, 0, 9, 0, 50, 4, 2, 0x70, 0x17,
+            0xff, 0x01, 1, 3, 0x22, 0x00, 3, 0, 0x10, 2, 0x40, 0x9c, 2, 0,
+        ],
+    );
+    s.add(
+        "tiny-flush-empty-message",
+        &[
+            1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0x88, 0x13, 1, 0,
+        ],
+    );
+    s
 }

@@ -7,7 +7,7 @@ use std::fs;
 use std::panic;
 use std::path::PathBuf;
 
-use p2p_conn_fuzz_checks::{auth_sig, check_of, codec_decoder, TARGETS};
+use p2p_conn_fuzz_checks::{auth_sig, codec_decoder, target_of, TARGETS};
 
 fn seed_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -18,7 +18,9 @@ fn seed_dir(target: &str) -> PathBuf {
 /// Run `target`'s check over every file of its seed directory; fail naming
 /// every seed whose check failed.
 fn replay(target: &str) {
-    let check = check_of(target).unwrap_or_else(|| panic!("no target {target}"));
+    let check = target_of(target)
+        .unwrap_or_else(|| panic!("no target {target}"))
+        .check;
     let dir = seed_dir(target);
     let mut files: Vec<PathBuf> = fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -95,21 +97,60 @@ fn codec_decoder_seeds() {
 #[test]
 fn every_target_has_seeds() {
     let src = include_str!("seeds.rs");
-    for (name, _) in TARGETS {
+    for t in TARGETS {
         assert!(
-            src.contains(&format!("fn {name}_seeds()")),
-            "no replay test for {name}"
+            src.contains(&format!("fn {}_seeds()", t.name)),
+            "no replay test for {}",
+            t.name
         );
-        assert!(seed_dir(name).is_dir(), "no seed directory for {name}");
+        assert!(
+            seed_dir(t.name).is_dir(),
+            "no seed directory for {}",
+            t.name
+        );
     }
+}
+
+/// The committed seeds are exactly what each target's `seeds()` builds:
+/// the same names, the same bytes. A layout change in a check's decoder that
+/// is not carried into its `seeds()`, a seed edited or added by hand, or a
+/// stale file fails here; `gen_seeds` rewrites the directories.
+#[test]
+fn committed_seeds_are_the_generated_ones() {
+    let mut wrong = Vec::new();
+    for t in TARGETS {
+        let seeds = (t.seeds)();
+        let mut want: Vec<&str> = seeds.iter().map(|(n, _)| n).collect();
+        want.sort_unstable();
+        let mut have: Vec<String> = fs::read_dir(seed_dir(t.name))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        have.sort_unstable();
+        if have != want {
+            wrong.push(format!("{}: committed {have:?}, built {want:?}", t.name));
+        }
+        for (name, bytes) in seeds.iter() {
+            match fs::read(seed_dir(t.name).join(name)) {
+                Ok(committed) if committed == bytes => {}
+                Ok(_) => wrong.push(format!("{}/{name}: other bytes", t.name)),
+                Err(e) => wrong.push(format!("{}/{name}: {e}", t.name)),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "run `cargo run -p p2p-conn-fuzz-checks --example gen_seeds`:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// Inputs that are not seeds: the empty input and one byte, for every target.
 #[test]
 fn tiny_inputs() {
     for data in [&[][..], &[0], &[1], &[2], &[0xff]] {
-        for (_, check) in TARGETS {
-            check(data);
+        for t in TARGETS {
+            (t.check)(data);
         }
     }
 }

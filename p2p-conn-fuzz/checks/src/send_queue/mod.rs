@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::input::Input;
+use crate::{cat, Seeds};
 use driver::SqDriver;
 use p2p_conn::io::queue::{Bytes, CloseReason, Sender};
 use p2p_conn::io::queue::{Overflow, QueueConfig};
@@ -271,4 +272,322 @@ impl SqSetup {
             read_faults,
         }
     }
+}
+
+/// `send_queue` input header (see `p2p_conn_fuzz_checks::send_queue`): policy
+/// (0 Backpressure, 1 Error, 2 Disconnect), drop every handle at the end
+/// instead of `shutdown`, cap, 64-byte frames, batch (None: 1024),
+/// flush-size word, pipe capacity, peer read buffer, write and read faults
+/// (seed, rates).
+#[allow(clippy::too_many_arguments)]
+fn sq_head(
+    policy: u8,
+    drop: bool,
+    cap: u16,
+    small_frames: bool,
+    batch: Option<u8>,
+    flush: u16,
+    capacity: u16,
+    rbuf: u16,
+    write_faults: Option<(u8, u8)>,
+    read_faults: Option<(u8, u8)>,
+) -> Vec<u8> {
+    let cfg = policy
+        | (drop as u8) << 2
+        | (small_frames as u8) << 4
+        | (write_faults.is_some() as u8) << 5
+        | (read_faults.is_some() as u8) << 6
+        | (batch.is_none() as u8) << 7;
+    let mut h = vec![cfg];
+    h.extend_from_slice(&(cap - 1).to_le_bytes());
+    if small_frames {
+        h.extend_from_slice(&0u16.to_le_bytes()); // 64-byte frames
+    }
+    if let Some(b) = batch {
+        h.push(b - 1);
+    }
+    h.extend_from_slice(&flush.to_le_bytes());
+    h.extend_from_slice(&(capacity - 1).to_le_bytes());
+    h.extend_from_slice(&(rbuf - 1).to_le_bytes());
+    h.push(0x10); // our backend 0, the peer's 1
+    for (seed, rates) in write_faults.into_iter().chain(read_faults) {
+        h.extend_from_slice(&[seed, rates]);
+    }
+    h
+}
+
+/// `send_queue` steps.
+mod sq {
+    /// A send of `n` bytes (length kind 2, a u16).
+    pub fn send(n: u16) -> Vec<u8> {
+        let mut v = vec![2 << 4];
+        v.extend_from_slice(&n.to_le_bytes());
+        v
+    }
+    /// Sends of exactly the cap (kind 3), one above it (kind 4), one below
+    /// (kind 5), and an empty one (kind 0).
+    pub const AT_CAP: &[u8] = &[3 << 4];
+    pub fn above_cap(extra: u8) -> Vec<u8> {
+        vec![4 << 4, extra]
+    }
+    pub const BELOW_CAP: &[u8] = &[5 << 4];
+    pub const EMPTY: &[u8] = &[0];
+    /// A bundle of parts of these lengths (0: an empty part).
+    pub fn bundle(lens: &[u16]) -> Vec<u8> {
+        assert!(lens.len() < 6);
+        let mut v = vec![(lens.len() as u8) << 4 | 5];
+        for &n in lens {
+            if n == 0 {
+                v.push(0);
+            } else {
+                v.push(2);
+                v.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        v
+    }
+    pub const FLUSH: &[u8] = &[7];
+    /// The peer reads up to `k` bytes (0: all it can).
+    pub fn read(k: u16) -> Vec<u8> {
+        let mut v = vec![8];
+        v.extend_from_slice(&k.to_le_bytes());
+        v
+    }
+    /// The peer reads all it can, `n` times (the writer runs in between).
+    pub fn reads(n: usize) -> Vec<u8> {
+        read(0).repeat(n)
+    }
+    pub fn cancel(which: u8) -> Vec<u8> {
+        vec![which << 4 | 11]
+    }
+    pub const SHUTDOWN: &[u8] = &[12];
+    pub const CLOSE: &[u8] = &[13];
+}
+
+fn sq_add(s: &mut Seeds, name: &str, head: Vec<u8>, steps: &[Vec<u8>], want: fn(&Summary) -> bool) {
+    let data = cat(&[&head, &steps.concat()]);
+    let summary = run(&data);
+    assert!(
+        want(&summary),
+        "seed {name} does not do what it is for: {summary:?}"
+    );
+    s.add(name, &data);
+}
+
+/// The seeds this check owns, written to `seeds/send_queue/` by `gen_seeds`:
+/// each overflow policy at and above the cap, stalls and drains, bundles with
+/// faults, shutdown, close, cancel and dropped handles. Each is run once
+/// here and must do what it is named for (its `Summary`).
+pub fn seeds() -> Seeds {
+    use sq::*;
+    let mut s = Seeds::default();
+    let k1 = || send(1000);
+    // Backpressure: the peer does not read, sends wait, a flush waits; then
+    // the peer reads and everything arrives after the shutdown.
+    sq_add(
+        &mut s,
+        "backpressure-stall-and-drain",
+        sq_head(0, false, 4096, false, Some(4), 0, 512, 1024, None, None),
+        &[
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            FLUSH.to_vec(),
+            k1(),
+            read(3000),
+            k1(),
+            read(0),
+        ],
+        |s| s.waited >= 2 && s.flushed == 1 && s.clean_end && s.delivered == s.expected,
+    );
+    // Error: sends past the cap fail with Full; once the peer reads, sending
+    // works again.
+    sq_add(
+        &mut s,
+        "error-full-then-room",
+        sq_head(1, false, 2048, false, Some(2), 0, 256, 2048, None, None),
+        &[
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            read(0),
+            read(0),
+            k1(),
+            FLUSH.to_vec(),
+            read(0),
+        ],
+        |s| s.full >= 1 && s.accepted >= 3 && s.clean_end && s.delivered == s.expected,
+    );
+    // Disconnect: the overflow closes the queue once; later calls fail;
+    // the peer reads whole frames and a clean end.
+    sq_add(
+        &mut s,
+        "disconnect-on-overflow",
+        sq_head(2, false, 2048, false, Some(2), 0, 256, 2048, None, None),
+        &[
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            FLUSH.to_vec(),
+            read(100),
+        ],
+        |s| s.disconnected && s.closed >= 2 && s.clean_end,
+    );
+    // Bundles of up to 5 parts (one empty) with 64-byte frames, one message
+    // per batch, 400-byte writes, a 100-byte pipe, faults both ways.
+    sq_add(
+        &mut s,
+        "bundles-small-frames-faults",
+        sq_head(
+            0,
+            false,
+            8192,
+            true,
+            Some(1),
+            100,
+            100,
+            50,
+            Some((7, 0xab)),
+            Some((9, 0x6d)),
+        ),
+        &[
+            bundle(&[300, 40, 0, 900]),
+            send(77),
+            bundle(&[8, 8, 8, 8, 8]),
+            read(500),
+            bundle(&[2000, 1]),
+            send(3000),
+            bundle(&[130, 64, 65]),
+            read(0),
+            bundle(&[5000, 5000]),
+            FLUSH.to_vec(),
+        ],
+        |s| s.accepted == 7 && s.clean_end && s.delivered == s.expected,
+    );
+    // shutdown() with a backlog the peer has not read: later calls fail,
+    // and the peer still reads everything before the end.
+    sq_add(
+        &mut s,
+        "shutdown-with-pending",
+        sq_head(0, false, 65535, false, None, 0, 64, 4096, None, None),
+        &[
+            send(4000),
+            send(4000),
+            bundle(&[4000, 4000]),
+            send(4000),
+            SHUTDOWN.to_vec(),
+            send(10),
+            FLUSH.to_vec(),
+            bundle(&[1, 2]),
+            read(10),
+        ],
+        |s| s.closed == 3 && s.clean_end && s.delivered == s.expected && s.expected >= 20000,
+    );
+    // close() mid-stream: queued messages are dropped, later calls fail,
+    // the peer reads a prefix (a cut frame at most).
+    sq_add(
+        &mut s,
+        "close-mid-stream",
+        sq_head(0, false, 65535, false, Some(3), 0, 700, 4096, None, None),
+        &[
+            send(5000),
+            send(5000),
+            read(1500),
+            send(5000),
+            CLOSE.to_vec(),
+            send(9),
+            FLUSH.to_vec(),
+        ],
+        |s| s.closed >= 2 && s.delivered < s.expected,
+    );
+    // Under Error: messages at and above the cap are large, counted one at
+    // a time. The first is sealed at once (the pipe is full after it), the
+    // second holds the large slot, the third is refused; one just below the
+    // cap still fits, and once the peer reads a large one fits again.
+    sq_add(
+        &mut s,
+        "at-and-above-cap-error",
+        sq_head(1, false, 1000, false, Some(4), 0, 128, 4096, None, None),
+        &[
+            AT_CAP.to_vec(),
+            above_cap(9),
+            above_cap(20),
+            BELOW_CAP.to_vec(),
+            reads(40),
+            above_cap(200),
+            EMPTY.to_vec(),
+            bundle(&[600, 600]),
+        ],
+        |s| s.full == 1 && s.accepted == 5 && s.clean_end && s.delivered == s.expected,
+    );
+    // Under Backpressure the same: the third large message waits until the
+    // second is sealed.
+    sq_add(
+        &mut s,
+        "at-and-above-cap-backpressure",
+        sq_head(0, false, 1000, false, Some(4), 0, 128, 4096, None, None),
+        &[
+            AT_CAP.to_vec(),
+            above_cap(9),
+            above_cap(20),
+            BELOW_CAP.to_vec(),
+            read(300),
+            reads(40),
+        ],
+        |s| s.waited == 1 && s.accepted == 4 && s.clean_end && s.delivered == s.expected,
+    );
+    // Every handle dropped while sends wait: they finish as the peer reads,
+    // then the queue drains and ends the stream.
+    sq_add(
+        &mut s,
+        "drop-handles-while-waiting",
+        sq_head(0, true, 3000, false, Some(2), 0, 300, 4096, None, None),
+        &[k1(), k1(), k1(), k1(), k1(), k1(), FLUSH.to_vec()],
+        |s| s.waited >= 2 && s.clean_end && s.delivered == s.expected,
+    );
+    // A waiting send is cancelled: it never reaches the peer.
+    sq_add(
+        &mut s,
+        "cancel-waiting-send",
+        sq_head(0, false, 2500, false, Some(2), 0, 200, 4096, None, None),
+        &[
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            k1(),
+            cancel(0),
+            cancel(1),
+            reads(30),
+            k1(),
+            reads(30),
+        ],
+        |s| s.cancelled == 2 && s.accepted == 4 && s.clean_end && s.delivered == s.expected,
+    );
+    // A one-byte cap: every message is large and waits for the previous;
+    // empty messages and an empty bundle queue nothing.
+    sq_add(
+        &mut s,
+        "cap-one-empties",
+        sq_head(0, false, 1, false, Some(1), 0, 50, 64, None, None),
+        &[
+            EMPTY.to_vec(),
+            send(20),
+            bundle(&[0, 0]),
+            send(30),
+            send(40),
+            reads(20),
+            EMPTY.to_vec(),
+        ],
+        |s| s.waited >= 1 && s.accepted == 3 && s.clean_end && s.delivered == s.expected,
+    );
+    s
 }
