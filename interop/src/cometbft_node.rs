@@ -106,6 +106,11 @@ pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
     let result = Command::new("go")
         .current_dir(&gobin)
         .arg("install")
+        // The Go peer's build flag (cometbft_go::build): with it, CometBFT's
+        // packages and dependencies that the peer already compiled come
+        // from Go's build cache (a v0.38.26 node built in 49 s after the
+        // peer against 182 s from an empty cache, on a busy 2-core machine).
+        .arg("-trimpath")
         .arg(format!("{PACKAGE}@{version}"))
         .env("GOBIN", &gobin)
         // Use the installed toolchain; never download another one.
