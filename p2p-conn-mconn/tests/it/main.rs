@@ -4,6 +4,8 @@
 //!
 //! - [`core`]: `MConnCore` (packets, channels, reassembly, ping/pong,
 //!   rates) and the PEX messages, case by case and as properties.
+//! - [`pair`]: `testkit::Pair` itself (splits, budgets, the clock, the
+//!   step limit).
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
@@ -20,3 +22,4 @@ mod cometbft_go;
 mod core;
 #[cfg(feature = "tokio")]
 mod hostile;
+mod pair;
