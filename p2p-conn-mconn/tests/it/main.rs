@@ -3,7 +3,8 @@
 //! --no-default-features` runs the sans-IO core's).
 //!
 //! - [`core`]: `MConnCore` (packets, channels, reassembly, ping/pong,
-//!   rates) and the PEX messages, case by case and as properties.
+//!   rates) and the PEX messages, case by case and as properties, over
+//!   `testkit::Pair`.
 //! - [`pair`]: `testkit::Pair` itself (splits, budgets, the clock, the
 //!   step limit).
 //! - [`adapter`]: `MConnection` over real secret connections: the send
