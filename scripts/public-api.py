@@ -6,12 +6,14 @@ Usage: scripts/public-api.py [--check | --write] [CRATE...]
 
 Builds the rustdoc JSON of the library on the stable toolchain
 (RUSTC_BOOTSTRAP=1, rustdoc's `--output-format json`) with every feature an
-embedder can turn on except `testkit` (test doubles, documented as having no
-stability promise), then walks the crate from its root the way a user can
-name things: public modules, re-exports, items, their public fields and
-variants, the methods of inherent impls, and the trait impls written in the
-crate (auto traits and blanket impls are left out). Each line is an item
-with its signature, so a diff of the snapshot shows every API change.
+embedder can turn on except `testkit` (the test doubles of p2p-conn and
+p2p-conn-mconn, `p2p_conn::testkit` and `p2p_conn_mconn::testkit`,
+documented as having no stability promise), then walks the crate from its
+root the way a user can name things: public modules, re-exports, items,
+their public fields and variants, the methods of inherent impls, and the
+trait impls written in the crate (auto traits and blanket impls are left
+out). Each line is an item with its signature, so a diff of the snapshot
+shows every API change.
 
 --check fails (exit 1, with a diff) when a crate's API differs from its
 snapshot; --write rewrites the snapshots. Without either it prints the
@@ -24,8 +26,9 @@ import os
 import subprocess
 import sys
 
-# Each library crate with every feature an embedder can turn on (not
-# `testkit`).
+# Each library crate with every feature an embedder can turn on. Never
+# `testkit`: leaving the feature out is what keeps `p2p_conn::testkit` and
+# `p2p_conn_mconn::testkit` out of the snapshots.
 CRATES = {
     "p2p-conn": "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,metrics,tracing,rustcrypto",
     "p2p-conn-mconn": "tokio,ring,avx512",

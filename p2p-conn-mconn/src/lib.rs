@@ -35,6 +35,9 @@
 //!   queue: [`MConnSender`] (cloneable, `send`
 //!   waits for room, `try_send` does not) and [`MConnReceiver`] (messages,
 //!   then why it closed). Its own docs give its design and guarantees.
+//! - With feature `testkit` (off by default; for tests, no stability
+//!   promise), `testkit::Pair` wires two cores together in memory on a
+//!   test clock, with budgets, split patterns and an event log per side.
 //!
 //! # Guarantees
 //! - A packet's length prefix over [`max_packet_size`] (1034 bytes by
@@ -81,6 +84,8 @@ mod core;
 mod packet;
 pub mod pex;
 mod ratelimit;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 use std::time::Duration;
 

@@ -1,14 +1,16 @@
 //! The MConnection core (`p2p_conn_mconn`) against itself: two cores wired
 //! through random splits of the byte stream, the send selection, keepalive,
 //! caps, hostile packets and the rate limits, all on a clock the test
-//! drives. Byte-exact checks are hand-computed protobuf (the Go interop
-//! tests are separate).
+//! drives. The wiring is `p2p_conn_mconn::testkit::Pair` (its own tests are
+//! in `pair.rs`). Byte-exact checks are hand-computed protobuf (the Go
+//! interop tests are separate).
 
 use std::time::{Duration, Instant};
 
 use crate::common::msg_packet;
 
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
+use p2p_conn_mconn::testkit::{Pair, Side, Split};
 use p2p_conn_mconn::{
     encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet,
 };
@@ -23,39 +25,8 @@ fn channels() -> Vec<ChannelDescriptor> {
     ]
 }
 
-fn pair(config: MConnConfig, now: Instant) -> (MConnCore, MConnCore) {
-    (
-        MConnCore::new(config.clone(), &channels(), now).unwrap(),
-        MConnCore::new(config, &channels(), now).unwrap(),
-    )
-}
-
-/// Everything `from` has to send, in batches of `budget` bytes.
-fn drain(from: &mut MConnCore, now: Instant, budget: usize) -> Vec<u8> {
-    let mut wire = Vec::new();
-    while from.poll_transmit(now, &mut wire, budget) > 0 {}
-    wire
-}
-
-/// Feed `wire` to `to` in pieces of the given sizes (cycled), collecting
-/// events.
-fn feed(to: &mut MConnCore, now: Instant, wire: &[u8], splits: &[usize]) -> Vec<Event> {
-    let mut events = Vec::new();
-    let mut at = 0;
-    let mut k = 0;
-    while at < wire.len() {
-        let n = splits[k % splits.len()].max(1).min(wire.len() - at);
-        k += 1;
-        let mut piece = &wire[at..at + n];
-        while !piece.is_empty() {
-            let (used, ev) = to.handle_input(now, piece).expect("valid stream");
-            assert!(used > 0 || ev.is_some(), "no progress without a rate limit");
-            piece = &piece[used..];
-            events.extend(ev);
-        }
-        at += n;
-    }
-    events
+fn pair(config: MConnConfig) -> Pair {
+    Pair::new(config, &channels()).unwrap()
 }
 
 fn message(len: usize, seed: u8) -> Vec<u8> {
@@ -66,8 +37,7 @@ fn message(len: usize, seed: u8) -> Vec<u8> {
 
 #[test]
 fn messages_cross_on_every_channel() {
-    let t0 = Instant::now();
-    let (mut a, mut b) = pair(MConnConfig::default(), t0);
+    let mut p = pair(MConnConfig::default());
     let sent = [
         (0x20, message(5000, 1)),
         (0x30, message(1024, 2)),
@@ -77,25 +47,22 @@ fn messages_cross_on_every_channel() {
         (0x30, message(1025, 6)),
     ];
     for (ch, m) in &sent {
-        a.send(*ch, m.clone()).unwrap();
+        p.a.send(*ch, m.clone()).unwrap();
     }
-    let wire = drain(&mut a, t0, 4096);
-    let events = feed(&mut b, t0, &wire, &[1, 7, 1036, 3, 5000]);
+    p.set_budget(Side::A, 4096);
+    p.set_split(Side::A, Split::Cycle(vec![1, 7, 1036, 3, 5000]))
+        .unwrap();
+    let wire = p.transmit(Side::A);
+    assert_eq!(p.deliver(Side::B, &wire), Ok(wire.len()), "valid stream");
     for ch in [0x00, 0x20, 0x30, 0xc0] {
         let want: Vec<_> = sent
             .iter()
             .filter(|(c, _)| *c == ch)
             .map(|(_, m)| m.clone())
             .collect();
-        let got: Vec<_> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::Message { channel, data } if *channel == ch => Some(data.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(got, want, "channel {ch:#x}");
+        assert_eq!(p.messages(Side::B, ch), want, "channel {ch:#x}");
     }
+    let (a, b) = (&p.a, &p.b);
     let s = a.channel_stats(0x20).unwrap();
     assert_eq!(
         (s.messages_sent, s.bytes_sent, s.packets_sent),
@@ -115,8 +82,8 @@ fn messages_cross_on_every_channel() {
 
 #[test]
 fn batches_are_whole_packets_within_the_budget() {
-    let t0 = Instant::now();
-    let (mut a, _) = pair(MConnConfig::default(), t0);
+    let mut p = pair(MConnConfig::default());
+    let (t0, a) = (p.now(), &mut p.a);
     a.send(0x20, message(10_000, 9)).unwrap();
     let mut out = Vec::new();
     // A full piece without eof: 2 (prefix 1032) + 1a 88 08 + 08 20 + 1a 80 08 + 1024.
@@ -136,8 +103,8 @@ fn batches_are_whole_packets_within_the_budget() {
 
 #[test]
 fn priorities_share_by_recently_sent() {
-    let t0 = Instant::now();
-    let (mut a, _) = pair(MConnConfig::default(), t0);
+    let mut p = pair(MConnConfig::default());
+    let (t0, a) = (p.now(), &mut p.a);
     // 0x20 has priority 6, 0x30 priority 5, 0x00 priority 1.
     for _ in 0..40 {
         for ch in [0x00, 0x20, 0x30] {
@@ -174,70 +141,78 @@ fn priorities_share_by_recently_sent() {
 
 #[test]
 fn pings_and_pongs() {
-    let t0 = Instant::now();
     let cfg = MConnConfig::default()
         .with_keepalive(Duration::from_millis(300), Duration::from_millis(200));
-    let (mut a, mut b) = pair(cfg, t0);
-    assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_millis(300)));
-    a.handle_timeout(t0 + Duration::from_millis(100)).unwrap();
-    assert!(!a.wants_to_transmit());
-    let t1 = t0 + Duration::from_millis(300);
-    a.handle_timeout(t1).unwrap();
+    let mut p = pair(cfg);
+    let ms = Duration::from_millis;
+    let t0 = p.now();
+    assert_eq!(p.a.poll_timeout(), Some(t0 + ms(300)));
+    p.advance(ms(100));
+    p.a.handle_timeout(p.now()).unwrap();
+    assert!(!p.a.wants_to_transmit());
+    p.advance(ms(200));
+    let t1 = p.now();
+    assert_eq!(t1, t0 + ms(300));
+    p.a.handle_timeout(t1).unwrap();
     let mut out = Vec::new();
-    a.poll_transmit(t1, &mut out, 1 << 16);
+    p.a.poll_transmit(t1, &mut out, 1 << 16);
     assert_eq!(out, [0x02, 0x0a, 0x00]);
-    assert_eq!(a.poll_timeout(), Some(t1 + Duration::from_millis(200)));
-    assert_eq!(b.handle_input(t1, &out).unwrap(), (3, Some(Event::Ping)));
-    let pong = drain(&mut b, t1, 1 << 16);
+    assert_eq!(p.a.poll_timeout(), Some(t1 + ms(200)));
+    assert_eq!(p.b.handle_input(t1, &out).unwrap(), (3, Some(Event::Ping)));
+    let pong = p.transmit(Side::B);
     assert_eq!(pong, [0x02, 0x12, 0x00]);
-    assert_eq!(a.handle_input(t1, &pong).unwrap(), (3, Some(Event::Pong)));
-    assert_eq!(a.poll_timeout(), Some(t1 + Duration::from_millis(300)));
+    assert_eq!(p.a.handle_input(t1, &pong).unwrap(), (3, Some(Event::Pong)));
+    assert_eq!(p.a.poll_timeout(), Some(t1 + ms(300)));
     // Past the old deadline: no error, the pong came.
-    a.handle_timeout(t1 + Duration::from_millis(250)).unwrap();
+    p.advance(ms(250));
+    p.a.handle_timeout(p.now()).unwrap();
     // Next ping, no pong: PongTimeout at the deadline, not before.
-    let t2 = t1 + Duration::from_millis(300);
-    a.handle_timeout(t2).unwrap();
-    drain(&mut a, t2, 1 << 16);
-    a.handle_timeout(t2 + Duration::from_millis(199)).unwrap();
+    p.advance(ms(50));
+    let t2 = p.now();
+    assert_eq!(t2, t1 + ms(300));
+    p.a.handle_timeout(t2).unwrap();
+    p.transmit(Side::A);
+    p.advance(ms(199));
+    p.a.handle_timeout(p.now()).unwrap();
+    p.advance(ms(1));
+    assert_eq!(p.now(), t2 + ms(200));
+    assert_eq!(p.a.handle_timeout(p.now()), Err(MConnError::PongTimeout));
     assert_eq!(
-        a.handle_timeout(t2 + Duration::from_millis(200)),
-        Err(MConnError::PongTimeout)
-    );
-    assert_eq!(
-        a.send(0x20, vec![1]),
+        p.a.send(0x20, vec![1]),
         Err(MConnError::PongTimeout),
         "stopped"
     );
-    assert_eq!(a.poll_timeout(), None);
-    let s = a.stats();
+    assert_eq!(p.a.poll_timeout(), None);
+    let s = p.a.stats();
     assert_eq!((s.pings_sent, s.pongs_received), (2, 1));
     // Two pings before b answers: one pong.
     let mut two = Vec::new();
     encode_packet(&Packet::Ping, &mut two);
     encode_packet(&Packet::Ping, &mut two);
-    let ev = feed(&mut b, t2, &two, &[6]);
-    assert_eq!(ev, [Event::Ping, Event::Ping]);
-    assert_eq!(drain(&mut b, t2, 1 << 16), [0x02, 0x12, 0x00]);
+    p.set_split(Side::A, Split::Fixed(6)).unwrap();
+    assert_eq!(p.deliver(Side::B, &two), Ok(6), "valid stream");
+    assert_eq!(p.take_events(Side::B), [Event::Ping, Event::Ping]);
+    assert_eq!(p.transmit(Side::B), [0x02, 0x12, 0x00]);
 }
 
 #[test]
 fn pong_goes_before_queued_messages() {
-    let t0 = Instant::now();
-    let (mut a, mut b) = pair(MConnConfig::default(), t0);
-    b.send(0x30, message(5000, 0)).unwrap();
-    a.handle_timeout(t0 + Duration::from_secs(60)).unwrap();
-    let ping = drain(&mut a, t0, 1 << 16);
-    b.handle_input(t0, &ping).unwrap();
+    let mut p = pair(MConnConfig::default());
+    p.b.send(0x30, message(5000, 0)).unwrap();
+    p.advance(Duration::from_secs(60));
+    p.a.handle_timeout(p.now()).unwrap();
+    let ping = p.transmit(Side::A);
+    p.deliver(Side::B, &ping).unwrap();
     let mut out = Vec::new();
-    b.poll_transmit(t0, &mut out, 1 << 16);
+    p.b.poll_transmit(p.now(), &mut out, 1 << 16);
     assert_eq!(&out[..3], [0x02, 0x12, 0x00]);
 }
 
 #[test]
 fn send_queue_is_byte_capped() {
-    let t0 = Instant::now();
     let chans = [ChannelDescriptor::new(1).with_send_queue_capacity(100)];
-    let mut a = MConnCore::new(MConnConfig::default(), &chans, t0).unwrap();
+    let mut p = Pair::new(MConnConfig::default(), &chans).unwrap();
+    let a = &mut p.a;
     a.send(1, vec![0; 60]).unwrap();
     assert_eq!(a.send_room(1), Some(40));
     assert_eq!(
@@ -254,8 +229,8 @@ fn send_queue_is_byte_capped() {
     assert_eq!(a.send_room(1), Some(0));
     assert_eq!(a.send(2, vec![]), Err(MConnError::UnknownChannel(2)));
     assert!(a.error().is_none(), "refusals do not stop the connection");
-    drain(&mut a, t0, 1 << 16);
-    assert_eq!(a.send_room(1), Some(100));
+    p.transmit(Side::A);
+    assert_eq!(p.a.send_room(1), Some(100));
 }
 
 #[test]
@@ -288,9 +263,9 @@ fn bad_configs_are_refused() {
 
 #[test]
 fn unknown_channels_stop_the_connection() {
-    let t0 = Instant::now();
     for id in [1, 0x21, 256, -1, i32::MAX] {
-        let (mut a, _) = pair(MConnConfig::default(), t0);
+        let mut p = pair(MConnConfig::default());
+        let (t0, a) = (p.now(), &mut p.a);
         let wire = msg_packet(id, true, b"x".to_vec());
         assert_eq!(
             a.handle_input(t0, &wire),
@@ -307,20 +282,23 @@ fn unknown_channels_stop_the_connection() {
 
 #[test]
 fn receive_cap_is_checked_before_appending() {
-    let t0 = Instant::now();
     let chans = [ChannelDescriptor::new(7).with_recv_message_capacity(2500)];
-    let mut a = MConnCore::new(MConnConfig::default(), &chans, t0).unwrap();
+    let mut p = Pair::new(MConnConfig::default(), &chans).unwrap();
     // Exactly the cap is fine.
     let mut wire = msg_packet(7, false, vec![1; 1024]);
     wire.extend(msg_packet(7, false, vec![1; 1024]));
     wire.extend(msg_packet(7, true, vec![1; 452]));
-    let ev = feed(&mut a, t0, &wire, &[100]);
+    p.set_split(Side::B, Split::Fixed(100)).unwrap();
+    assert_eq!(p.deliver(Side::A, &wire), Ok(wire.len()), "valid stream");
+    let ev = p.take_events(Side::A);
     assert!(matches!(&ev[..], [Event::Message { channel: 7, data }] if data.len() == 2500));
     // One byte more is refused when the piece arrives, before it is added.
     wire = msg_packet(7, false, vec![1; 1024]);
     wire.extend(msg_packet(7, false, vec![1; 1024]));
-    feed(&mut a, t0, &wire, &[wire.len()]);
+    p.set_split(Side::B, Split::Whole).unwrap();
+    assert_eq!(p.deliver(Side::A, &wire), Ok(wire.len()), "valid stream");
     let over = msg_packet(7, true, vec![1; 453]);
+    let (t0, a) = (p.now(), &mut p.a);
     assert_eq!(
         a.handle_input(t0, &over),
         Err(MConnError::RecvMessageTooLarge {
@@ -364,7 +342,6 @@ fn a_message_that_never_ends_is_refused_at_the_cap_in_bounded_memory() {
 
 #[test]
 fn hostile_packets_are_typed_errors() {
-    let t0 = Instant::now();
     type Expect = fn(&MConnError) -> bool;
     let cases: [(&[u8], Expect); 5] = [
         (&[0x8b, 0x08], |e| {
@@ -386,18 +363,20 @@ fn hostile_packets_are_typed_errors() {
         }),
     ];
     for (wire, ok) in cases {
-        let (mut a, _) = pair(MConnConfig::default(), t0);
-        let err = a.handle_input(t0, wire).unwrap_err();
+        let mut p = pair(MConnConfig::default());
+        let err = p.deliver(Side::A, wire).unwrap_err();
         assert!(ok(&err), "{wire:02x?}: {err:?}");
+        // No event first: the one call the whole wire made failed.
+        assert!(p.events(Side::A).is_empty(), "{wire:02x?}");
     }
 }
 
 #[test]
 fn send_rate_limit_holds_packets_back() {
-    let t0 = Instant::now();
     // 10 KB/s: a burst of one full packet (100 ms of rate is under 1036).
     let cfg = MConnConfig::default().with_rates(Some(10_000), None);
-    let (mut a, _) = pair(cfg, t0);
+    let mut p = pair(cfg);
+    let (t0, a) = (p.now(), &mut p.a);
     a.send(0x20, message(4096, 1)).unwrap();
     let mut out = Vec::new();
     assert_eq!(a.poll_transmit(t0, &mut out, 1 << 16), 1034);
@@ -410,25 +389,26 @@ fn send_rate_limit_holds_packets_back() {
     );
     assert_eq!(a.poll_transmit(at, &mut out, 1 << 16), 1034);
     // Over a simulated second: about 10 KB, never more than rate x time
-    // plus the burst.
-    let mut total = 2 * 1034;
-    let mut now = at;
+    // plus the burst. B takes what went out by hand, then the pair runs
+    // from timer to timer.
     a.send(0x20, message(100_000, 2)).unwrap();
-    while now < t0 + Duration::from_secs(1) {
-        now = a.poll_timeout().unwrap().min(t0 + Duration::from_secs(1));
-        a.handle_timeout(now).unwrap();
-        total += a.poll_transmit(now, &mut out, 1 << 16);
-    }
+    assert_eq!(p.deliver(Side::B, &out), Ok(out.len()));
+    p.advance(at - t0);
+    p.run_for(t0 + Duration::from_secs(1) - p.now()).unwrap();
+    assert_eq!(p.now(), t0 + Duration::from_secs(1));
+    assert_eq!((p.stopped(Side::A), p.stopped(Side::B)), (None, None));
+    let total = p.a.stats().bytes_out;
     assert!((8000..=10_000 + 1036).contains(&total), "{total}");
 }
 
 #[test]
 fn recv_rate_limit_stops_taking_bytes() {
-    let t0 = Instant::now();
     let cfg = MConnConfig::default().with_rates(None, Some(10_000));
-    let (mut a, mut b) = pair(cfg, t0);
-    a.send(0x20, message(3000, 1)).unwrap();
-    let wire = drain(&mut a, t0, 1 << 16);
+    let mut p = pair(cfg);
+    let t0 = p.now();
+    p.a.send(0x20, message(3000, 1)).unwrap();
+    let wire = p.transmit(Side::A);
+    let b = &mut p.b;
     let (n, ev) = b.handle_input(t0, &wire).unwrap();
     assert_eq!((n, ev), (1034, None), "one packet, then held");
     assert_eq!(b.handle_input(t0, &wire[n..]).unwrap(), (0, None));
@@ -440,13 +420,14 @@ fn recv_rate_limit_stops_taking_bytes() {
 
 #[test]
 fn pex_on_channel_zero() {
-    let t0 = Instant::now();
-    let (mut a, mut b) = pair(MConnConfig::default(), t0);
-    a.send(PEX_CHANNEL, PexMessage::Request.encode()).unwrap();
-    let wire = drain(&mut a, t0, 1 << 16);
+    let mut p = pair(MConnConfig::default());
+    p.a.send(PEX_CHANNEL, PexMessage::Request.encode()).unwrap();
+    let wire = p.transmit(Side::A);
     // Channel 0 is left out: Packet{msg{eof, data = 0a 00}}.
     assert_eq!(wire, [0x08, 0x1a, 0x06, 0x10, 0x01, 0x1a, 0x02, 0x0a, 0x00]);
-    let ev = feed(&mut b, t0, &wire, &[2]);
+    p.set_split(Side::A, Split::Fixed(2)).unwrap();
+    assert_eq!(p.deliver(Side::B, &wire), Ok(wire.len()), "valid stream");
+    let ev = p.take_events(Side::B);
     let [Event::Message { channel: 0, data }] = &ev[..] else {
         panic!("{ev:?}")
     };
@@ -459,9 +440,11 @@ fn pex_on_channel_zero() {
         })
         .collect();
     let answer = PexMessage::Addrs(addrs).encode();
-    b.send(PEX_CHANNEL, answer.clone()).unwrap();
-    let wire = drain(&mut b, t0, 1 << 16);
-    let ev = feed(&mut a, t0, &wire, &[999]);
+    p.b.send(PEX_CHANNEL, answer.clone()).unwrap();
+    let wire = p.transmit(Side::B);
+    p.set_split(Side::B, Split::Fixed(999)).unwrap();
+    assert_eq!(p.deliver(Side::A, &wire), Ok(wire.len()), "valid stream");
+    let ev = p.take_events(Side::A);
     let [Event::Message { channel: 0, data }] = &ev[..] else {
         panic!("{ev:?}")
     };
@@ -480,25 +463,22 @@ proptest! {
         budget in 1036usize..20_000,
         splits in proptest::collection::vec(1usize..3000, 1..10),
     ) {
-        let t0 = Instant::now();
-        let (mut a, mut b) = pair(MConnConfig::default(), t0);
+        let mut p = pair(MConnConfig::default());
         let ids = [0x00u8, 0x20, 0x30, 0xc0];
         let mut sent = Vec::new();
         for (k, (c, len)) in msgs.iter().enumerate() {
             let m = message(*len, k as u8);
-            a.send(ids[*c], m.clone()).unwrap();
+            p.a.send(ids[*c], m.clone()).unwrap();
             sent.push((ids[*c], m));
         }
-        let wire = drain(&mut a, t0, budget);
-        let events = feed(&mut b, t0, &wire, &splits);
-        prop_assert_eq!(events.len(), sent.len());
+        p.set_budget(Side::A, budget);
+        p.set_split(Side::A, Split::Cycle(splits)).unwrap();
+        let wire = p.transmit(Side::A);
+        prop_assert_eq!(p.deliver(Side::B, &wire), Ok(wire.len()), "valid stream");
+        prop_assert_eq!(p.events(Side::B).len(), sent.len());
         for id in ids {
             let want: Vec<_> = sent.iter().filter(|(c, _)| *c == id).map(|(_, m)| m.clone()).collect();
-            let got: Vec<_> = events.iter().filter_map(|e| match e {
-                Event::Message { channel, data } if *channel == id => Some(data.clone()),
-                _ => None,
-            }).collect();
-            prop_assert_eq!(got, want);
+            prop_assert_eq!(p.messages(Side::B, id), want);
         }
     }
 
@@ -507,24 +487,14 @@ proptest! {
     #[test]
     fn no_panic_on_arbitrary_input(bytes in proptest::collection::vec(any::<u8>(), 0..4000),
                                    chunk in 1usize..100) {
-        let t0 = Instant::now();
-        let (mut a, _) = pair(MConnConfig::default(), t0);
-        'outer: for piece in bytes.chunks(chunk) {
-            let mut rest = piece;
-            while !rest.is_empty() {
-                match a.handle_input(t0, rest) {
-                    Ok((used, ev)) => {
-                        prop_assert!(used > 0 || ev.is_some());
-                        rest = &rest[used..];
-                    }
-                    Err(e) => {
-                        prop_assert_eq!(a.error(), Some(&e));
-                        break 'outer;
-                    }
-                }
-            }
+        let mut p = pair(MConnConfig::default());
+        p.set_split(Side::B, Split::Fixed(chunk)).unwrap();
+        // Every call makes progress: all bytes taken, or the error.
+        match p.deliver(Side::A, &bytes) {
+            Ok(taken) => prop_assert_eq!(taken, bytes.len()),
+            Err(e) => prop_assert_eq!(p.a.error(), Some(&e)),
         }
-        for s in a.stats().channels {
+        for s in p.a.stats().channels {
             prop_assert!(s.receiving <= p2p_conn_mconn::DEFAULT_RECV_MESSAGE_CAPACITY);
         }
     }

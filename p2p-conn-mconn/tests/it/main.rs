@@ -3,7 +3,10 @@
 //! --no-default-features` runs the sans-IO core's).
 //!
 //! - [`core`]: `MConnCore` (packets, channels, reassembly, ping/pong,
-//!   rates) and the PEX messages, case by case and as properties.
+//!   rates) and the PEX messages, case by case and as properties, over
+//!   `testkit::Pair`.
+//! - [`pair`]: `testkit::Pair` itself (splits, budgets, the clock, the
+//!   step limit).
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
@@ -20,3 +23,4 @@ mod cometbft_go;
 mod core;
 #[cfg(feature = "tokio")]
 mod hostile;
+mod pair;
