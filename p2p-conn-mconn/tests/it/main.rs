@@ -7,6 +7,8 @@
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
+//! - [`pex_rules`]: CometBFT's PEX rules (`pex`: address validation,
+//!   `Requests`, `Asks`, answer sizes) at their boundaries, on a test clock.
 //! - [`hostile`]: hostile packets over a real socket, with memory bounds
 //!   (this binary counts its allocations: `hostile` installs the counting
 //!   allocator, which reads per thread).
@@ -20,3 +22,4 @@ mod cometbft_go;
 mod core;
 #[cfg(feature = "tokio")]
 mod hostile;
+mod pex_rules;
