@@ -1,6 +1,6 @@
 //! CometBFT's MConnection: the multiplexed packet layer a node speaks above
 //! the secret connection and the NodeInfo exchange, as a sans-IO core; and
-//! the PEX messages of channel `0x00`; with feature `tokio` (a default), the adapter that runs it over a live secret connection
+//! PEX on channel `0x00` (the messages and CometBFT's rules for them); with feature `tokio` (a default), the adapter that runs it over a live secret connection
 //! ([`MConnection::spawn`]) and writes through the send queue.
 //!
 //! A CometBFT node keeps a peer only while the peer speaks MConnection:
@@ -29,7 +29,10 @@
 //!   same as NodeInfo's and privval's). `MConnCore` writes its own
 //!   `PacketMsg`s without copying the data into a message first; a test
 //!   holds that writer to prost's bytes.
-//! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`).
+//! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`) and, as
+//!   sans-IO code, the PEX reactor's rules: address validation, the
+//!   requests a node takes (`pex::Requests`), the requests we send
+//!   (`pex::Asks`), the size of an answer.
 //! - With feature `tokio`, [`MConnection::spawn`] runs the core over a
 //!   `SecretConnection` on one task, writing through the crate's send
 //!   queue: [`MConnSender`] (cloneable, `send`
@@ -66,8 +69,8 @@
 //! - Without feature `tokio`, no I/O adapter: the core reads no socket and
 //!   no clock.
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
-//!   no address book, no PEX reactor logic (request intervals, bans): the
-//!   PEX module is the messages only.
+//!   no address book, no PEX reactor loop: [`pex`] has the rules as verdicts,
+//!   and the caller acts on them.
 //! - No `tracing` events from the core (it does not know the peer); the
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see

@@ -376,6 +376,7 @@ mod tests {
     use super::*;
     use crate::crawl::scheduler::tests::{addr_of, run, Fake};
     use crate::crawl::scheduler::Options;
+    use p2p_conn_mconn::pex::AddrPolicy;
     use std::time::Duration;
 
     fn crawl() -> (Fake, Crawl) {
@@ -394,6 +395,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             max_nodes: 100,
             network: None,
+            addr_policy: AddrPolicy::AcceptUnroutable,
         };
         let (c, _, _) = run(&f, vec![f.seed(0)], o);
         (f, c)
@@ -486,6 +488,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             max_nodes: 1,
             network: None,
+            addr_policy: AddrPolicy::AcceptUnroutable,
         };
         let (c2, _, _) = run(&f2, vec![f2.seed(0)], o);
         let g2 = Graph::of(&c2);

@@ -6,8 +6,9 @@
 //!
 //! # Design
 //! - [`scheduler`]: a sans-IO scheduler (which address next, the limits,
-//!   one visit per node and address, one network), with the politeness
-//!   rules it follows and where CometBFT states them.
+//!   one visit per node and address, one network), which takes CometBFT's
+//!   PEX rules (address validation, the request and its answer) from the
+//!   library, `p2p_conn_mconn::pex`.
 //! - [`probe`](mod@probe): the one piece that touches the network, one node per
 //!   call.
 //! - This module: the tokio driver (a task per probe, aborted at the
@@ -33,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use p2p_conn::{keyfile, Identity};
+use p2p_conn_mconn::pex::AddrPolicy;
 use tokio::task::JoinSet;
 
 use crate::conn;
@@ -56,6 +58,11 @@ pub struct CrawlArgs {
     /// The network (chain ID) to follow [default: the first node's]
     #[arg(long)]
     network: Option<String>,
+    /// Also follow reported addresses that are not publicly routable
+    /// (private, loopback, link-local), as a CometBFT node with
+    /// addr_book_strict = false does: for local and private test networks
+    #[arg(long)]
+    allow_unroutable: bool,
     /// Print one JSON document (nodes and edges) instead of the table
     #[arg(long)]
     json: bool,
@@ -115,6 +122,11 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         timeout,
         max_nodes: args.max_nodes,
         network: args.network.clone(),
+        addr_policy: if args.allow_unroutable {
+            AddrPolicy::AcceptUnroutable
+        } else {
+            AddrPolicy::Strict
+        },
     };
     let rt = conn::runtime()?;
     let started = Instant::now();
@@ -159,7 +171,9 @@ async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler
                 let identity = Arc::clone(&identity);
                 let h = tasks.spawn(async move {
                     let r = probe::probe(&target, &identity, timeout, |id, info| {
-                        s.lock().expect("scheduler lock").claim(pid, id, info)
+                        s.lock()
+                            .expect("scheduler lock")
+                            .claim(pid, id, info, Instant::now())
                     })
                     .await;
                     (pid, r)
@@ -190,7 +204,7 @@ async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler
                 Some(Ok((pid, report))) => {
                     aborts.remove(&pid);
                     done += 1;
-                    s.lock().expect("scheduler lock").complete(pid, report);
+                    s.lock().expect("scheduler lock").complete(pid, report, Instant::now());
                 }
                 // Aborted at its deadline (already recorded), or a panic.
                 Some(Err(e)) if e.is_cancelled() => {}

@@ -13,34 +13,38 @@
 //! - One visit per node and per address: an address is dialed at most
 //!   once, a node ID is asked for addresses at most once
 //!   ([`Scheduler::claim`] refuses a second probe that reaches a node
-//!   already claimed, before it sends anything). This is what CometBFT's
-//!   PEX reactor requires (`p2p/pex/pex_reactor.go`, the same at v0.38.26
-//!   and v1.0.1): `receiveRequest` lets a peer's first two `PexRequest`s
-//!   through, then stops the peer (`StopPeerForError`, "sent next PEX
-//!   request too soon") and marks its address bad for `defaultBanTime`
-//!   (24 h) when a request comes within `minReceiveRequestInterval`
-//!   (`ensurePeersPeriod / 3`, 10 s by default) of the previous one. A seed
-//!   (`SeedMode`) answers an inbound peer's first request and hangs up on
-//!   it. The reactor also stops and bans a peer that sends `PexAddrs` it
-//!   did not ask for (`ErrUnsolicitedList`): we never send addresses.
+//!   already claimed, before it sends anything). That is stricter than
+//!   CometBFT's PEX rules, which live in the library, `p2p_conn_mconn::pex`,
+//!   with where CometBFT states each: the one request goes through
+//!   [`Asks`] (one request out per peer, the request interval), and the
+//!   node's answer is taken only if `Asks` says it answers that request
+//!   and holds no address CometBFT would stop the node for
+//!   ([`Status::PexViolation`] otherwise: recorded, not followed). We never
+//!   send addresses (CometBFT stops a peer that sends them unasked).
 //! - One network: `--network`, or else the network of the first node that
 //!   answers. Until that is known only one probe runs, so "first" is the
 //!   first seed in command-line order that answers, not a race. A node of
 //!   another network is reported with its network and not asked for
 //!   addresses, so its neighbours are not followed.
 //! - Only the seeds and what nodes reported are dialed; a reported address
-//!   is followed only when its ID, IP and port are valid (an ID of 40 hex
-//!   digits, an IP address, not unspecified, a port from 1 to 65535).
+//!   is followed only when the library's [`NetAddress::validate`] takes it
+//!   under [`Options::addr_policy`]: CometBFT's checks (an ID of 40 hex
+//!   digits, an IP address that is not unspecified, broadcast or
+//!   documentation, a port from 1 to 65535) and, by default, a publicly
+//!   routable IP, as a CometBFT node's address book wants it
+//!   (`addr_book_strict`); `--allow-unroutable` also follows private and
+//!   loopback addresses (local test networks). Seeds are dialed whatever
+//!   their address, as CometBFT dials its seeds.
 //! - An address reached under another ID than the one it was given with is
 //!   reported (`IdMismatch`, with the ID that answered) and not asked.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use p2p_conn::nodeinfo::NodeInfo;
 use p2p_conn::NodeId;
-use p2p_conn_mconn::pex::NetAddress;
+use p2p_conn_mconn::pex::{AddrPolicy, AddrsVerdict, AskVerdict, Asks, NetAddress};
 
 /// An address to dial.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +69,10 @@ pub struct Options {
     pub max_nodes: usize,
     /// The network to follow; `None`: the first answering node's.
     pub network: Option<String>,
+    /// Which reported addresses to follow: routable ones only
+    /// ([`AddrPolicy::Strict`], CometBFT's default) or also private and
+    /// loopback ones.
+    pub addr_policy: AddrPolicy,
 }
 
 /// The index of a visit in [`Crawl::visits`].
@@ -100,6 +108,10 @@ pub enum Status {
     NoPex,
     /// Asked, but no `PexAddrs` came (the connection ended or failed).
     NoAnswer(String),
+    /// The node's `PexAddrs` breaks a rule CometBFT stops a peer for (an
+    /// address whose IP or port it cannot read): its addresses are
+    /// recorded, not followed.
+    PexViolation(String),
 }
 
 impl Status {
@@ -117,6 +129,7 @@ impl Status {
             Status::Duplicate => "duplicate",
             Status::NoPex => "no PEX",
             Status::NoAnswer(_) => "no PEX answer",
+            Status::PexViolation(_) => "PEX violation",
         }
     }
 
@@ -127,7 +140,8 @@ impl Status {
             | Status::ConnectFailed(s)
             | Status::HandshakeFailed(s)
             | Status::NodeInfoRefused(s)
-            | Status::NoAnswer(s) => Some(s.clone()),
+            | Status::NoAnswer(s)
+            | Status::PexViolation(s) => Some(s.clone()),
             Status::IdMismatch { expected } => Some(format!("expected {expected}")),
             _ => None,
         }
@@ -143,6 +157,7 @@ impl Status {
                 | Status::Duplicate
                 | Status::NoPex
                 | Status::NoAnswer(_)
+                | Status::PexViolation(_)
         )
     }
 }
@@ -195,7 +210,9 @@ pub struct Edge {
     pub from: ProbeId,
     /// The address as reported.
     pub addr: NetAddress,
-    /// Why it was not followed if it is invalid.
+    /// Why it was not followed, if it was refused (the library's
+    /// [`AddrError`](p2p_conn_mconn::pex::AddrError), or the message's
+    /// violation).
     pub invalid: Option<String>,
 }
 
@@ -233,6 +250,10 @@ pub struct Scheduler {
     known_ids: HashSet<NodeId>,
     /// IDs claimed by a probe (asked, or about to be).
     claimed: HashSet<NodeId>,
+    /// Our requests, by CometBFT's rules (one entry per probe asking).
+    asks: Asks,
+    /// The probes that asked, and whom.
+    asked: HashMap<ProbeId, NodeId>,
     /// Running probes and their deadlines.
     running: HashMap<ProbeId, Instant>,
     visits: Vec<Visit>,
@@ -247,24 +268,6 @@ fn addr_key(addr: &str) -> String {
         .map_or_else(|_| addr.to_string(), |a| a.to_string())
 }
 
-/// A reported address as a target, or why it cannot be one.
-fn follow(a: &NetAddress) -> Result<(NodeId, String), String> {
-    let id: NodeId =
-        a.id.parse()
-            .map_err(|_| format!("ID {:?} is not 40 hex digits", a.id))?;
-    let ip: IpAddr =
-        a.ip.parse()
-            .map_err(|_| format!("IP {:?} is not an IP address", a.ip))?;
-    if ip.is_unspecified() {
-        return Err(format!("IP {ip} is unspecified"));
-    }
-    let port = u16::try_from(a.port)
-        .ok()
-        .filter(|&p| p != 0)
-        .ok_or_else(|| format!("port {} is not 1 to 65535", a.port))?;
-    Ok((id, SocketAddr::new(ip, port).to_string()))
-}
-
 impl Scheduler {
     /// A crawl from `seeds` (duplicates dropped).
     pub fn new(seeds: Vec<Target>, opts: Options) -> Scheduler {
@@ -275,6 +278,8 @@ impl Scheduler {
             known_addrs: HashSet::new(),
             known_ids: HashSet::new(),
             claimed: HashSet::new(),
+            asks: Asks::new(),
+            asked: HashMap::new(),
             running: HashMap::new(),
             visits: Vec::new(),
             edges: Vec::new(),
@@ -331,11 +336,18 @@ impl Scheduler {
         None
     }
 
-    /// A running probe has the node's authenticated ID and NodeInfo: may it
-    /// ask for addresses? Refused (with what to report) for an ID other
-    /// than the address named, a node already claimed, another network, a
-    /// node without PEX, or a probe that has already timed out.
-    pub fn claim(&mut self, pid: ProbeId, node_id: NodeId, info: &NodeInfo) -> Verdict {
+    /// A running probe has the node's authenticated ID and NodeInfo at
+    /// `now`: may it ask for addresses? Refused (with what to report) for an
+    /// ID other than the address named, a node already claimed, another
+    /// network, a node without PEX, or a probe that has already timed out.
+    /// The ask itself is recorded with the library's [`Asks`].
+    pub fn claim(
+        &mut self,
+        pid: ProbeId,
+        node_id: NodeId,
+        info: &NodeInfo,
+        now: Instant,
+    ) -> Verdict {
         if !self.running.contains_key(&pid) {
             return Verdict::Stop(Status::Timeout);
         }
@@ -356,30 +368,68 @@ impl Scheduler {
         if !info.channels.contains(&p2p_conn_mconn::pex::PEX_CHANNEL) {
             return Verdict::Stop(Status::NoPex);
         }
-        Verdict::Ask
+        match self.asks.ask(node_id, now) {
+            AskVerdict::Ask => {
+                self.asked.insert(pid, node_id);
+                Verdict::Ask
+            }
+            // Not reached: a node is claimed once, so this is its first
+            // request. Were it not, asking again would be a duplicate.
+            _ => Verdict::Stop(Status::Duplicate),
+        }
     }
 
-    /// A probe ended with `report`: record it and queue what it reported.
-    /// A report for a probe that has already timed out is dropped.
-    pub fn complete(&mut self, pid: ProbeId, report: Report) {
+    /// A probe ended at `now` with `report`: record it and queue what it
+    /// reported. A report for a probe that has already timed out is
+    /// dropped.
+    pub fn complete(&mut self, pid: ProbeId, mut report: Report, now: Instant) {
         if self.running.remove(&pid).is_none() {
             return;
         }
+        // The node's answer, by the library's rules; the connection is over,
+        // so the request is forgotten (the claim keeps the node from being
+        // asked again).
+        let answer = match (self.asked.remove(&pid), &report.addrs) {
+            (Some(id), addrs) => {
+                let verdict = addrs.as_ref().map(|a| self.asks.on_addrs(&id, a, now));
+                self.asks.remove(&id);
+                verdict
+            }
+            // Addresses without our request (a probe never reports such).
+            (None, Some(_)) => Some(AddrsVerdict::Stop(
+                p2p_conn_mconn::pex::Violation::Unsolicited,
+            )),
+            (None, None) => None,
+        };
+        let refused = match answer {
+            Some(AddrsVerdict::Stop(v)) => {
+                let why = v.to_string();
+                if report.status == Status::Ok {
+                    report.status = Status::PexViolation(why.clone());
+                }
+                Some(why)
+            }
+            _ => None,
+        };
         let depth = self.visits[pid].target.depth + 1;
         let follow_ok = report.status == Status::Ok;
         for a in report.addrs.iter().flatten() {
-            let invalid = match follow(a) {
-                Ok((id, addr)) => {
-                    if follow_ok {
-                        self.enqueue(Target {
-                            addr,
-                            id: Some(id),
-                            depth,
-                        });
+            let invalid = match a.validate(self.opts.addr_policy) {
+                Ok(p) => {
+                    if let Some(why) = &refused {
+                        Some(format!("not followed: {why}"))
+                    } else {
+                        if follow_ok {
+                            self.enqueue(Target {
+                                addr: p.socket_addr().to_string(),
+                                id: Some(p.id()),
+                                depth,
+                            });
+                        }
+                        None
                     }
-                    None
                 }
-                Err(why) => Some(why),
+                Err(e) => Some(e.to_string()),
             };
             self.edges.push(Edge {
                 from: pid,
@@ -408,7 +458,7 @@ impl Scheduler {
             .collect();
         late.sort_unstable();
         for &p in &late {
-            self.complete(p, Report::failed(Status::Timeout));
+            self.complete(p, Report::failed(Status::Timeout), now);
         }
         late
     }
@@ -526,9 +576,15 @@ pub(crate) mod tests {
             v
         }
 
-        /// One probe against the fake network; `None` for a node that
-        /// hangs.
-        pub fn probe(&self, s: &mut Scheduler, pid: ProbeId, t: &Target) -> Option<Report> {
+        /// One probe against the fake network at `now`; `None` for a node
+        /// that hangs.
+        pub fn probe(
+            &self,
+            s: &mut Scheduler,
+            pid: ProbeId,
+            t: &Target,
+            now: Instant,
+        ) -> Option<Report> {
             let Some(i) = self.find(&t.addr) else {
                 return Some(Report::failed(Status::Refused("connection refused".into())));
             };
@@ -545,7 +601,7 @@ pub(crate) mod tests {
                 addrs: None,
                 ignored_messages: 0,
             };
-            match s.claim(pid, n.id, &info) {
+            match s.claim(pid, n.id, &info, now) {
                 Verdict::Ask => r.addrs = Some(self.pex(i)),
                 Verdict::Stop(st) => r.status = st,
             }
@@ -577,12 +633,12 @@ pub(crate) mod tests {
                 break;
             }
             match running.pop_front() {
-                Some((pid, t)) => match fake.probe(&mut s, pid, &t) {
+                Some((pid, t)) => match fake.probe(&mut s, pid, &t, now) {
                     Some(r) => {
                         if r.addrs.is_some() {
                             *asked.entry(r.node_id.unwrap()).or_default() += 1;
                         }
-                        s.complete(pid, r);
+                        s.complete(pid, r, now);
                     }
                     None => hung.push(pid),
                 },
@@ -605,6 +661,8 @@ pub(crate) mod tests {
             timeout: Duration::from_secs(5),
             max_nodes: 100,
             network: None,
+            // The fake network is on loopback.
+            addr_policy: AddrPolicy::AcceptUnroutable,
         }
     }
 
@@ -728,13 +786,13 @@ pub(crate) mod tests {
             None,
             "a second probe before the network is known"
         );
-        s.complete(p0, Report::failed(Status::Refused("refused".into())));
+        s.complete(p0, Report::failed(Status::Refused("refused".into())), now);
         let (p1, t1) = s.next(now).unwrap();
         assert_eq!(t1, f.seed(1));
         assert_eq!(s.next(now), None);
-        let r = f.probe(&mut s, p1, &t1).unwrap();
+        let r = f.probe(&mut s, p1, &t1, now).unwrap();
         assert_eq!(s.network(), Some("chain-a"));
-        s.complete(p1, r);
+        s.complete(p1, r, now);
         // Now up to 4 at once (of seed 2 and the 7 more node 1 reported).
         assert_eq!(s.counts(), (2, 8));
         let mut n = 0;
@@ -831,7 +889,7 @@ pub(crate) mod tests {
         assert!(s.handle_timeout(t0 + Duration::from_secs(4)).is_empty());
         assert_eq!(s.handle_timeout(t0 + Duration::from_secs(5)), vec![p]);
         assert_eq!(
-            s.claim(p, f.nodes[0].id, &f.info(0)),
+            s.claim(p, f.nodes[0].id, &f.info(0), t0),
             Verdict::Stop(Status::Timeout)
         );
         let mut late = Report::failed(Status::Ok);
@@ -840,7 +898,7 @@ pub(crate) mod tests {
             ip: "127.0.0.1".into(),
             port: 20001,
         }]);
-        s.complete(p, late);
+        s.complete(p, late, t0 + Duration::from_secs(5));
         assert!(s.is_done());
         let c = s.finish();
         assert_eq!(c.visits[0].report.as_ref().unwrap().status, Status::Timeout);
@@ -870,6 +928,157 @@ pub(crate) mod tests {
         assert_eq!(c.visits.len(), 1);
         assert_eq!(c.edges.len(), 5);
         assert!(c.edges.iter().all(|e| e.invalid.is_some()), "{:?}", c.edges);
+        // Each with the library's reason.
+        let why: Vec<&str> = c
+            .edges
+            .iter()
+            .filter_map(|e| e.invalid.as_deref())
+            .collect();
+        let want = [
+            "not 40 hex digits",
+            "not an IP address",
+            "unspecified",
+            "port 0",
+            "over 65535",
+        ];
+        for (w, want) in why.iter().zip(want) {
+            assert!(w.contains(want), "{w:?} lacks {want:?}");
+        }
+
+        // Addresses CometBFT merely skips, beside a good one: the good one
+        // is followed, the others recorded.
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        f.extra.insert(
+            0,
+            vec![
+                bad("xyz", "127.0.0.1", 1),
+                bad(&id, "0.0.0.0", 1),
+                bad(&id, "127.0.0.1", 0),
+                bad(&id, "255.255.255.255", 1),
+            ],
+        );
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(status_of(&c, &addr_of(0)), Status::Ok);
+        assert_eq!(asked.len(), 2);
+        let from0: Vec<&Edge> = c.edges.iter().filter(|e| e.from == 0).collect();
+        assert_eq!(from0.len(), 5);
+        assert!(from0[0].invalid.is_none());
+        let want = ["not 40 hex digits", "unspecified", "port 0", "broadcast"];
+        for (e, want) in from0[1..].iter().zip(want) {
+            let w = e.invalid.as_deref().unwrap_or_default();
+            assert!(w.contains(want), "{w:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn only_routable_addresses_are_followed_by_default() {
+        // Node 0 knows node 1 (on loopback, as every fake node) and reports
+        // a public address too.
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        let public = Identity::generate().node_id();
+        f.extra.insert(
+            0,
+            vec![NetAddress {
+                id: public.to_string(),
+                ip: "8.8.8.8".into(),
+                port: 26656,
+            }],
+        );
+        let o = Options {
+            addr_policy: AddrPolicy::Strict,
+            ..opts()
+        };
+        let (c, asked, _) = run(&f, vec![f.seed(0)], o);
+        // The seed is dialed (loopback or not), the public address is
+        // followed (the fake refuses it), node 1 is not.
+        let dialed: Vec<&str> = c.visits.iter().map(|v| v.target.addr.as_str()).collect();
+        assert_eq!(dialed, [addr_of(0).as_str(), "8.8.8.8:26656"]);
+        assert_eq!(asked.len(), 1);
+        let loopback = c.edges.iter().find(|e| e.addr.port == 20001).unwrap();
+        let why = loopback.invalid.as_deref().unwrap();
+        assert!(
+            why.contains("not routable") && why.contains("loopback"),
+            "{why}"
+        );
+        assert!(c
+            .edges
+            .iter()
+            .any(|e| e.addr.ip == "8.8.8.8" && e.invalid.is_none()));
+        // With --allow-unroutable both are followed.
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(c.visits.len(), 3);
+        assert_eq!(asked.len(), 2);
+        assert!(c.edges.iter().all(|e| e.invalid.is_none()), "{:?}", c.edges);
+    }
+
+    #[test]
+    fn an_answer_cometbft_would_stop_a_peer_for_is_not_followed() {
+        // Node 0 reports node 1 and an address whose IP CometBFT cannot
+        // read: CometBFT refuses the whole message, so we follow none of it.
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        f.extra.insert(
+            0,
+            vec![NetAddress {
+                id: f.nodes[1].id.to_string(),
+                ip: "127.0.0.01".into(),
+                port: 20001,
+            }],
+        );
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        assert_eq!(c.visits.len(), 1);
+        assert_eq!(asked.len(), 1);
+        let st = status_of(&c, &addr_of(0));
+        assert!(
+            matches!(&st, Status::PexViolation(why) if why.contains("127.0.0.01")),
+            "{st:?}"
+        );
+        assert_eq!(st.name(), "PEX violation");
+        assert!(st.reachable());
+        assert_eq!(c.edges.len(), 2);
+        assert!(c.edges[0]
+            .invalid
+            .as_deref()
+            .unwrap()
+            .starts_with("not followed: "));
+        assert!(c.edges[1]
+            .invalid
+            .as_deref()
+            .unwrap()
+            .contains("not an IP address"));
+    }
+
+    #[test]
+    fn asks_are_recorded_and_forgotten_with_each_visit() {
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        let mut s = Scheduler::new(vec![f.seed(0)], opts());
+        let now = Instant::now();
+        let (p, t) = s.next(now).unwrap();
+        let r = f.probe(&mut s, p, &t, now).unwrap();
+        // Asked: one request out to node 0.
+        assert_eq!(s.asks.may_ask(&f.nodes[0].id, now), AskVerdict::Unanswered);
+        s.complete(p, r, now);
+        assert!(s.asks.is_empty() && s.asked.is_empty());
+        // A report with addresses from a probe that did not ask is
+        // unsolicited: not followed.
+        let (p, _) = s.next(now).unwrap();
+        let mut r = Report::failed(Status::Ok);
+        r.node_id = Some(f.nodes[1].id);
+        r.addrs = Some(vec![NetAddress {
+            id: Identity::generate().node_id().to_string(),
+            ip: "127.0.0.1".into(),
+            port: 20009,
+        }]);
+        s.complete(p, r, now);
+        assert!(s.is_done());
+        let c = s.finish();
+        assert!(
+            matches!(&c.visits[1].report.as_ref().unwrap().status, Status::PexViolation(w) if w.contains("unsolicited"))
+        );
+        assert!(c.left.is_empty());
     }
 
     #[test]

@@ -94,6 +94,7 @@ fn crawl_maps_a_real_network() {
         BIN.as_ref(),
         &[
             "crawl",
+            "--allow-unroutable",
             "--json",
             "--timeout",
             "10",
@@ -160,7 +161,13 @@ fn crawl_maps_a_real_network() {
     let dot = dir.join("net.dot");
     let out2 = run(
         BIN.as_ref(),
-        &["crawl", "--graph", dot.to_str().unwrap(), &seed],
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--graph",
+            dot.to_str().unwrap(),
+            &seed,
+        ],
         CRAWL_LIMIT,
     );
     assert!(out2.status.success(), "{test}: crawl failed: {out2:?}");
@@ -211,11 +218,28 @@ fn crawl_maps_a_real_network() {
     assert_eq!(v3["edges"], serde_json::json!([]));
     assert_eq!(v3["network"], "other-chain");
 
+    // A fourth crawl, without --allow-unroutable: node 0 answers, and the
+    // loopback addresses it knows are recorded, not followed, as a CometBFT
+    // node's address book (addr_book_strict = true) refuses them.
+    let out4 = run(BIN.as_ref(), &["crawl", "--json", &seed], CRAWL_LIMIT);
+    assert!(out4.status.success(), "{test}: crawl failed: {out4:?}");
+    let id4 = crawler_id(&out4.stderr);
+    let v4: Value = serde_json::from_slice(&out4.stdout).unwrap();
+    let nodes4 = v4["nodes"].as_array().unwrap();
+    assert_eq!(nodes4.len(), 1, "{v4:#}");
+    assert_eq!(nodes4[0]["status"], "ok", "{v4:#}");
+    let edges4 = v4["edges"].as_array().unwrap();
+    assert!(!edges4.is_empty(), "{v4:#}");
+    for e in edges4 {
+        let why = e["invalid"].as_str().unwrap_or_default();
+        assert!(why.contains("not routable"), "{test}: {e:#}");
+    }
+
     // Give the nodes a moment to log our hang-ups, then read their logs.
     std::thread::sleep(Duration::from_secs(2));
     for n in &net.nodes {
         let log = n.node.log();
-        for who in [&id, &id2, &id3] {
+        for who in [&id, &id2, &id3, &id4] {
             let bad = complaints(&log, who);
             assert!(
                 bad.is_empty(),
@@ -257,7 +281,14 @@ fn crawl_maps_a_v1_network() {
     let seed = net.nodes[0].address();
     let out = run(
         BIN.as_ref(),
-        &["crawl", "--json", "--timeout", "10", &seed],
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--json",
+            "--timeout",
+            "10",
+            &seed,
+        ],
         CRAWL_LIMIT,
     );
     assert!(out.status.success(), "{test}: crawl failed: {out:?}");

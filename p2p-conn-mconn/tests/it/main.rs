@@ -10,6 +10,8 @@
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
+//! - [`pex_rules`]: CometBFT's PEX rules (`pex`: address validation,
+//!   `Requests`, `Asks`, answer sizes) at their boundaries, on a test clock.
 //! - [`hostile`]: hostile packets over a real socket, with memory bounds
 //!   (this binary counts its allocations: `hostile` installs the counting
 //!   allocator, which reads per thread).
@@ -24,3 +26,4 @@ mod core;
 #[cfg(feature = "tokio")]
 mod hostile;
 mod pair;
+mod pex_rules;

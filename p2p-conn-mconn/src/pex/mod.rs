@@ -1,4 +1,6 @@
-//! The PEX messages: what a node asks and answers on channel `0x00`.
+//! PEX, CometBFT's peer exchange on channel `0x00`: the messages, and the
+//! rules CometBFT's PEX reactor holds its peers to, for a crawler and a
+//! seed node alike.
 //!
 //! `tendermint.p2p.Message` (v0.34 to v0.38) and `cometbft.p2p.v1.Message`
 //! (v1) have the same fields: `oneof sum { PexRequest pex_request = 1;
@@ -7,11 +9,120 @@
 //! message is one MConnection message (not length-prefixed: the packets
 //! carry its length).
 //!
-//! Only the messages: no reactor rules (one request per peer per interval,
-//! at most 250 addresses per answer, address validation) and no address
-//! book.
+//! # Design
+//! - [`PexMessage`] encodes and decodes the messages, with the size cap
+//!   [`MAX_PEX_MESSAGE_SIZE`].
+//! - The rules are sans-IO: plain values in, typed verdicts out, the clock
+//!   passed in as `now` (`std::time::Instant`), no tasks, no sockets. The
+//!   caller does what a verdict says (send, answer, hang up, ban).
+//! - [`NetAddress::validate`] checks one received address under an
+//!   [`AddrPolicy`] and gives a [`PeerAddr`] to dial, or an [`AddrError`];
+//!   [`check_message`] checks what makes a whole `PexAddrs` refused.
+//! - [`Requests`] is the answering side (a node, a seed): what to do with
+//!   each peer's `PexRequest` ([`RequestVerdict`]).
+//! - [`Asks`] is the asking side (a node, a crawler): whether we may send
+//!   a peer a `PexRequest` now ([`AskVerdict`]), and whether a `PexAddrs`
+//!   answers one ([`AddrsVerdict`]).
+//! - [`answer_len`] and [`fit_answer`] size an answer.
+//! - What makes CometBFT stop and ban a peer is one [`Violation`], with the
+//!   ban's length ([`BAN_TIME`]).
+//!
+//! Each rule below is CometBFT's, read in `p2p/netaddress.go`,
+//! `p2p/pex/pex_reactor.go`, `p2p/pex/addrbook.go` and `p2p/pex/params.go`
+//! at v0.34.35, v0.38.26, v0.40.0 and v1.0.1, where the rules below are the
+//! same. The lines differ only in when a node itself asks and dials, which
+//! is not here: v0.34.35 dials a seed's addresses as they come, v0.38.26
+//! and v1.0.1 wake their dialer instead and ask a peer only on the 30 s
+//! tick, v0.40.0 also asks on that wake-up.
+//!
+//! # Guarantees
+//! - **Addresses** ([`NetAddress::validate`]). Refused as CometBFT refuses
+//!   them, in its order. First what `NetAddressFromProto` cannot read, for
+//!   which the reactor's `Receive` refuses the whole `PexAddrs`, stops the
+//!   peer and bans it ([`AddrError::stops_peer`]): an IP that is not an IP
+//!   address (as `net.ParseIP` reads: no host names, no leading zeros, no
+//!   zone) and a port over 65535. Then what `NetAddress.Valid` refuses,
+//!   for which the address book's `addAddress` skips the address: no ID,
+//!   an ID that is not 40 hex digits (`validateID`: 20 bytes of hex, either
+//!   case), an unspecified IP, the IPv4 broadcast address, an IPv6
+//!   documentation address (RFC 3849). Then port 0, which CometBFT does
+//!   not check (it stores the address and fails to dial it) and this crate
+//!   refuses. Last, under [`AddrPolicy::Strict`] (CometBFT's default
+//!   `addr_book_strict = true`, the book's `routabilityStrict`), what
+//!   `NetAddress.Routable` calls unroutable: RFC 1918, RFC 3927, RFC 4862
+//!   (`fe80::/64`), RFC 4193, RFC 4843, loopback and `0.0.0.0/8`.
+//!   [`AddrPolicy::AcceptUnroutable`] accepts those, as
+//!   `addr_book_strict = false` does (local and private test networks);
+//!   [`PeerAddr::is_routable`] still tells. An IPv4-mapped IPv6 address is
+//!   judged and dialed as its IPv4 address, as Go's `net.IP` does.
+//! - **Requests a node takes** ([`Requests`]; `pex_reactor.go`, `Receive`
+//!   and `receiveRequest`). A peer's first [`FREE_REQUESTS`] (2) requests
+//!   on a connection are answered whenever they come; each later one must
+//!   come at least [`MIN_REQUEST_INTERVAL`] (`minReceiveRequestInterval`,
+//!   `ensurePeersPeriod / 3` = 10 s, [`ENSURE_PEERS_PERIOD`] being 30 s)
+//!   after the previous one that counted, the second free one included:
+//!   exactly the interval passes, less is
+//!   [`Violation::RequestTooSoon`] (stop the peer, ban it for
+//!   [`BAN_TIME`], 24 h: `defaultBanTime`, the book's `MarkBad`). A seed
+//!   (`seed_mode`) answers an inbound peer's first request and disconnects
+//!   it gracefully, without a ban, ignoring any request meanwhile; an
+//!   outbound peer of a seed is held to the interval like any peer.
+//!   [`Requests::remove`] forgets a peer (`RemovePeer`), so a new
+//!   connection starts free again.
+//! - **Requests we send** ([`Asks`]; `RequestAddrs`, `ReceiveAddrs`). At
+//!   most one request out per peer, with no time-out: another waits for its
+//!   answer or the disconnect ([`AskVerdict::Unanswered`]). Past the first
+//!   two, a request goes at least [`MIN_REQUEST_INTERVAL`] after the
+//!   previous answer arrived, so the peer's `receiveRequest`, which counts
+//!   from when it received our previous request, never stops us
+//!   ([`AskVerdict::TooSoon`]). A `PexAddrs` that answers no request of
+//!   ours is [`Violation::Unsolicited`] (`ErrUnsolicitedList`: stop, ban);
+//!   one with an address CometBFT cannot read is
+//!   [`Violation::BadAddress`], checked first, as CometBFT decodes before
+//!   it looks for the request.
+//! - **Answers** ([`answer_len`], [`fit_answer`]; the book's `GetSelection`
+//!   and `params.go`). A node sends [`ANSWER_PERCENT`] (23 %) of what it
+//!   knows, at least [`MIN_ANSWER_ADDRS`] (32, or all it has) and at most
+//!   [`MAX_ANSWER_ADDRS`] (250, `maxGetSelection`). [`fit_answer`] also
+//!   keeps the encoded message within [`MAX_PEX_MESSAGE_SIZE`] (64000
+//!   bytes, `maxMsgSize`: 256 bytes per address times 250), the PEX
+//!   channel's `RecvMessageCapacity`: a longer message makes the peer's
+//!   MConnection stop the connection. A received `PexAddrs` is bounded by
+//!   those bytes only: CometBFT does not count the addresses it receives,
+//!   and neither does [`Asks::on_addrs`].
+//! - Memory: [`Requests`] and [`Asks`] hold one small entry per peer,
+//!   until `remove`.
+//!
+//! # Not provided
+//! - No address book: buckets, the ban list itself (a [`Violation`] says
+//!   to ban and for how long; keeping the list and refusing banned IDs,
+//!   `ErrAddressBanned`, is the caller's), our own addresses
+//!   (`ErrAddrBookSelf`), private IDs (`private_peer_ids`), how addresses
+//!   are picked (`GetSelection`'s shuffle, `GetSelectionWithBias`).
+//! - No reactor loop: when to ask which peer (`ensurePeers`, every 30 s),
+//!   dialing and its back-off (`dialPeer`), a seed's crawl of its book
+//!   (`crawlPeersRoutine`, `minTimeBetweenCrawls`) and when it drops
+//!   peers (`attemptDisconnects`).
+//! - No I/O: nothing here sends, reads or disconnects.
 
 use thiserror::Error;
+
+mod addr;
+mod answer;
+mod asks;
+mod requests;
+mod violation;
+
+pub use self::addr::{check_message, AddrError, AddrPolicy, PeerAddr};
+pub use self::answer::{
+    answer_len, fit_answer, ANSWER_PERCENT, MAX_ANSWER_ADDRS, MIN_ANSWER_ADDRS,
+};
+pub use self::asks::{AddrsVerdict, AskVerdict, Asks};
+pub use self::requests::{
+    Direction, RequestVerdict, Requests, RequestsConfig, ENSURE_PEERS_PERIOD, FREE_REQUESTS,
+    MIN_REQUEST_INTERVAL,
+};
+pub use self::violation::{Violation, BAN_TIME};
 
 /// The PEX channel's ID.
 pub const PEX_CHANNEL: u8 = 0x00;
@@ -21,12 +132,13 @@ pub const PEX_CHANNEL: u8 = 0x00;
 /// `RecvMessageCapacity`.
 pub const MAX_PEX_MESSAGE_SIZE: usize = 256 * 250;
 
-/// A peer's address as PEX carries it.
+/// A peer's address as PEX carries it, unchecked
+/// ([`validate`](NetAddress::validate) checks it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct NetAddress {
-    /// The node ID (40 hex digits on a valid address; not checked here).
+    /// The node ID (40 hex digits on a valid address).
     pub id: String,
-    /// The IP address as text (not checked here).
+    /// The IP address as text.
     pub ip: String,
     /// The port (`uint32` on the wire; CometBFT refuses one over 65535).
     pub port: u32,

@@ -1,0 +1,62 @@
+//! The size of an answer: how many addresses a node sends, and the most
+//! that fit.
+
+use super::{NetAddress, MAX_PEX_MESSAGE_SIZE};
+
+/// The most addresses in one `PexAddrs` a node sends (`maxGetSelection`).
+pub const MAX_ANSWER_ADDRS: usize = 250;
+
+/// The fewest addresses a node sends when it knows that many
+/// (`minGetSelection`).
+pub const MIN_ANSWER_ADDRS: usize = 32;
+
+/// The share of its book a node sends, in percent (`getSelectionPercent`).
+pub const ANSWER_PERCENT: usize = 23;
+
+/// How many addresses a node that knows `known` sends in an answer, as
+/// CometBFT's `GetSelection` counts them: [`ANSWER_PERCENT`] of the book,
+/// at least [`MIN_ANSWER_ADDRS`] (or all it knows, if fewer), at most
+/// [`MAX_ANSWER_ADDRS`].
+pub fn answer_len(known: usize) -> usize {
+    let share = known.saturating_mul(ANSWER_PERCENT) / 100;
+    share.max(known.min(MIN_ANSWER_ADDRS)).min(MAX_ANSWER_ADDRS)
+}
+
+/// The longest prefix of `addrs` that a `PexAddrs` may carry: at most
+/// [`MAX_ANSWER_ADDRS`] addresses, encoded in at most
+/// [`MAX_PEX_MESSAGE_SIZE`] bytes (the PEX channel's receive capacity, past
+/// which the peer's MConnection stops the connection).
+pub fn fit_answer(addrs: &[NetAddress]) -> &[NetAddress] {
+    let mut body = 0usize;
+    let mut n = 0;
+    for a in addrs.iter().take(MAX_ANSWER_ADDRS) {
+        let entry = encoded_len(a);
+        // Field 1 of PexAddrs: a one-byte tag, the length, the entry.
+        let with = body + 1 + prost::length_delimiter_len(entry) + entry;
+        // Field 2 of Message: a one-byte tag, the length, PexAddrs.
+        if 1 + prost::length_delimiter_len(with) + with > MAX_PEX_MESSAGE_SIZE {
+            break;
+        }
+        body = with;
+        n += 1;
+    }
+    &addrs[..n]
+}
+
+/// The bytes of `a` as a protobuf `NetAddress` (proto3: empty strings and
+/// a zero port are not written).
+fn encoded_len(a: &NetAddress) -> usize {
+    let text = |len: usize| {
+        if len == 0 {
+            0
+        } else {
+            1 + prost::length_delimiter_len(len) + len
+        }
+    };
+    let port = if a.port == 0 {
+        0
+    } else {
+        1 + prost::encoding::encoded_len_varint(u64::from(a.port))
+    };
+    text(a.id.len()) + text(a.ip.len()) + port
+}
