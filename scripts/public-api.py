@@ -41,7 +41,9 @@ def build(crate, features):
     env = dict(os.environ)
     env["RUSTC_BOOTSTRAP"] = "1"
     env["RUSTDOCFLAGS"] = "-Z unstable-options --output-format json"
-    target = os.path.join(ROOT, "target", "public-api")
+    # Shared with the docs.rs-style build of `cargo xtask docs`, which also
+    # runs with RUSTC_BOOTSTRAP=1.
+    target = os.path.join(ROOT, "target", "bootstrap")
     env["CARGO_TARGET_DIR"] = target
     subprocess.run(
         ["cargo", "doc", "-p", crate, "--no-deps", "--no-default-features",
