@@ -56,11 +56,16 @@ enum Cmd {
         #[arg(long, default_value = "node_key.json")]
         out: PathBuf,
     },
-    /// Print the node ID of a node_key.json
+    /// Print the node ID of a node_key.json (or, with --libp2p, its libp2p
+    /// peer ID, as `cometbft show-node-id --libp2p` prints it)
     Id {
         /// The node_key.json
         #[arg(long)]
         key: PathBuf,
+        /// Print the libp2p peer ID (12D3KooW...) instead: what a
+        /// `noise://<peer-id>@IP:PORT` address names
+        #[arg(long)]
+        libp2p: bool,
     },
     /// Accept one connection, then copy stdin to it and it to stdout until
     /// both are done. Prints `listening ADDR` on stderr once bound. Exit 0:
@@ -133,8 +138,11 @@ fn main() -> ExitCode {
     let staged = matches!(cli.cmd, Cmd::Listen { .. } | Cmd::Dial { .. });
     let r = match cli.cmd {
         Cmd::Keygen { out } => keygen(out),
-        Cmd::Id { key } => keyfile::load(&key)
-            .map(|id| println!("{}", id.node_id()))
+        Cmd::Id { key, libp2p } => keyfile::load(&key)
+            .map(|id| match libp2p {
+                true => println!("{}", id.public_key().peer_id()),
+                false => println!("{}", id.node_id()),
+            })
             .map_err(CliError::from),
         Cmd::Listen { addr, args } => pipe::run_async(pipe::listen(addr, args)),
         Cmd::Dial {

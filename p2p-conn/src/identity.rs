@@ -11,7 +11,7 @@ use rand_core::{CryptoRng, OsRng, RngCore};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
-/// A node ID string that could not be parsed.
+/// A node ID or libp2p peer ID that could not be parsed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdentityError {
@@ -19,6 +19,16 @@ pub enum IdentityError {
     /// mistyped ID (CometBFT prints them as 40 lowercase hex digits).
     #[error("invalid node ID {0:?}: expected 40 hex digits")]
     InvalidNodeId(String),
+    /// A libp2p peer ID (`12D3KooW…`, as `cometbft show-node-id --libp2p`
+    /// prints it) that could not be read: `id` is the text (or the hex of
+    /// the bytes) given, `why` what is wrong with it.
+    #[error("invalid libp2p peer ID {id:?}: {why}")]
+    InvalidPeerId {
+        /// The ID as given.
+        id: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 /// A 20-byte node ID, displayed as 40 lowercase hex digits.
@@ -84,6 +94,11 @@ impl PublicKey {
     /// The node ID of this key.
     pub fn node_id(&self) -> NodeId {
         NodeId::from_public_key(&self.0)
+    }
+
+    /// The libp2p peer ID of this key (`12D3KooW…`).
+    pub fn peer_id(&self) -> crate::PeerId {
+        crate::PeerId::from_public_key(self)
     }
 }
 

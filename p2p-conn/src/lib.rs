@@ -82,6 +82,7 @@ pub mod io;
 pub mod keyfile;
 #[cfg(feature = "nodeinfo")]
 pub mod nodeinfo;
+mod peer_id;
 pub mod proto;
 pub mod stats;
 #[cfg(feature = "testkit")]
@@ -92,6 +93,7 @@ pub use config::{
 };
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
+pub use peer_id::PeerId;
 pub use proto::aead::Backend;
 pub use proto::error::ProtocolError;
 

@@ -380,6 +380,40 @@ fn dial_nodeinfo_joins_as_a_peer(version: GoVersion, test: &str) {
     let _ = std::fs::remove_dir_all(&own.dir);
 }
 
+/// `p2p-conn id --libp2p` prints what v0.40.0's own `cometbft
+/// show-node-id --libp2p` prints, for a key the node made and for one
+/// `p2p-conn keygen` made.
+#[test]
+fn v0_40_libp2p_peer_ids_match_show_node_id() {
+    use crate::common::process::{run_ok, scratch};
+    let Some(node) = node_binary(GoVersion::V040, "v0_40_libp2p_peer_ids_match_show_node_id")
+    else {
+        return;
+    };
+    let limit = Duration::from_secs(30);
+    let home = scratch("libp2p-id");
+    let h = home.to_str().unwrap();
+    run_ok(&node.path, &["init", "--home", h], limit);
+    let key = home.join("config/node_key.json");
+    let k = key.to_str().unwrap();
+    let theirs = |args: &[&str]| run_ok(&node.path, args, limit).stdout_text();
+    let ours = |args: &[&str]| run_ok(Path::new(BIN), args, limit).stdout_text();
+    for round in 0..2 {
+        if round == 1 {
+            std::fs::remove_file(&key).unwrap();
+            ours(&["keygen", "--out", k]);
+        }
+        let go = theirs(&["show-node-id", "--libp2p", "--home", h]);
+        assert!(go.starts_with("12D3KooW") && go.len() == 52, "{go:?}");
+        assert_eq!(ours(&["id", "--libp2p", "--key", k]), go, "round {round}");
+        // The plain node ID agrees too, and is another string.
+        let hex = theirs(&["show-node-id", "--home", h]);
+        assert_eq!(ours(&["id", "--key", k]), hex, "round {round}");
+        assert_ne!(hex, go);
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 // The full set at v0.38 (what most chains run), v0.40 (the newest line) and
 // v1; the rest of the lines get the probe (JSON and text) and a real peer.
 p2p_conn_interop::per_release! {
