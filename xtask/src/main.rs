@@ -141,12 +141,15 @@ impl Ctx {
     /// naming the command if it fails.
     fn run(&self, program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
         println!("-- {program} {}", args.join(" "));
+        let started = std::time::Instant::now();
         let status = Command::new(program)
             .args(args)
             .envs(env.iter().copied())
             .current_dir(&self.root)
             .status()
             .map_err(|e| format!("{program}: {e}"))?;
+        // Where a stage's time goes, command by command.
+        println!("-- ({:.1} s)", started.elapsed().as_secs_f64());
         if status.success() {
             Ok(())
         } else {
