@@ -2,8 +2,10 @@
 # Run every cargo-fuzz target of p2p-conn for SECONDS each (default 30).
 #
 #   p2p-conn-fuzz/run.sh [SECONDS]
+#   p2p-conn-fuzz/run.sh --build-only   install cargo-fuzz and build, no run
 #
-# Installs cargo-fuzz (0.13, from crates.io) when it is missing. Works on the
+# Installs cargo-fuzz (0.13, from crates.io, a debug build: it only drives
+# cargo and libFuzzer) when it is missing. Works on the
 # stable toolchain through RUSTC_BOOTSTRAP=1 (cargo-fuzz passes -Z flags).
 # Each target starts from the committed seeds (seeds/TARGET, read only) and
 # its growing local corpus (corpus/TARGET, git-ignored). FUZZ_JOBS targets
@@ -13,6 +15,11 @@
 # leaves the input in artifacts/TARGET/ (git-ignored). See docs/fuzzing.md.
 set -euo pipefail
 
+BUILD_ONLY=0
+if [ "${1:-}" = "--build-only" ]; then
+    BUILD_ONLY=1
+    shift
+fi
 SECONDS_PER_TARGET="${1:-30}"
 TARGETS="${FUZZ_TARGETS:-handshake frames auth_sig roundtrip queue_budget send_queue nodeinfo codec_decoder privval mconn_packets}"
 JOBS="${FUZZ_JOBS:-$(nproc)}"
@@ -20,11 +27,12 @@ cd "$(dirname "$0")"
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz" >&2
-    cargo install cargo-fuzz --version 0.13.2 --locked
+    cargo install cargo-fuzz --version 0.13.2 --locked --debug
 fi
 
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build --fuzz-dir .
+[ "$BUILD_ONLY" -eq 0 ] || exit 0
 mkdir -p target/fuzz-logs
 
 fuzz_one() {

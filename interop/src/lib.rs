@@ -21,7 +21,8 @@
 //!   [`capture`], `tracing` events captured as text.
 //! - [`tmkms`] installs and runs tmkms (iqlusion's KMS, Rust, `softsign`
 //!   backend), an independent remote signer that dials a node's privval
-//!   endpoint.
+//!   endpoint; [`tmkms_install`] is how it is installed, shared as source
+//!   with `cargo xtask`.
 //!
 //! Not published: a workspace crate that the CLI depends on and the library
 //! and CLI test suites dev-depend on (a dev-dependency cycle with p2p-conn,
@@ -40,6 +41,7 @@ pub mod privval_peer;
 pub mod process;
 pub mod scripted;
 pub mod tmkms;
+pub mod tmkms_install;
 
 /// `cases` unless `PROPTEST_CASES` says otherwise; no regression files are
 /// written (proptest prints the minimal failing input instead).

@@ -13,7 +13,9 @@
 //!   its own target directory, so the install never waits on the build lock
 //!   of the workspace that is running the tests. `$CARGO_TARGET_DIR` or the
 //!   workspace's `target/`, as for the Go peers. A binary there that reports
-//!   [`VERSION`] is used as is. The first install downloads the crate and its
+//!   [`VERSION`] is used as is. The install's arguments live in
+//!   [`crate::tmkms_install`], which `cargo xtask ci` shares to start the
+//!   same install in the background before the tests need it. The first install downloads the crate and its
 //!   dependencies from crates.io and compiles about 300 crates (minutes on a
 //!   small machine); later test runs start at once. Where it cannot be
 //!   installed (no network, no `cargo`) the test prints a notice with
@@ -79,43 +81,29 @@ use base64::Engine;
 
 use crate::cometbft_go::target_dir;
 
-/// The tmkms release the tests run: the newest on crates.io (2025-11-07),
-/// which builds with Rust 1.85 and later.
-pub const VERSION: &str = "0.15.0";
-
-/// The cargo features it is installed with: the file-backed signer only.
-pub const FEATURES: &str = "softsign";
+pub use crate::tmkms_install::{FEATURES, VERSION};
 
 /// Bound on `tmkms version`.
 const SHORT_RUN: Duration = Duration::from_secs(30);
 
 /// `<target>/tmkms`: the install root (`bin/tmkms`, cargo's records).
 pub fn install_root() -> PathBuf {
-    target_dir().join("tmkms")
+    crate::tmkms_install::install_root(&target_dir())
 }
 
 /// `<target>/tmkms/bin/tmkms`.
 pub fn binary_path() -> PathBuf {
-    install_root().join("bin").join("tmkms")
+    crate::tmkms_install::binary_path(&target_dir())
 }
 
 /// `<target>/tmkms-build`: the install's own target directory.
 pub fn build_dir() -> PathBuf {
-    target_dir().join("tmkms-build")
+    crate::tmkms_install::build_dir(&target_dir())
 }
 
-/// The arguments of the install, after `cargo`.
+/// The arguments of the install, after `cargo` (`tmkms_install`).
 pub fn install_args() -> Vec<String> {
-    let mut args: Vec<String> = ["install", "tmkms", "--version"].map(String::from).into();
-    args.push(format!("={VERSION}"));
-    // A debug build: the tests sign a few hundred messages, and an
-    // unoptimized tmkms without debug info compiled in 84 s against 119 s
-    // for a release build (2 cores, idle, dependencies downloaded).
-    args.extend(["--features", FEATURES, "--locked", "--debug", "--root"].map(String::from));
-    args.push(install_root().display().to_string());
-    args.push("--target-dir".into());
-    args.push(build_dir().display().to_string());
-    args
+    crate::tmkms_install::install_args(&target_dir())
 }
 
 /// What `bin version` prints (trimmed), if it runs at all within
@@ -190,9 +178,7 @@ pub fn build() -> Result<PathBuf, BuildError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let result = Command::new(&cargo)
         .args(install_args())
-        // No debug info: nothing here debugs tmkms, and it is most of a
-        // debug build's link time and size.
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .envs(crate::tmkms_install::ENV.iter().copied())
         .stdin(Stdio::null())
         .output();
     let output = match result {

@@ -16,10 +16,23 @@
 //! it is set); `FUZZ_SECONDS` (default 10: a smoke run) bounds each fuzz target in
 //! `fuzz-smoke`.
 //!
+//! `ci` also starts two builds before the first stage, in the background at
+//! the lowest CPU priority, that need none of the workspace's build lock:
+//! the fuzz targets (`p2p-conn-fuzz/run.sh --build-only`) and the tests'
+//! tmkms (`interop/src/tmkms_install.rs`). They use the CPU that the stages
+//! leave idle; `fuzz-smoke` and `test` wait for them (see [`Early`]).
+//!
 //! std only, so that `cargo xtask` builds in seconds.
 
+use std::cell::RefCell;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Instant;
+
+#[path = "../../interop/src/tmkms_install.rs"]
+#[allow(dead_code)]
+mod tmkms_install;
 
 /// A stage: its name, what it checks, and how.
 struct Stage {
@@ -134,6 +147,150 @@ const LIBRARIES: &[(&str, &[&str])] = &[
 
 struct Ctx {
     root: PathBuf,
+    /// The early jobs `ci` started that no stage has waited for yet.
+    early: RefCell<Vec<Early>>,
+}
+
+/// A build that takes none of the workspace's build lock (it has target
+/// directories of its own), which `ci` starts before the first stage at the
+/// lowest CPU priority (`nice -n 19`). It runs on the CPU the stages leave
+/// idle: `test` waits minutes on nodes and CometBFT's timers, at about two
+/// thirds of the two cores. The stage that needs it waits for it and then
+/// runs its own step as when it runs alone (which finds the work done, or
+/// redoes it and shows the error). Output in `target/ci-logs/NAME.log`.
+struct Early {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl Ctx {
+    /// Start `program args...` as the early job `name` (see [`Early`]).
+    fn start_early(
+        &self,
+        name: &'static str,
+        program: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) {
+        let dir = self.root.join("target/ci-logs");
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::create_dir_all(&dir).and_then(|()| std::fs::File::create(&log));
+        let file = match file {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("notice: not starting {name} early ({}: {e})", log.display());
+                return;
+            }
+        };
+        let spawn = |nice: bool| {
+            let mut cmd = if nice {
+                let mut c = Command::new("nice");
+                c.args(["-n", "19", program]);
+                c
+            } else {
+                Command::new(program)
+            };
+            cmd.args(args)
+                .envs(env.iter().copied())
+                .current_dir(&self.root)
+                .stdin(Stdio::null())
+                .stdout(file.try_clone()?)
+                .stderr(file.try_clone()?)
+                // Its own process group, so that a failed run stops all of it.
+                .process_group(0)
+                .spawn()
+        };
+        match spawn(true).or_else(|_| spawn(false)) {
+            Ok(child) => {
+                println!(
+                    "-- started early: {name} ({program} {}), log {}",
+                    args.join(" "),
+                    log.display()
+                );
+                self.early.borrow_mut().push(Early {
+                    name,
+                    child,
+                    log,
+                    started: Instant::now(),
+                });
+            }
+            Err(e) => eprintln!("notice: not starting {name} early: {e}"),
+        }
+    }
+
+    /// Wait for the early job `name`, if `ci` started it, and say how it
+    /// went (its log's end when it failed). Never an error: the stage that
+    /// needs the work does its own step after this.
+    fn finish_early(&self, name: &str) {
+        let job = {
+            let mut early = self.early.borrow_mut();
+            match early.iter().position(|e| e.name == name) {
+                Some(i) => early.remove(i),
+                None => return,
+            }
+        };
+        let Early {
+            name,
+            mut child,
+            log,
+            started,
+        } = job;
+        let waited = Instant::now();
+        let status = child.wait();
+        let total = started.elapsed().as_secs_f64();
+        let waited = waited.elapsed().as_secs_f64();
+        match status {
+            Ok(s) if s.success() => {
+                println!("-- early {name}: done in {total:.0} s, waited {waited:.0} s for it")
+            }
+            other => {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(30)..].join("\n");
+                println!(
+                    "-- early {name}: failed ({other:?}) after {total:.0} s; the stage redoes it. The end of {}:\n{tail}",
+                    log.display()
+                );
+            }
+        }
+    }
+
+    /// Stop every early job still running (a stage failed).
+    fn stop_early(&self) {
+        for mut job in self.early.borrow_mut().drain(..) {
+            let group = format!("-{}", job.child.id());
+            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            let _ = job.child.wait();
+        }
+    }
+}
+
+/// The target directory: `$CARGO_TARGET_DIR`, else the workspace's.
+fn target_dir(ctx: &Ctx) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| ctx.root.join("target"))
+}
+
+/// `ci`'s early jobs (see [`Early`]): the fuzz build for `fuzz-smoke`, and
+/// the tmkms install that `test` would otherwise do in the middle of its
+/// run (interop/src/tmkms_install.rs, shared with the tests).
+fn start_early_jobs(ctx: &Ctx) {
+    ctx.start_early(
+        "fuzz-build",
+        "p2p-conn-fuzz/run.sh",
+        &["--build-only".to_string()],
+        &[],
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    ctx.start_early(
+        "tmkms",
+        &cargo,
+        &tmkms_install::install_args(&target_dir(ctx)),
+        tmkms_install::ENV,
+    );
 }
 
 impl Ctx {
@@ -187,7 +344,10 @@ fn main() -> ExitCode {
         .parent()
         .expect("xtask/ is inside the workspace")
         .to_path_buf();
-    let ctx = Ctx { root };
+    let ctx = Ctx {
+        root,
+        early: RefCell::new(Vec::new()),
+    };
     if args.is_empty()
         || args
             .iter()
@@ -220,6 +380,9 @@ fn main() -> ExitCode {
             std::env::set_var(key, value);
         }
     }
+    if args.iter().any(|a| a == "ci") {
+        start_early_jobs(&ctx);
+    }
     for name in names {
         let stage = STAGES
             .iter()
@@ -229,6 +392,7 @@ fn main() -> ExitCode {
         println!("\n== {} ({}){}", stage.name, stage.about, disk(&ctx));
         if let Err(e) = (stage.run)(&ctx) {
             eprintln!("error: stage {}: {e}", stage.name);
+            ctx.stop_early();
             return ExitCode::FAILURE;
         }
         println!(
@@ -236,6 +400,9 @@ fn main() -> ExitCode {
             stage.name,
             started.elapsed().as_secs_f64()
         );
+    }
+    for name in ["fuzz-build", "tmkms"] {
+        ctx.finish_early(name);
     }
     ExitCode::SUCCESS
 }
@@ -781,20 +948,20 @@ fn test(ctx: &Ctx) -> Result<(), String> {
     // rather than skip when what they need is missing. They build what they
     // run on first use (README: What the tests need).
     let ci = std::env::var("CI").unwrap_or_else(|_| "true".into());
-    ctx.run(
+    let result = ctx.run(
         "cargo",
         &["test", "--workspace", "--all-features"],
         &[("CI", &ci)],
-    )
+    );
+    // Under `ci`, the tmkms install started early; the tmkms tests waited
+    // on cargo's lock for it if it was still running.
+    ctx.finish_early("tmkms");
+    result
 }
 
 fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
     let seconds = std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "10".into());
-    // No debug info in the smoke build (the fuzz crate's release profile
-    // has line tables for long runs' crash reports): a shorter build.
-    ctx.run(
-        "p2p-conn-fuzz/run.sh",
-        &[&seconds],
-        &[("CARGO_PROFILE_RELEASE_DEBUG", "0")],
-    )
+    // Under `ci`, the build ran early; run.sh then finds it done.
+    ctx.finish_early("fuzz-build");
+    ctx.run("p2p-conn-fuzz/run.sh", &[&seconds], &[])
 }

@@ -6,7 +6,7 @@
 //! still lists us in its RPC `net_info` and has logged no `Stopping peer
 //! for error` naming us, and that `dial` is still running. Staying past the
 //! node's first ping (60 s) and its pong timeout (45 s), neither of which a
-//! node's config can change, is `tests/it/mconn_keepalive.rs`; pings and pongs
+//! node's config can change, is `tests/it/after_pong_timeout.rs`; pings and pongs
 //! with short timers are proven against the Go MConnection
 //! (`p2p-conn-mconn/tests/it/cometbft_go.rs`).
 //!
@@ -128,7 +128,7 @@ fn hex_sha256(data: &[u8]) -> String {
 }
 
 /// `dial --nodeinfo --mconn --channels 0x20` to a real node stays its peer
-/// 5 s on (past the pong timeout: `tests/it/mconn_keepalive.rs`).
+/// 5 s on (past the pong timeout: `tests/it/after_pong_timeout.rs`).
 fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
     let Some(bin) = node_binary(version, test) else {
         return;
