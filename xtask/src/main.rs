@@ -27,7 +27,7 @@
 use std::cell::RefCell;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 #[path = "../../interop/src/tmkms_install.rs"]
@@ -160,7 +160,10 @@ struct Ctx {
 /// redoes it and shows the error). Output in `target/ci-logs/NAME.log`.
 struct Early {
     name: &'static str,
-    child: Child,
+    /// Its process group (the child's PID).
+    group: u32,
+    /// A thread that waits for the child: its exit status, and when.
+    exited: std::thread::JoinHandle<(std::io::Result<std::process::ExitStatus>, Instant)>,
     log: PathBuf,
     started: Instant,
 }
@@ -203,15 +206,18 @@ impl Ctx {
                 .spawn()
         };
         match spawn(true).or_else(|_| spawn(false)) {
-            Ok(child) => {
+            Ok(mut child) => {
                 println!(
                     "-- started early: {name} ({program} {}), log {}",
                     args.join(" "),
                     log.display()
                 );
+                let group = child.id();
+                let exited = std::thread::spawn(move || (child.wait(), Instant::now()));
                 self.early.borrow_mut().push(Early {
                     name,
-                    child,
+                    group,
+                    exited,
                     log,
                     started: Instant::now(),
                 });
@@ -233,24 +239,25 @@ impl Ctx {
         };
         let Early {
             name,
-            mut child,
+            exited,
             log,
             started,
+            ..
         } = job;
-        let waited = Instant::now();
-        let status = child.wait();
-        let total = started.elapsed().as_secs_f64();
-        let waited = waited.elapsed().as_secs_f64();
+        let asked = Instant::now();
+        let (status, at) = exited.join().expect("the waiting thread does not panic");
+        let took = at.duration_since(started).as_secs_f64();
+        let waited = at.saturating_duration_since(asked).as_secs_f64();
         match status {
             Ok(s) if s.success() => {
-                println!("-- early {name}: done in {total:.0} s, waited {waited:.0} s for it")
+                println!("-- early {name}: done in {took:.0} s, waited {waited:.0} s for it")
             }
             other => {
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 let tail = lines[lines.len().saturating_sub(30)..].join("\n");
                 println!(
-                    "-- early {name}: failed ({other:?}) after {total:.0} s; the stage redoes it. The end of {}:\n{tail}",
+                    "-- early {name}: failed ({other:?}) after {took:.0} s; the stage redoes it. The end of {}:\n{tail}",
                     log.display()
                 );
             }
@@ -259,10 +266,10 @@ impl Ctx {
 
     /// Stop every early job still running (a stage failed).
     fn stop_early(&self) {
-        for mut job in self.early.borrow_mut().drain(..) {
-            let group = format!("-{}", job.child.id());
+        for job in self.early.borrow_mut().drain(..) {
+            let group = format!("-{}", job.group);
             let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-            let _ = job.child.wait();
+            let _ = job.exited.join();
         }
     }
 }
