@@ -50,3 +50,19 @@ pub fn wait_joined(node: &cometbft_node::Node, mark: usize, our_id: &str, test: 
         node.log_since(mark)
     );
 }
+
+/// Fails the test unless `dial` still runs and `node`'s RPC `net_info`
+/// lists `our_id` among its peers.
+pub fn check_still_peer(
+    dial: &mut process::Proc,
+    node: &cometbft_node::Node,
+    our_id: &str,
+    test: &str,
+) {
+    dial.check_running("it should still be the node's peer");
+    let peers = node.peer_ids();
+    assert!(
+        peers.iter().any(|p| p == our_id),
+        "{test}: net_info lists {peers:?}, not {our_id}"
+    );
+}

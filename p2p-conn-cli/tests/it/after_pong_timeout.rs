@@ -97,12 +97,7 @@ fn stay_past_pong_timeout(version: GoVersion, test: &str) -> Option<Seen> {
         node.check_running("we stayed its peer");
         std::thread::sleep(Duration::from_secs(1));
     }
-    dial.check_running("it should still be the node's peer");
-    let peers = node.peer_ids();
-    assert!(
-        peers.iter().any(|p| p == &our_id),
-        "{test}: net_info lists {peers:?}, not {our_id}"
-    );
+    crate::common::check_still_peer(&mut dial, &node, &our_id, test);
 
     let log = node.log_since(mark);
     let ours: Vec<&str> = log.lines().filter(|l| l.contains(&our_id)).collect();

@@ -157,12 +157,7 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
     );
     crate::common::wait_joined(&node, mark, &our_id, test);
     std::thread::sleep(Duration::from_secs(5));
-    dial.check_running("it should still be the node's peer");
-    let peers = node.peer_ids();
-    assert!(
-        peers.iter().any(|p| p == &our_id),
-        "{test}: net_info lists {peers:?}, not {our_id}"
-    );
+    crate::common::check_still_peer(&mut dial, &node, &our_id, test);
     let log = node.log_since(mark);
     let stopped: Vec<&str> = log
         .lines()
