@@ -408,7 +408,9 @@ fn main() -> ExitCode {
             started.elapsed().as_secs_f64()
         );
     }
-    for name in ["fuzz-build", "tmkms"] {
+    // Any early job no stage waited for (a `ci` run's stages all do).
+    let left: Vec<&'static str> = ctx.early.borrow().iter().map(|e| e.name).collect();
+    for name in left {
         ctx.finish_early(name);
     }
     ExitCode::SUCCESS
