@@ -21,7 +21,7 @@ if [ "${1:-}" = "--build-only" ]; then
     shift
 fi
 SECONDS_PER_TARGET="${1:-30}"
-TARGETS="${FUZZ_TARGETS:-handshake frames auth_sig roundtrip queue_budget send_queue nodeinfo codec_decoder privval mconn_packets}"
+TARGETS="${FUZZ_TARGETS:-handshake frames auth_sig roundtrip queue_budget send_queue nodeinfo codec_decoder privval mconn_packets noise}"
 JOBS="${FUZZ_JOBS:-$(nproc)}"
 cd "$(dirname "$0")"
 

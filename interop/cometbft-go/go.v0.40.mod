@@ -2,7 +2,10 @@ module p2p-conn/interop/cometbft-go
 
 go 1.25.0
 
-require github.com/cometbft/cometbft v0.40.0
+require (
+	github.com/cometbft/cometbft v0.40.0
+	github.com/libp2p/go-libp2p v0.47.0
+)
 
 require (
 	github.com/DataDog/zstd v1.5.7 // indirect
@@ -52,7 +55,6 @@ require (
 	github.com/kr/text v0.2.0 // indirect
 	github.com/libp2p/go-buffer-pool v0.1.0 // indirect
 	github.com/libp2p/go-flow-metrics v0.2.0 // indirect
-	github.com/libp2p/go-libp2p v0.47.0 // indirect
 	github.com/libp2p/go-libp2p-asn-util v0.4.1 // indirect
 	github.com/libp2p/go-msgio v0.3.0 // indirect
 	github.com/libp2p/go-netroute v0.3.0 // indirect

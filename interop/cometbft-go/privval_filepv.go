@@ -10,6 +10,7 @@ package main
 
 import (
 	"net"
+	"strings"
 	"time"
 )
 
@@ -33,9 +34,17 @@ func (t timedPV) SignVote(chainID string, vote *pvVote) error {
 // fresh key); with a timer, pv's SignVote calls are timed. stop stops it.
 func startSigner(proto, address, chainID string, pv *filePV, timer *signTimer) (func() error, error) {
 	var dialer pvSocketDialer
-	if proto == "unix" {
+	switch proto {
+	case "unix":
 		dialer = pvDialUnixFn(address)
-	} else {
+	case "noise":
+		node, hostport, _ := strings.Cut(address, "@")
+		d, err := noiseDialer(node, hostport, noiseKey, signerTimeoutReadWrite)
+		if err != nil {
+			return nil, err
+		}
+		dialer = d
+	default:
 		dialer = pvDialTCPFn(address, signerTimeoutReadWrite, pvGenPrivKey())
 	}
 	endpoint := pvNewSignerDialerEndpoint(
@@ -59,11 +68,27 @@ func startSigner(proto, address, chainID string, pv *filePV, timer *signTimer) (
 type nodeSide struct {
 	listener net.Listener
 	client   *pvSignerClient
+	// The node's libp2p peer ID, on noise://.
+	peer string
 }
 
 // listenNode listens as a node does for its remote signer (tcp: a secret
 // connection with a fresh key).
 func listenNode(proto, address, chainID string) (*nodeSide, error) {
+	if proto == "noise" {
+		signer, hostport, _ := strings.Cut(address, "@")
+		nl, self, err := noiseListen(signer, hostport, noiseKey)
+		if err != nil {
+			return nil, err
+		}
+		endpoint := pvNewSignerListenerEndpoint(pvNopLogger(), nl)
+		client, err := pvNewSignerClient(endpoint, chainID)
+		if err != nil {
+			nl.Close()
+			return nil, err
+		}
+		return &nodeSide{nl, client, self}, nil
+	}
 	ln, err := net.Listen(proto, address)
 	if err != nil {
 		return nil, err
@@ -80,7 +105,16 @@ func listenNode(proto, address, chainID string) (*nodeSide, error) {
 		ln.Close()
 		return nil, err
 	}
-	return &nodeSide{ln, client}, nil
+	return &nodeSide{ln, client, ""}, nil
+}
+
+// dialAddr is what a signer dials: the listen address, and on noise://
+// the node's peer ID.
+func (n *nodeSide) dialAddr() string {
+	if n.peer != "" {
+		return "noise://" + n.peer + "@" + n.listener.Addr().String()
+	}
+	return nodeAddr(n.listener.Addr())
 }
 
 func (n *nodeSide) addr() net.Addr                           { return n.listener.Addr() }

@@ -48,15 +48,39 @@ func (t *signTimer) take() []time.Duration {
 	return out
 }
 
-// splitAddr splits tcp://HOST:PORT or unix://PATH into the protocol and the
-// address.
+// splitAddr splits tcp://HOST:PORT, unix://PATH or (v0.40)
+// noise://PEER@IP:PORT into the protocol and the rest.
 func splitAddr(addr string) (string, string, error) {
-	for _, proto := range []string{"tcp", "unix"} {
+	for _, proto := range []string{"tcp", "unix", "noise"} {
 		if rest, ok := strings.CutPrefix(addr, proto+"://"); ok && rest != "" {
+			if proto == "noise" && !lineHasNoise {
+				return "", "", fmt.Errorf("address %q: %w", addr, errNoNoiseHere)
+			}
 			return proto, rest, nil
 		}
 	}
-	return "", "", fmt.Errorf("address %q: want tcp://HOST:PORT or unix://PATH", addr)
+	return "", "", fmt.Errorf("address %q: want tcp://HOST:PORT, unix://PATH or noise://PEER@IP:PORT", addr)
+}
+
+var errNoNoiseHere = errors.New("noise:// remote signing is CometBFT v0.40's; this peer is built for another line")
+
+// noiseKey is the libp2p identity on noise:// (-noise-key): the node's
+// key in privval-node, the signer's in privval-signer.
+var noiseKey privateKey
+
+// loadNoiseKey reads -noise-key (a node_key.json, written first if
+// missing), or makes a fresh key without one.
+func loadNoiseKey(path string) error {
+	if path == "" {
+		noiseKey = genPrivKey()
+		return nil
+	}
+	nk, err := loadOrGenNodeKey(path)
+	if err != nil {
+		return err
+	}
+	noiseKey = nk.PrivKey
+	return nil
 }
 
 func fileExists(path string) bool {
@@ -121,7 +145,11 @@ func privvalSigner(args []string) error {
 	keyFile := fs.String("key", "", "priv_validator_key.json (generated if missing)")
 	stateFile := fs.String("state", "", "priv_validator_state.json (generated with the key)")
 	chainID := fs.String("chain-id", "test-chain", "the chain ID the signer serves")
+	noiseKeyFile := fs.String("noise-key", "", "noise://: the signer's libp2p identity, a node_key.json (written if missing)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := loadNoiseKey(*noiseKeyFile); err != nil {
 		return err
 	}
 	if *keyFile == "" || *stateFile == "" {
@@ -248,7 +276,11 @@ func privvalNode(args []string) error {
 	n := fs.Int("n", 10, "votes (prevote and precommit each) and proposals to sign")
 	exts := fs.Bool("exts", false, "put a non-empty vote extension on the precommits (v0.38 and later)")
 	wait := fs.Duration("wait", 60*time.Second, "how long to wait for the signer")
+	noiseKeyFile := fs.String("noise-key", "", "noise://: the node's key, a node_key.json (written if missing; fresh without)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := loadNoiseKey(*noiseKeyFile); err != nil {
 		return err
 	}
 	if *exts && !lineHasExtensions {
@@ -263,7 +295,7 @@ func privvalNode(args []string) error {
 		return err
 	}
 	defer node.close()
-	fmt.Fprintln(os.Stderr, "listening", nodeAddr(node.addr()))
+	fmt.Fprintln(os.Stderr, "listening", node.dialAddr())
 
 	report := nodeReport{}
 	runErr := func() error {

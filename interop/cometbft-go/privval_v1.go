@@ -120,6 +120,9 @@ func listenNode(proto, address, chainID string) (*nodeSide, error) {
 	return &nodeSide{ln, client}, nil
 }
 
+// dialAddr is what a signer dials.
+func (n *nodeSide) dialAddr() string { return nodeAddr(n.listener.Addr()) }
+
 func (n *nodeSide) addr() net.Addr                         { return n.listener.Addr() }
 func (n *nodeSide) close()                                 { _ = n.client.Close() }
 func (n *nodeSide) waitForSigner(wait time.Duration) error { return n.client.WaitForConnection(wait) }

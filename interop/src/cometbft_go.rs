@@ -14,7 +14,10 @@
 //! in the api module, and its `PrivValidator` signs extensions on request)
 //! over `privval_v0.go`; v0.34.35's tag picks `privval_v034.go`. Those two
 //! only name what `privval_filepv.go`, one text for v0.34.35 to v0.40.0,
-//! uses of the line's `privval` package. The remote-signer modes (`privval_remote.go`, driven by
+//! uses of the line's `privval` package. v0.40.0 builds with
+//! `cometbft_v040`, which picks `privval_noise.go` (`noise://`: CometBFT's
+//! `NoiseListener`, and go-libp2p's Noise transport on the signer side)
+//! over `privval_nonoise.go`. The remote-signer modes (`privval_remote.go`, driven by
 //! [`crate::privval_peer`]) build at every line. Binaries
 //! are cached as `<target>/cometbft-go/<version>/cometbft-peer` and rebuilt
 //! when a file the line's build reads ([`GoVersion::inputs`]) is newer. The
@@ -67,6 +70,8 @@ struct Line {
     /// remote-signer modes use of its privval package (the build tag picks
     /// it).
     privval: &'static str,
+    /// `privval_noise.go` (v0.40.0) or `privval_nonoise.go`.
+    noise: &'static str,
     announces: &'static str,
     p2p_protocol: u64,
     buffered: bool,
@@ -82,6 +87,7 @@ const LINES: [Line; 6] = [
         api: "compat_v034.go",
         extension: "signbytes_noext.go",
         privval: "privval_v034.go",
+        noise: "privval_nonoise.go",
         announces: "0.34.35",
         p2p_protocol: 8,
         buffered: false,
@@ -95,6 +101,7 @@ const LINES: [Line; 6] = [
         api: "cometbft.go",
         extension: "signbytes_noext.go",
         privval: "privval_v0.go",
+        noise: "privval_nonoise.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.37.16",
         p2p_protocol: 8,
@@ -109,6 +116,7 @@ const LINES: [Line; 6] = [
         api: "cometbft.go",
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
+        noise: "privval_nonoise.go",
         announces: "0.38.26",
         p2p_protocol: 8,
         buffered: false,
@@ -122,6 +130,7 @@ const LINES: [Line; 6] = [
         api: "cometbft.go",
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
+        noise: "privval_nonoise.go",
         announces: "0.39.4",
         p2p_protocol: 8,
         buffered: true,
@@ -131,10 +140,12 @@ const LINES: [Line; 6] = [
         line: "v0.40",
         modfile: "go.v0.40.mod",
         sumfile: "go.v0.40.sum",
-        tags: None,
+        // Picks privval_noise.go (noise:// remote signing).
+        tags: Some("cometbft_v040"),
         api: "cometbft.go",
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
+        noise: "privval_noise.go",
         // `version.TMCoreSemVer` was not bumped for the release.
         announces: "0.39.0",
         p2p_protocol: 8,
@@ -149,6 +160,7 @@ const LINES: [Line; 6] = [
         api: "cometbft.go",
         extension: "signbytes_ext.go",
         privval: "privval_v1.go",
+        noise: "privval_nonoise.go",
         announces: "1.0.1",
         p2p_protocol: 9,
         buffered: true,
@@ -221,9 +233,10 @@ impl GoVersion {
     /// file with its privval `Message` and privval package, the
     /// remote-signer modes and their FilePV part (v0.34.35 to v0.40.0;
     /// listed at v1.0.1 too, which builds `privval_v1.go` instead), the
-    /// module and checksum files, the MConnection benchmark mode, and one
-    /// file per other subcommand.
-    pub fn inputs(self) -> [&'static str; 18] {
+    /// module and checksum files, the MConnection benchmark mode, the
+    /// `noise://` file (v0.40.0's, or the others' stub), and one file per
+    /// other subcommand.
+    pub fn inputs(self) -> [&'static str; 19] {
         let row = self.row();
         [
             "main.go",
@@ -244,12 +257,14 @@ impl GoVersion {
             "signbytes.go",
             "privval_reencode.go",
             "privval_handle.go",
+            row.noise,
         ]
     }
 
     /// The `go build` / `go vet` flags that select this version:
-    /// `-modfile=...` and, at v0.34, v0.37 and v1, `-tags=cometbft_v034`,
-    /// `-tags=cometbft_v037` or `-tags=cometbft_v1`.
+    /// `-modfile=...` and, at v0.34, v0.37, v0.40 and v1,
+    /// `-tags=cometbft_v034`, `-tags=cometbft_v037`, `-tags=cometbft_v040`
+    /// or `-tags=cometbft_v1`.
     pub fn go_flags(self) -> Vec<String> {
         let mut flags = vec![format!("-modfile={}", self.modfile())];
         flags.extend(self.tags().map(|t| format!("-tags={t}")));

@@ -559,6 +559,10 @@ pub enum SignerTransport {
     Tcp,
     /// `unix://<home>/privval.sock`: plaintext.
     Unix,
+    /// `noise://SIGNER_PEER_ID@127.0.0.1:PORT` (v0.40.0): libp2p Noise, the
+    /// node's identity its `node_key.json`, the signer's a key file made
+    /// for it ([`SignedNode::signer_identity`]).
+    Noise,
 }
 
 /// `timeout_commit` of a [`SignedNode`]: short, so that blocks flow.
@@ -611,8 +615,15 @@ pub struct SignedNode {
     /// The validator's `priv_validator_state.json` (in [`signer_dir`](Self::signer_dir)),
     /// as `cometbft init` wrote it: height 0, nothing signed.
     pub state_file: PathBuf,
-    /// `priv_validator_laddr`: `tcp://127.0.0.1:PORT` or `unix:///PATH`.
+    /// `priv_validator_laddr`: `tcp://127.0.0.1:PORT`, `unix:///PATH` or
+    /// `noise://SIGNER_PEER_ID@127.0.0.1:PORT`.
     pub laddr: String,
+    /// What the signer dials: `laddr`, except on `noise://`, where it names
+    /// the node's peer ID (from its `node_key.json`) instead.
+    pub signer_dials: String,
+    /// On `noise://`, the signer's identity (a `node_key.json` in
+    /// [`signer_dir`](Self::signer_dir), which `laddr` names).
+    pub signer_identity: Option<PathBuf>,
     /// The chain: the `chain_id` of the genesis file.
     pub chain_id: String,
     /// The node's RPC port on 127.0.0.1 ([`height`](Self::height)).
@@ -638,8 +649,17 @@ impl SignedNode {
         // The home is made by `Home::init`; the socket goes in the signer
         // folder, which exists already (a Unix socket path must stay under
         // about 100 bytes).
+        let port = free_port();
+        let identity = signer_dir.join("signer_node_key.json");
         let (laddr, socket) = match transport {
-            SignerTransport::Tcp => (format!("tcp://127.0.0.1:{}", free_port()), None),
+            SignerTransport::Tcp => (format!("tcp://127.0.0.1:{port}"), None),
+            SignerTransport::Noise => {
+                let id = p2p_conn::Identity::generate();
+                p2p_conn::keyfile::save_new(&id, &identity)
+                    .unwrap_or_else(|e| panic!("writing {identity:?}: {e}"));
+                let peer = id.public_key().peer_id();
+                (format!("noise://{peer}@127.0.0.1:{port}"), None)
+            }
             SignerTransport::Unix => {
                 let path = signer_dir.join("privval.sock");
                 assert!(
@@ -671,6 +691,16 @@ impl SignedNode {
             ..
         } = Home::init(bin, "cometbft-validator", &extra, None);
 
+        let (signer_dials, signer_identity) = match transport {
+            SignerTransport::Noise => {
+                let node_key = home.join("config/node_key.json");
+                let node = p2p_conn::keyfile::load(&node_key)
+                    .unwrap_or_else(|e| panic!("reading {node_key:?}: {e}"));
+                let peer = node.public_key().peer_id();
+                (format!("noise://{peer}@127.0.0.1:{port}"), Some(identity))
+            }
+            _ => (laddr.clone(), None),
+        };
         let key_file = signer_dir.join("priv_validator_key.json");
         let state_file = signer_dir.join("priv_validator_state.json");
         for (from, to) in [
@@ -706,6 +736,8 @@ impl SignedNode {
             key_file,
             state_file,
             laddr,
+            signer_dials,
+            signer_identity,
             chain_id: network,
             rpc_port,
             validator_pub_key,

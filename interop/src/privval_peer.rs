@@ -13,7 +13,7 @@
 //! results: the tests do.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -81,16 +81,18 @@ pub struct GoSigner {
 
 /// Start `cometbft-peer privval-signer -addr ADDR -key KEY -state STATE
 /// -chain-id CHAIN` (the key files are generated first if missing) and read
-/// its `pubkey` line by `deadline`.
+/// its `pubkey` line by `deadline`. On `noise://` (v0.40), `noise_key` is
+/// its libp2p identity (`-noise-key`, a node_key.json).
 pub fn go_privval_signer(
     bin: &Path,
     addr: &str,
     key: &Path,
     state: &Path,
     chain_id: &str,
+    noise_key: Option<&Path>,
     deadline: Instant,
 ) -> GoSigner {
-    let args: Vec<OsString> = vec![
+    let mut args: Vec<OsString> = vec![
         "privval-signer".into(),
         "-addr".into(),
         addr.into(),
@@ -101,6 +103,9 @@ pub fn go_privval_signer(
         "-chain-id".into(),
         chain_id.into(),
     ];
+    if let Some(k) = noise_key {
+        args.extend(["-noise-key".into(), k.into()]);
+    }
     // The signer writes nothing on stdout: its stdin stays open until it
     // exits or is killed.
     let mut proc = Proc::spawn(bin, &args, Feed::AfterOutput(usize::MAX, Vec::new()));
@@ -127,7 +132,8 @@ impl GoSigner {
 /// What `cometbft-peer privval-node` asks of a signer.
 #[derive(Clone, Debug)]
 pub struct NodeRun {
-    /// `tcp://127.0.0.1:0` (a secret connection) or `unix://PATH`.
+    /// `tcp://127.0.0.1:0` (a secret connection), `unix://PATH` or, at
+    /// v0.40, `noise://SIGNER_PEER_ID@127.0.0.1:0`.
     pub addr: String,
     pub chain_id: String,
     /// Heights: a proposal, a prevote and a precommit at each.
@@ -136,6 +142,9 @@ pub struct NodeRun {
     pub extensions: bool,
     /// How long the node waits for the signer to connect.
     pub wait: Duration,
+    /// On `noise://`, the node's key (`-noise-key`, a node_key.json; a
+    /// fresh key without).
+    pub noise_key: Option<PathBuf>,
 }
 
 impl NodeRun {
@@ -148,6 +157,7 @@ impl NodeRun {
             n,
             extensions: false,
             wait: Duration::from_secs(60),
+            noise_key: None,
         }
     }
 }
@@ -156,7 +166,7 @@ impl NodeRun {
 pub struct GoNode {
     pub proc: Proc,
     /// Where it listens, as the signer dials it (`tcp://127.0.0.1:PORT`,
-    /// `unix://PATH`).
+    /// `unix://PATH`, `noise://NODE_PEER_ID@127.0.0.1:PORT`).
     pub addr: String,
 }
 
@@ -230,6 +240,9 @@ pub fn go_privval_node(bin: &Path, run: &NodeRun, deadline: Instant) -> GoNode {
     ];
     if run.extensions {
         args.push("-exts".into());
+    }
+    if let Some(k) = &run.noise_key {
+        args.extend(["-noise-key".into(), k.into()]);
     }
     let mut proc = Proc::spawn(bin, &args, Feed::none());
     let line = proc.next_line(deadline);

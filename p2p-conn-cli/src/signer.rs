@@ -46,8 +46,10 @@ use crate::wall_clock;
 #[derive(clap::Args)]
 pub struct SignerArgs {
     /// The node's priv_validator_laddr: tcp://HOST:PORT (a secret
-    /// connection) or unix://PATH (plaintext). tcp://ID@HOST:PORT pins the
-    /// node's ID, as --node-id does
+    /// connection), unix://PATH (plaintext) or, for CometBFT v0.40 nodes,
+    /// noise://NODE_PEER_ID@IP:PORT (libp2p Noise; NODE_PEER_ID is what
+    /// `cometbft show-node-id --libp2p` prints, and --identity is
+    /// required). tcp://ID@HOST:PORT pins the node's ID, as --node-id does
     #[arg(long)]
     node: String,
     /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
@@ -76,10 +78,13 @@ pub struct SignerArgs {
     /// start, so this suits nodes that keep theirs (p2p-conn's node side)
     #[arg(long)]
     node_id: Option<NodeId>,
-    /// node_key.json to authenticate the secret connection with (tcp://
-    /// only; the node does not check it) [default: a fresh key]
-    #[arg(long)]
-    connection_key: Option<PathBuf>,
+    /// The signer's own identity, a node_key.json (`p2p-conn keygen`
+    /// makes one; never the validator key). Required on noise://: the
+    /// node's laddr names its libp2p peer ID (`p2p-conn id --libp2p
+    /// --key FILE`). On tcp:// it authenticates the secret connection,
+    /// which CometBFT nodes do not check [default on tcp://: a fresh key]
+    #[arg(long, visible_alias = "connection-key")]
+    identity: Option<PathBuf>,
     /// One JSON object per line on stdout for every event (dial, connect,
     /// disconnect, each request served, stats) instead of text on stderr
     #[arg(long)]
@@ -251,15 +256,27 @@ struct Reporter {
     address: String,
     every: Duration,
     outage: Option<Outage>,
+    /// Our libp2p peer ID, on `noise://`.
+    noise_self: Option<String>,
+    /// Requests served on the current connection.
+    served_here: u64,
 }
 
 impl Reporter {
-    fn new(out: Out, slot: Slot, address: String, every: Duration) -> Reporter {
+    fn new(
+        out: Out,
+        slot: Slot,
+        address: String,
+        every: Duration,
+        noise_self: Option<String>,
+    ) -> Reporter {
         Reporter {
             out,
             slot,
             address,
             every,
+            noise_self,
+            served_here: 0,
             // Disconnected from the start until the first connection.
             outage: Some(Outage {
                 since: Instant::now(),
@@ -301,21 +318,38 @@ impl Reporter {
                 }
                 self.still_disconnected(*attempt, error);
             }
-            SignerEvent::Connected { node } => {
+            SignerEvent::Connected { node, peer } => {
                 self.outage = None;
+                self.served_here = 0;
                 let id = node.map(|id| id.to_string());
+                let peer = peer.map(|p| p.to_string());
                 if out.json {
-                    out.json("connected", json!({ "node": address, "node_id": id }));
+                    out.json(
+                        "connected",
+                        json!({ "node": address, "node_id": id, "peer_id": peer }),
+                    );
                 } else {
-                    match id {
-                        Some(id) => out.text(&format!("connected to {address} (node {id})")),
-                        None => out.text(&format!("connected to {address}")),
+                    match (id, peer) {
+                        (Some(id), _) => out.text(&format!("connected to {address} (node {id})")),
+                        (None, Some(p)) => out.text(&format!("connected to {address} (peer {p})")),
+                        (None, None) => out.text(&format!("connected to {address}")),
                     }
                 }
             }
             SignerEvent::Disconnected { reason } => {
+                // A noise:// node closes a signer it does not allow right
+                // after the handshake: say what to check.
+                let hint = match &self.noise_self {
+                    Some(me) if self.served_here == 0 => Some(format!(
+                        "closed before any request: does the node's priv_validator_laddr \
+                         name this signer's peer ID, {me}?"
+                    )),
+                    _ => None,
+                };
                 if out.json {
-                    out.json("disconnected", json!({ "reason": reason }));
+                    out.json("disconnected", json!({ "reason": reason, "hint": hint }));
+                } else if let Some(hint) = hint {
+                    out.text(&format!("disconnected: {reason} ({hint}); dialing again"));
                 } else {
                     out.text(&format!("disconnected: {reason}; dialing again"));
                 }
@@ -329,6 +363,7 @@ impl Reporter {
                 latency,
                 error,
             } => {
+                self.served_here += 1;
                 let signed = self
                     .slot
                     .lock()
@@ -498,19 +533,40 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 "--node-id needs a tcp:// address: unix:// connections are not authenticated",
             ))
         }
+        Address::Noise { .. } if args.node_id.is_some() => {
+            return Err(CliError::usage(
+                "--node-id is for tcp://: a noise:// address names the node's peer ID itself",
+            ))
+        }
         _ => None,
     };
-    if let (Some(_), Address::Unix(_)) = (&args.connection_key, &address) {
-        return Err(CliError::usage(
-            "--connection-key needs a tcp:// address: unix:// connections are plaintext",
-        ));
+    match (&args.identity, &address) {
+        (Some(_), Address::Unix(_)) => {
+            return Err(CliError::usage(
+                "--identity needs a tcp:// or noise:// address: unix:// connections are plaintext",
+            ))
+        }
+        (None, Address::Noise { .. }) => {
+            return Err(CliError::usage(
+                "noise:// needs --identity FILE: the node's priv_validator_laddr names the \
+                 signer's peer ID, so the signer's key must be the same at every start \
+                 (`p2p-conn keygen --out FILE` makes one, `p2p-conn id --libp2p --key FILE` prints its ID)",
+            ))
+        }
+        _ => {}
     }
     // Every file is read before `--create-state` may write one.
     let key = load_validator_key(&args.key)?;
-    let identity = match &args.connection_key {
+    let identity = match &args.identity {
         Some(path) => keyfile::load(path)?,
         None => Identity::generate(),
     };
+    if identity.public_key().as_bytes() == key.public_key().as_bytes() {
+        return Err(CliError::usage(
+            "--identity is the validator key: the connection identity must be a key of its own \
+             (`p2p-conn keygen --out FILE`)",
+        ));
+    }
     let validator = key.public_key();
     let address_hex = hex::encode_upper(validator.node_id().as_bytes());
     let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
@@ -533,6 +589,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 "state_file": args.state.display().to_string(),
                 "state": { "height": mark.height, "round": mark.round, "step": mark.step.as_i8() },
                 "connection_id": identity.node_id().to_string(),
+                "peer_id": identity.public_key().peer_id().to_string(),
             }),
         );
     } else {
@@ -556,12 +613,14 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     };
     // Dial every 50 ms at first, then up to every 500 ms: well within the
     // 3 s a starting node waits for its signer (docs/guide.md says so).
+    let noise_self = matches!(address, Address::Noise { .. })
+        .then(|| identity.public_key().peer_id().to_string());
     let mut endpoint = SignerEndpoint::new(address, identity)
         .retry(Duration::from_millis(50), Duration::from_millis(500));
     if let Some(id) = node_id {
         endpoint = endpoint.expect_node(id);
     }
-    let mut reporter = Reporter::new(out.clone(), slot, shown, disconnected_every);
+    let mut reporter = Reporter::new(out.clone(), slot, shown, disconnected_every, noise_self);
     let endpoint = endpoint.on_event(move |e| reporter.report(e));
     let stats = endpoint.stats();
 

@@ -13,6 +13,7 @@
 //! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
 //! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
 //! | [`delimited`] | the uvarint length-delimited reader (sans-IO) every protobuf layer above the connection shares: NodeInfo here, `p2p-conn-privval` and `p2p-conn-mconn` above; the adapters drive it (`io::tokio::poll_decode`, [`io::blocking::decode`]) |
+//! | `noise` (feature `noise`) | libp2p's Noise secure channel for CometBFT v0.40's `noise://` remote signing: a sans-IO handshake (snow's state machine, this crate's primitives) and frames, and a tokio stream |
 //! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
 //! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core; `atomic_file`, the durable write it shares with `p2p-conn-privval`'s state file |
 //! | `testkit` (feature `testkit`) | test doubles, handshake pumps and, in `testkit::internals`, the engine and test hooks for tests and fuzz targets; no stability promise, never for production |
@@ -82,6 +83,8 @@ pub mod io;
 pub mod keyfile;
 #[cfg(feature = "nodeinfo")]
 pub mod nodeinfo;
+#[cfg(feature = "noise")]
+pub mod noise;
 mod peer_id;
 pub mod proto;
 pub mod stats;

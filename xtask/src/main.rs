@@ -135,6 +135,8 @@ const LIBRARIES: &[(&str, &[&str])] = &[
             "metrics",
             "nodeinfo",
             "nodeinfo tokio",
+            "noise",
+            "noise tokio",
             "testkit",
         ],
     ),
@@ -142,7 +144,10 @@ const LIBRARIES: &[(&str, &[&str])] = &[
         "p2p-conn-mconn",
         &["", "tokio", "ring", "avx512", "testkit"],
     ),
-    ("p2p-conn-privval", &["", "tokio", "ring", "avx512"]),
+    (
+        "p2p-conn-privval",
+        &["", "tokio", "noise", "ring", "avx512"],
+    ),
 ];
 
 struct Ctx {
@@ -483,7 +488,7 @@ fn go(ctx: &Ctx) -> Result<(), String> {
         ("go.v0.37.mod", Some("cometbft_v037")),
         ("go.v0.38.mod", None),
         ("go.v0.39.mod", None),
-        ("go.v0.40.mod", None),
+        ("go.v0.40.mod", Some("cometbft_v040")),
     ] {
         let modflag = format!("-modfile={modfile}");
         // The build flags the tests build the peer with

@@ -185,6 +185,10 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
         assert!(!state.exists(), "{all:?} created the state file");
     }
 
+    let noise = format!(
+        "noise://{}@127.0.0.1:1",
+        Identity::generate().public_key().peer_id()
+    );
     let base = [
         "signer",
         "--state",
@@ -196,7 +200,47 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
     for (extra, says) in [
         (
             &["--key", key, "--node", "http://127.0.0.1:1"][..],
-            "tcp://HOST:PORT or unix://PATH",
+            "tcp://HOST:PORT, unix://PATH or noise://PEER_ID@IP:PORT",
+        ),
+        // noise:// (CometBFT v0.40): the signer's identity must be stable,
+        // its own, and the address well formed.
+        (
+            &["--key", key, "--node", &noise][..],
+            "noise:// needs --identity",
+        ),
+        (
+            &["--key", key, "--node", &noise, "--identity", key][..],
+            "is the validator key",
+        ),
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                &noise,
+                "--identity",
+                nk,
+                "--node-id",
+                "f981ab195d664a8e2c6f7d6358628e05a8b5be8d",
+            ][..],
+            "names the node's peer ID itself",
+        ),
+        (
+            &["--key", key, "--node", node, "--identity", nk][..],
+            "--identity needs a tcp:// or noise:// address",
+        ),
+        (
+            &["--key", key, "--node", "noise://127.0.0.1:1"][..],
+            "PEER_ID a libp2p peer ID",
+        ),
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                &noise.replace("127.0.0.1", "localhost"),
+            ][..],
+            "an IP literal with a port",
         ),
         (&["--key", key, "--node", "tcp://"][..], "missing"),
         (

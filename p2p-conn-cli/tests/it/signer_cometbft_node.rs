@@ -75,10 +75,15 @@ const MORE_BLOCKS: i64 = 3;
 
 /// Start `p2p-conn signer --json` for `node`'s validator.
 fn start_signer(node: &SignedNode) -> Proc {
-    let args: [&OsStr; 12] = [
+    start_signer_as(node, &node.signer_dials, node.signer_identity.as_deref())
+}
+
+/// [`start_signer`] dialing `dials` with `--identity identity`.
+fn start_signer_as(node: &SignedNode, dials: &str, identity: Option<&Path>) -> Proc {
+    let mut args: Vec<&OsStr> = vec![
         "signer".as_ref(),
         "--node".as_ref(),
-        node.laddr.as_ref(),
+        dials.as_ref(),
         "--key".as_ref(),
         node.key_file.as_os_str(),
         "--state".as_ref(),
@@ -89,6 +94,9 @@ fn start_signer(node: &SignedNode) -> Proc {
         "--stats-every".as_ref(),
         "1".as_ref(),
     ];
+    if let Some(identity) = identity {
+        args.extend(["--identity".as_ref(), identity.as_os_str()]);
+    }
     Proc::spawn(Path::new(BIN), &args, Feed::none())
 }
 
@@ -341,6 +349,92 @@ fn node_exits_without_signer(version: GoVersion, test: &str) {
         node.log_tail(10)
     );
     eprintln!("{test}: exited {} after {waited:?}", exit.status);
+}
+
+/// [`signs_blocks`] over `noise://` (v0.40.0 only): libp2p Noise, the
+/// node's laddr naming the signer's `--identity`, the signer's `--node`
+/// naming the node's `node_key.json`.
+#[test]
+fn v0_40_signs_blocks_over_noise() {
+    signs_blocks(
+        GoVersion::V040,
+        "v0_40_signs_blocks_over_noise",
+        SignerTransport::Noise,
+    );
+}
+
+/// Over `noise://` a v0.40.0 node takes no signer but the one its laddr
+/// names, and our signer takes no node but the one its `--node` names:
+/// with a signer of another identity, and with a signer that expects
+/// another node, the node never gets its public key and exits, and the
+/// signer says why it could not connect.
+#[test]
+fn v0_40_noise_identities_are_enforced() {
+    let test = "v0_40_noise_identities_are_enforced";
+    let Some(bin) = node_binary(GoVersion::V040, test) else {
+        return;
+    };
+    for case in ["another signer", "another node"] {
+        let node = SignedNode::init(&bin, SignerTransport::Noise);
+        let other = node.signer_dir.join("other_node_key.json");
+        let other_id = p2p_conn::Identity::generate();
+        p2p_conn::keyfile::save_new(&other_id, &other).unwrap();
+        let (dials, identity) = match case {
+            "another signer" => (node.signer_dials.clone(), other.clone()),
+            _ => {
+                let at = node.signer_dials.rsplit_once('@').unwrap().1;
+                let peer = other_id.public_key().peer_id();
+                (
+                    format!("noise://{peer}@{at}"),
+                    node.signer_identity.clone().unwrap(),
+                )
+            }
+        };
+        let signer = start_signer_as(&node, &dials, Some(&identity));
+        node.start();
+        let Some(exit) = node.wait_exit(Duration::from_secs(60)) else {
+            node.fail(&format!("{case}: still running 60 s without its signer"));
+        };
+        assert!(!exit.status.success(), "{case}: {exit:?}");
+        let said = format!("{}{}", node.log(), String::from_utf8_lossy(&exit.stderr));
+        assert!(
+            said.contains("can't get pubkey"),
+            "{case}: the node's error: {exit:?}; log:\n{}",
+            node.log_tail(10)
+        );
+        let out = stop_signer(signer, Signal::SIGTERM);
+        let events = events(&out);
+        assert_eq!(named(&events, "served").count(), 0, "{case}: {events:?}");
+        let why: Vec<String> = named(&events, "connect_failed")
+            .chain(named(&events, "disconnected"))
+            .map(|e| e.to_string())
+            .collect();
+        assert!(!why.is_empty(), "{case}: no failed connection: {events:?}");
+        if case == "another node" {
+            assert_eq!(named(&events, "connected").count(), 0, "{case}: {events:?}");
+            // Dials before the node listens are refused; every dial that
+            // reached it failed on the node's identity.
+            let reached: Vec<&String> = why.iter().filter(|e| !e.contains("refused")).collect();
+            assert!(
+                !reached.is_empty() && reached.iter().all(|e| e.contains("expected peer")),
+                "{case}: {why:?}"
+            );
+        }
+        if case == "another signer" {
+            let me = other_id.public_key().peer_id().to_string();
+            assert!(
+                named(&events, "disconnected")
+                    .any(|e| e["hint"].as_str().is_some_and(|h| h.contains(&me))),
+                "{case}: no disconnect names our peer ID {me}: {events:?}"
+            );
+            let made = node.log();
+            assert!(
+                made.contains("not allowlisted") || made.contains("rejecting"),
+                "{case}: the node's log does not name the refusal:\n{}",
+                node.log_tail(20)
+            );
+        }
+    }
 }
 
 p2p_conn_interop::per_release! {

@@ -23,6 +23,7 @@ pub mod frames;
 pub mod handshake;
 pub mod mconn_packets;
 pub mod nodeinfo;
+pub mod noise;
 pub mod privval;
 pub mod queue_budget;
 pub mod roundtrip;
@@ -65,6 +66,7 @@ pub const TARGETS: &[Target] = &[
     target("codec_decoder", codec_decoder::check, codec_decoder::seeds),
     target("privval", privval::check, privval::seeds),
     target("mconn_packets", mconn_packets::check, mconn_packets::seeds),
+    target("noise", noise::check, noise::seeds),
 ];
 
 const fn target(name: &'static str, check: Check, seeds: fn() -> Seeds) -> Target {

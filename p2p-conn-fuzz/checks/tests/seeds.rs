@@ -191,3 +191,8 @@ fn codec_decoder_forged_frame_after_decode_one() {
     assert_eq!(seed, input, "the seed is this input");
     codec_decoder::check(&input);
 }
+
+#[test]
+fn noise_seeds() {
+    replay("noise");
+}

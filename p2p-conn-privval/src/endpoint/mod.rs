@@ -12,7 +12,12 @@
 //!   dial/reconnect loop around that.
 //! - [`Address`] is what CometBFT's `priv_validator_laddr` holds:
 //!   `tcp://HOST:PORT` is a secret connection (this crate's
-//!   [`p2p_conn::io::tokio`]), `unix://PATH` is plaintext, as CometBFT does.
+//!   [`p2p_conn::io::tokio`]), `unix://PATH` is plaintext, as CometBFT does,
+//!   and `noise://PEER_ID@IP:PORT` (feature `noise`, CometBFT v0.40) is
+//!   libp2p's Noise (`p2p_conn::noise`) with stable identities on both
+//!   sides: the node accepts only allowlisted signers
+//!   ([`NodeEndpoint::allow_signer`]; its laddr names the first), the
+//!   signer requires the node its address names.
 //!   Each transport is one file of `endpoint/transport/` (parse, dial,
 //!   listen, accept), ending in the one connection type both sides run
 //!   over; the sides never match on the address themselves.
@@ -83,8 +88,9 @@ pub const NODE_READ_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const NODE_ACCEPT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Where the node listens for its signer, as `priv_validator_laddr` writes
-/// it: `tcp://HOST:PORT` (a secret connection) or `unix://PATH` (plaintext).
-/// A `tcp://` address may carry a node ID, `tcp://ID@HOST:PORT`, which the
+/// it: `tcp://HOST:PORT` (a secret connection), `unix://PATH` (plaintext)
+/// or `noise://PEER_ID@IP:PORT` (libp2p's Noise, CometBFT v0.40). A
+/// `tcp://` address may carry a node ID, `tcp://ID@HOST:PORT`, which the
 /// signer side then requires of the node ([`SignerEndpoint::expect_node`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -98,6 +104,17 @@ pub enum Address {
     },
     /// `unix://PATH`: a plaintext Unix socket.
     Unix(PathBuf),
+    /// `noise://PEER_ID@IP:PORT`: libp2p's Noise over TCP (feature
+    /// `noise`). `peer` is the other side's identity: in a node's laddr,
+    /// the one signer it accepts; in a signer's address, the node it
+    /// requires. The host is an IP literal and the port is required, as
+    /// CometBFT's `ParseNoiseAddr` has it.
+    Noise {
+        /// The other side's libp2p peer ID.
+        peer: p2p_conn::PeerId,
+        /// Where the node listens.
+        addr: std::net::SocketAddr,
+    },
 }
 
 impl Address {
@@ -113,14 +130,19 @@ impl Address {
     pub fn unix(path: impl Into<PathBuf>) -> Address {
         Address::Unix(path.into())
     }
+
+    /// `noise://PEER_ID@IP:PORT`.
+    pub fn noise(peer: p2p_conn::PeerId, addr: std::net::SocketAddr) -> Address {
+        Address::Noise { peer, addr }
+    }
 }
 
 /// Why an [`Address`] did not parse.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AddressError {
-    /// Neither `tcp://` nor `unix://`.
-    #[error("{0:?}: a signer address is tcp://HOST:PORT or unix://PATH")]
+    /// Not `tcp://`, `unix://` or `noise://`.
+    #[error("{0:?}: a signer address is tcp://HOST:PORT, unix://PATH or noise://PEER_ID@IP:PORT")]
     Scheme(String),
     /// `tcp://` without `HOST:PORT`, or `unix://` without a path.
     #[error("{0:?}: missing host:port or path")]
@@ -128,6 +150,20 @@ pub enum AddressError {
     /// The `ID@` part is not a node ID.
     #[error("{0:?}: the part before @ is not a node ID")]
     NodeId(String),
+    /// A `noise://` address without a libp2p peer ID before its last `@`.
+    #[error(
+        "{0:?}: a noise address is noise://PEER_ID@IP:PORT, PEER_ID a libp2p peer ID (12D3KooW...)"
+    )]
+    NoisePeer(String),
+    /// A `noise://` address whose host is not an IP literal with a port
+    /// (CometBFT refuses DNS names there).
+    #[error(
+        "{0:?}: the host of a noise address is an IP literal with a port (IP:PORT or [IPv6]:PORT)"
+    )]
+    NoiseHost(String),
+    /// A `noise://` address in a build without the feature `noise`.
+    #[error("{0:?}: noise:// needs p2p-conn-privval's feature `noise`")]
+    NoNoise(String),
 }
 
 impl FromStr for Address {
@@ -232,6 +268,14 @@ pub enum EndpointError {
     /// The secret-connection handshake (or the node ID check) failed.
     #[error("handshake: {0}")]
     Handshake(#[source] p2p_conn::Error),
+    /// The Noise handshake (or the peer ID check) failed (`noise://`).
+    #[cfg(feature = "noise")]
+    #[error("noise handshake: {0}")]
+    Noise(#[source] p2p_conn::noise::NoiseError),
+    /// A signer proved an identity the node does not allow (`noise://`);
+    /// the connection was closed after the handshake.
+    #[error("signer peer {0} is not allowlisted")]
+    NotAllowed(p2p_conn::PeerId),
     /// The peer's stream broke the privval framing, or the transport
     /// failed.
     #[error("{0}")]

@@ -14,7 +14,7 @@ use crate::{
     crypto_public_key, CryptoPublicKey, Message, PingRequest, Proposal, PubKeyRequest,
     SignBytesRequest, SignProposalRequest, SignVoteRequest, Vote, MAX_MESSAGE_BYTES,
 };
-use p2p_conn::{Identity, NodeId};
+use p2p_conn::{Identity, NodeId, PeerId};
 
 /// Where a node listens for its signer (`priv_validator_laddr`), with the
 /// timeouts a [`SignerClient`] uses. Build one with
@@ -23,6 +23,7 @@ pub struct NodeEndpoint {
     listener: Listener,
     identity: Identity,
     expect_signer: Option<NodeId>,
+    allowed: Vec<PeerId>,
     accept_timeout: Duration,
     read_timeout: Duration,
     write_timeout: Duration,
@@ -36,6 +37,7 @@ impl fmt::Debug for NodeEndpoint {
             .field("local_addr", &self.local_addr())
             .field("identity", &self.identity.node_id())
             .field("expect_signer", &self.expect_signer)
+            .field("allowed", &self.allowed)
             .field("accept_timeout", &self.accept_timeout)
             .field("read_timeout", &self.read_timeout)
             .field("write_timeout", &self.write_timeout)
@@ -45,20 +47,26 @@ impl fmt::Debug for NodeEndpoint {
 }
 
 impl NodeEndpoint {
-    /// Listen at `address` (`tcp://HOST:PORT`, port 0 for any; or
-    /// `unix://PATH`, which must not exist yet). Over `tcp://` the signer
-    /// is authenticated with a secret connection as `identity` (CometBFT
-    /// gives its privval listener a fresh key at each start; a stable one
-    /// lets a signer pin it).
+    /// Listen at `address` (`tcp://HOST:PORT`, port 0 for any;
+    /// `unix://PATH`, which must not exist yet; or `noise://PEER_ID@IP:PORT`,
+    /// accepting only the signer `PEER_ID`). Over `tcp://` and `noise://`
+    /// the node authenticates as `identity` (over `tcp://` CometBFT gives its
+    /// privval listener a fresh key at each start, and a stable one lets a
+    /// signer pin it; over `noise://` it is the node's `node_key.json`).
     pub async fn bind(
         address: &Address,
         identity: Identity,
     ) -> Result<NodeEndpoint, EndpointError> {
         let listener = Listener::bind(address).await?;
+        let allowed = match address {
+            Address::Noise { peer, .. } => vec![*peer],
+            _ => Vec::new(),
+        };
         Ok(NodeEndpoint {
             listener,
             identity,
             expect_signer: None,
+            allowed,
             accept_timeout: super::NODE_ACCEPT_TIMEOUT,
             read_timeout: super::NODE_READ_WRITE_TIMEOUT,
             write_timeout: super::NODE_READ_WRITE_TIMEOUT,
@@ -72,9 +80,22 @@ impl NodeEndpoint {
         self.listener.local_addr()
     }
 
-    /// The address to give the signer: `tcp://IP:PORT` or `unix://PATH`.
+    /// The address to give the signer: `tcp://IP:PORT`, `unix://PATH`, or
+    /// `noise://NODE_PEER_ID@IP:PORT` (this node's peer ID, which the
+    /// signer requires).
     pub fn address(&self) -> Address {
-        self.listener.address()
+        self.listener.address(&self.identity)
+    }
+
+    /// Accept the signer `peer` too, over `noise://` (the laddr's peer is
+    /// accepted from the start): for a signer that moves to a new identity
+    /// without a node restart, or a standby. Others are closed after the
+    /// handshake ([`EndpointError::NotAllowed`]).
+    pub fn allow_signer(mut self, peer: PeerId) -> Self {
+        if !self.allowed.contains(&peer) {
+            self.allowed.push(peer);
+        }
+        self
     }
 
     /// Accept only a signer that authenticates as `id` (`tcp://` only).
@@ -122,6 +143,7 @@ impl NodeEndpoint {
         let setup = Setup {
             identity: &self.identity,
             expect: self.expect_signer,
+            allowed: &self.allowed,
             handshake_timeout: self.read_timeout,
             limit: self.max_message_bytes,
         };

@@ -11,7 +11,7 @@ use super::stream::Conn;
 use super::transport::{self, Setup};
 use super::{Address, EndpointError, RequestKind, StatsHandle};
 use crate::{Signer, MAX_MESSAGE_BYTES};
-use p2p_conn::{Identity, NodeId};
+use p2p_conn::{Identity, NodeId, PeerId};
 
 /// What a [`SignerEndpoint`] reports as it goes ([`SignerEndpoint::on_event`]).
 #[derive(Clone, Debug)]
@@ -31,10 +31,12 @@ pub enum SignerEvent {
         /// The backoff before the next attempt.
         retry_in: Duration,
     },
-    /// Connected (handshake done over `tcp://`).
+    /// Connected (handshake done over `tcp://` and `noise://`).
     Connected {
-        /// The node's ID (`None` over `unix://`).
+        /// The node's ID (over `tcp://`).
         node: Option<NodeId>,
+        /// The node's libp2p peer ID (over `noise://`).
+        peer: Option<PeerId>,
     },
     /// The connection ended; the endpoint dials again.
     Disconnected {
@@ -60,7 +62,8 @@ pub enum SignerEvent {
 
 type EventSink = Box<dyn FnMut(&SignerEvent) + Send>;
 
-/// A remote signer's connection to its node: dials `tcp://` or `unix://`,
+/// A remote signer's connection to its node: dials `tcp://`, `unix://` or
+/// `noise://`,
 /// retries with a capped doubling backoff, serves requests one at a time
 /// with a [`Signer`], and dials again whenever the connection ends (module
 /// docs).
@@ -98,10 +101,12 @@ impl fmt::Debug for SignerEndpoint {
 }
 
 impl SignerEndpoint {
-    /// An endpoint for the node at `address`, authenticating the secret
-    /// connection (`tcp://`) as `identity`: the signer's own connection
-    /// key, not the validator key. A `tcp://ID@HOST:PORT` address pins the
-    /// node's ID.
+    /// An endpoint for the node at `address`, authenticating the
+    /// connection (`tcp://`, `noise://`) as `identity`: the signer's own
+    /// connection key, not the validator key. A `tcp://ID@HOST:PORT`
+    /// address pins the node's ID; a `noise://PEER_ID@IP:PORT` address
+    /// requires the node's libp2p peer ID, and `identity` must be the one
+    /// the node's laddr names (keep it in a file).
     pub fn new(address: Address, identity: Identity) -> SignerEndpoint {
         let expect_node = transport::pinned(&address);
         SignerEndpoint {
@@ -238,7 +243,10 @@ impl SignerEndpoint {
                     attempt = 0;
                     backoff = self.retry_initial;
                     self.stats.connected();
-                    self.emit(SignerEvent::Connected { node: conn.peer });
+                    self.emit(SignerEvent::Connected {
+                        node: conn.peer,
+                        peer: conn.libp2p,
+                    });
                     let reason = self.serve_conn(conn, signer).await;
                     self.stats.disconnected();
                     self.emit(SignerEvent::Disconnected {
@@ -265,6 +273,7 @@ impl SignerEndpoint {
         let setup = Setup {
             identity: &self.identity,
             expect: self.expect_node,
+            allowed: &[],
             // The handshake gets the node's read/write timeout: a node that
             // is busy may take a moment to call accept.
             handshake_timeout: super::NODE_READ_WRITE_TIMEOUT,

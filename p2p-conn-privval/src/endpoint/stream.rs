@@ -1,5 +1,5 @@
 //! The one connection type both sides run over: a secret connection over
-//! TCP, or a buffered plaintext Unix socket; and the read and write of one
+//! TCP, a buffered plaintext Unix socket, or a Noise session; and the read and write of one
 //! message under a timeout.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use super::EndpointError;
 use crate::{decode_body, tokio as pvio, Frames, Message, PrivvalError};
 use p2p_conn::io::tokio::poll_decode as poll_feed;
 use p2p_conn::io::tokio::SecretConnection;
-use p2p_conn::{Identity, NodeId};
+use p2p_conn::{Identity, NodeId, PeerId};
 
 /// A stream privval messages travel over.
 pub(crate) trait Io: AsyncBufRead + AsyncWrite + Unpin + Send {}
@@ -23,6 +23,8 @@ pub(crate) struct Conn {
     frames: Frames,
     /// The peer's node ID (secret connections only).
     pub peer: Option<NodeId>,
+    /// The peer's libp2p identity (`noise://` only).
+    pub libp2p: Option<PeerId>,
 }
 
 impl Conn {
@@ -31,7 +33,15 @@ impl Conn {
             io,
             frames: Frames::new(limit),
             peer,
+            libp2p: None,
         }
+    }
+
+    /// This connection's peer proved libp2p identity `peer`.
+    #[cfg_attr(not(feature = "noise"), allow(dead_code))]
+    pub fn with_libp2p(mut self, peer: PeerId) -> Conn {
+        self.libp2p = Some(peer);
+        self
     }
 
     /// A secret connection over `tcp`, authenticated as `identity`;

@@ -158,10 +158,10 @@ async fn tcp_signer_serves_node_and_refuses_double_sign() {
     assert_eq!(c.kind(RequestKind::SignVote).errors, 1);
     // The signer saw the node's ID; the refused request is in the events.
     let ev = events.lock().unwrap().clone();
-    assert!(ev
-        .iter()
-        .any(|e| matches!(e, SignerEvent::Connected { node: Some(id) }
-        if *id == Identity::from_seed(&[1; 32]).node_id())));
+    assert!(ev.iter().any(
+        |e| matches!(e, SignerEvent::Connected { node: Some(id), .. }
+        if *id == Identity::from_seed(&[1; 32]).node_id())
+    ));
     assert!(ev.iter().any(|e| matches!(
         e,
         SignerEvent::Served {
@@ -193,7 +193,7 @@ async fn unix_signer_serves_node() {
         .lock()
         .unwrap()
         .iter()
-        .any(|e| matches!(e, SignerEvent::Connected { node: None })));
+        .any(|e| matches!(e, SignerEvent::Connected { node: None, .. })));
     task.abort();
     drop(client);
 }

@@ -17,12 +17,15 @@
 //!   node, both Go: the harness itself works at that line, and reports a
 //!   failure when there is one (a signer for another chain).
 //!
-//! Each runs over `tcp://` (secret connection) and `unix://` (plaintext).
+//! Each runs over `tcp://` (secret connection) and `unix://` (plaintext),
+//! and at v0.40.0 over `noise://` too (`v0_40_*_noise`: CometBFT's own
+//! `NoiseListener` on the node side, go-libp2p's Noise on the signer side),
+//! with the identity checks both ways (`v0_40_noise_*`).
 //!
 //! Without the Go toolchain each test prints a notice and passes, unless
 //! `CI=true`, where it fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
@@ -66,12 +69,33 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn address(dir: &Path, unix: bool) -> Address {
-    if unix {
-        Address::unix(dir.join("privval.sock"))
-    } else {
-        Address::tcp("127.0.0.1:0")
+/// The transports the tests run over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transport {
+    Tcp,
+    Unix,
+    /// v0.40.0 only.
+    Noise,
+}
+
+/// Where our node listens: on `noise://`, accepting the signer `signer`.
+fn address(dir: &Path, transport: Transport, signer: Option<&Identity>) -> Address {
+    match transport {
+        Transport::Unix => Address::unix(dir.join("privval.sock")),
+        Transport::Tcp => Address::tcp("127.0.0.1:0"),
+        Transport::Noise => Address::noise(
+            signer.expect("a noise signer").public_key().peer_id(),
+            "127.0.0.1:0".parse().unwrap(),
+        ),
     }
+}
+
+/// A fresh stable identity, saved as a node_key.json for the Go side.
+fn identity_file(dir: &Path, name: &str) -> (Identity, PathBuf) {
+    let path = dir.join(name);
+    let id = Identity::generate();
+    p2p_conn::keyfile::save_new(&id, &path).unwrap();
+    (id, path)
 }
 
 fn proposal(height: i64, block_n: u8) -> Proposal {
@@ -93,7 +117,7 @@ fn check_signature(key: &VerifyingKey, msg: &[u8], signature: &[u8], what: &str)
 }
 
 /// CometBFT's signer dials p2p-conn's node endpoint.
-fn our_node_with_go_signer(version: GoVersion, test: &str, unix: bool) {
+fn our_node_with_go_signer(version: GoVersion, test: &str, transport: Transport) {
     let Some(bin) = go_peer(version, test) else {
         return;
     };
@@ -109,14 +133,20 @@ fn our_node_with_go_signer(version: GoVersion, test: &str, unix: bool) {
     );
     let extensions = has_extensions(version);
     let deadline = Instant::now() + RUN;
+    let (signer_id, signer_id_file) = identity_file(&dir, "signer_node_key.json");
+    let noise = (transport == Transport::Noise).then_some(signer_id_file.as_path());
     runtime().block_on(async {
-        let node = NodeEndpoint::bind(&address(&dir, unix), Identity::generate())
-            .await
-            .unwrap()
-            .accept_timeout(Duration::from_secs(30));
+        let node = NodeEndpoint::bind(
+            &address(&dir, transport, Some(&signer_id)),
+            Identity::generate(),
+        )
+        .await
+        .unwrap()
+        .accept_timeout(Duration::from_secs(30));
         let signer_addr = node.address().to_string();
         let client = SignerClient::new(node);
-        let mut signer = go_privval_signer(&bin, &signer_addr, &key, &state, CHAIN, deadline);
+        let mut signer =
+            go_privval_signer(&bin, &signer_addr, &key, &state, CHAIN, noise, deadline);
         assert_eq!(signer.public_key, made, "{test}: privval-signer's key");
 
         let pk = client.public_key(CHAIN).await.unwrap();
@@ -205,16 +235,16 @@ fn our_node_with_go_signer(version: GoVersion, test: &str, unix: bool) {
 }
 
 fn our_node_with_go_signer_tcp(version: GoVersion, test: &str) {
-    our_node_with_go_signer(version, test, false);
+    our_node_with_go_signer(version, test, Transport::Tcp);
 }
 
 fn our_node_with_go_signer_unix(version: GoVersion, test: &str) {
-    our_node_with_go_signer(version, test, true);
+    our_node_with_go_signer(version, test, Transport::Unix);
 }
 
 /// p2p-conn's signer (GuardedSigner, fresh state file) dials CometBFT's
 /// node side.
-fn go_node_with_our_signer(version: GoVersion, test: &str, unix: bool) {
+fn go_node_with_our_signer(version: GoVersion, test: &str, transport: Transport) {
     let Some(bin) = go_peer(version, test) else {
         return;
     };
@@ -228,8 +258,9 @@ fn go_node_with_our_signer(version: GoVersion, test: &str, unix: bool) {
         .with_chain_id(CHAIN);
     let mut run = NodeRun::tcp(CHAIN, HEIGHTS);
     run.extensions = has_extensions(version);
-    if unix {
-        run.addr = address(&dir, true).to_string();
+    let ours = Identity::generate();
+    if transport != Transport::Tcp {
+        run.addr = address(&dir, transport, Some(&ours)).to_string();
     }
     let deadline = Instant::now() + RUN;
     let node = go_privval_node(&bin, &run, deadline);
@@ -237,8 +268,14 @@ fn go_node_with_our_signer(version: GoVersion, test: &str, unix: bool) {
         .addr
         .parse()
         .unwrap_or_else(|e| panic!("{test}: privval-node listens on {:?}: {e}", node.addr));
+    if transport == Transport::Noise {
+        assert!(
+            matches!(addr, Address::Noise { .. }),
+            "{test}: privval-node listens on {addr}"
+        );
+    }
     let rt = runtime();
-    let endpoint = SignerEndpoint::new(addr, Identity::generate());
+    let endpoint = SignerEndpoint::new(addr, ours);
     let serving = rt.spawn(async move {
         let _ = endpoint.run(&mut signer).await;
     });
@@ -268,11 +305,11 @@ fn go_node_with_our_signer(version: GoVersion, test: &str, unix: bool) {
 }
 
 fn go_node_with_our_signer_tcp(version: GoVersion, test: &str) {
-    go_node_with_our_signer(version, test, false);
+    go_node_with_our_signer(version, test, Transport::Tcp);
 }
 
 fn go_node_with_our_signer_unix(version: GoVersion, test: &str) {
-    go_node_with_our_signer(version, test, true);
+    go_node_with_our_signer(version, test, Transport::Unix);
 }
 
 /// A Go node run against a Go signer with keys made by `privval-keygen`:
@@ -288,7 +325,15 @@ fn go_against_go(
     let made = go_privval_keygen(bin, &key, &state);
     let deadline = Instant::now() + RUN;
     let go_node = go_privval_node(bin, node, deadline);
-    let signer = go_privval_signer(bin, &go_node.addr, &key, &state, signer_chain, deadline);
+    let signer = go_privval_signer(
+        bin,
+        &go_node.addr,
+        &key,
+        &state,
+        signer_chain,
+        None,
+        deadline,
+    );
     assert_eq!(
         signer.public_key, made,
         "privval-signer announced another key"
@@ -365,4 +410,101 @@ p2p_conn_interop::per_release! {
         go_signer_serves_go_node_unix,
         go_node_reports_a_signer_for_another_chain,
     ]
+}
+
+/// v0.40.0's `noise://`: CometBFT's signer (go-libp2p Noise) dials our node
+/// side, which accepts only that signer's peer ID.
+#[test]
+fn v0_40_our_node_with_go_signer_noise() {
+    our_node_with_go_signer(
+        GoVersion::V040,
+        "v0_40_our_node_with_go_signer_noise",
+        Transport::Noise,
+    );
+}
+
+/// v0.40.0's `noise://`: our signer dials CometBFT's `NoiseListener`, which
+/// allows our peer ID only, and serves its `SignerClient`.
+#[test]
+fn v0_40_go_node_with_our_signer_noise() {
+    go_node_with_our_signer(
+        GoVersion::V040,
+        "v0_40_go_node_with_our_signer_noise",
+        Transport::Noise,
+    );
+}
+
+/// Our signer against a v0.40.0 `NoiseListener` that is not what it
+/// expects: a node that allows another signer closes us after the
+/// handshake, and a node whose identity is not the one our address names
+/// is refused by us before we reveal ours. Either way the node signs
+/// nothing and we keep redialing.
+#[test]
+fn v0_40_noise_identities_are_checked_both_ways() {
+    let test = "v0_40_noise_identities_are_checked_both_ways";
+    let Some(bin) = go_peer(GoVersion::V040, test) else {
+        return;
+    };
+    let dir = scratch(test);
+    let rt = runtime();
+    for case in ["node allows another signer", "signer expects another node"] {
+        let ours = Identity::generate();
+        let allowed = if case == "node allows another signer" {
+            Identity::generate()
+        } else {
+            ours.clone()
+        };
+        let mut run = NodeRun::tcp(CHAIN, 1);
+        run.wait = Duration::from_secs(3);
+        run.addr = address(&dir, Transport::Noise, Some(&allowed)).to_string();
+        let deadline = Instant::now() + RUN;
+        let node = go_privval_node(&bin, &run, deadline);
+        let mut addr: Address = node.addr.parse().unwrap();
+        if case == "signer expects another node" {
+            let Address::Noise { addr: at, .. } = addr else {
+                panic!("{test}: {addr}");
+            };
+            addr = Address::noise(Identity::generate().public_key().peer_id(), at);
+        }
+        let errors = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = errors.clone();
+        let connected = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let c = connected.clone();
+        let endpoint = SignerEndpoint::new(addr, ours).on_event(move |e| match e {
+            p2p_conn_privval::endpoint::SignerEvent::ConnectFailed { error, .. } => {
+                seen.lock().unwrap().push(error.clone())
+            }
+            p2p_conn_privval::endpoint::SignerEvent::Disconnected { reason } => {
+                seen.lock().unwrap().push(reason.clone())
+            }
+            p2p_conn_privval::endpoint::SignerEvent::Connected { .. } => {
+                c.store(true, std::sync::atomic::Ordering::SeqCst)
+            }
+            _ => {}
+        });
+        let state = dir.join(format!("state-{}.json", case.len()));
+        state_file::create_new(&state).unwrap();
+        let mut signer = GuardedSigner::open(Identity::generate(), &state)
+            .unwrap()
+            .with_chain_id(CHAIN);
+        let serving = rt.spawn(async move {
+            let _ = endpoint.run(&mut signer).await;
+        });
+        let (report, out) = node.report(deadline);
+        serving.abort();
+        assert!(!out.status.success(), "{test}: {case}: {report:?}");
+        assert_eq!(report.verified, 0, "{test}: {case}: {report:?}");
+        let errors = errors.lock().unwrap().clone();
+        assert!(!errors.is_empty(), "{test}: {case}: no failed dial seen");
+        if case == "signer expects another node" {
+            assert!(
+                !connected.load(std::sync::atomic::Ordering::SeqCst),
+                "{test}: {case}: connected"
+            );
+            assert!(
+                errors.iter().all(|e| e.contains("expected peer")),
+                "{test}: {case}: {errors:?}"
+            );
+        }
+    }
 }

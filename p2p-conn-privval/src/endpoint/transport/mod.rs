@@ -1,18 +1,21 @@
 //! The transports a signer and its node meet over, one file each: `tcp`
-//! (a secret connection) and `unix` (plaintext). Each parses its part of
+//! (a secret connection), `unix` (plaintext) and `noise` (libp2p's Noise,
+//! CometBFT v0.40). Each parses its part of
 //! an [`Address`], dials (the signer side), and listens and accepts (the
 //! node side), and every one ends in the one [`Conn`] both sides serve
 //! and request over. This module is the only place that matches on the
-//! address: a new transport (`noise://`) is a file here and its arms
-//! below; the signer and node sides do not change.
+//! address: a new transport is a file here and its arms below; the
+//! signer and node sides do not change.
 
+#[cfg(feature = "noise")]
+mod noise;
 mod tcp;
 mod unix;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use p2p_conn::{Identity, NodeId};
+use p2p_conn::{Identity, NodeId, PeerId};
 
 use super::stream::Conn;
 use super::{Address, AddressError, EndpointError};
@@ -20,10 +23,14 @@ use super::{Address, AddressError, EndpointError};
 /// What a connection needs besides its address: our identity, the peer we
 /// pin (if any), and the bounds.
 pub(crate) struct Setup<'a> {
-    /// Our key for authenticated transports (`tcp://`).
+    /// Our key for authenticated transports (`tcp://`, `noise://`).
     pub identity: &'a Identity,
-    /// The peer's ID we require, on transports that authenticate.
+    /// The peer's node ID we require over `tcp://`.
     pub expect: Option<NodeId>,
+    /// The signers a node accepts over `noise://` (the signer side
+    /// requires the peer its address names).
+    #[cfg_attr(not(feature = "noise"), allow(dead_code))]
+    pub allowed: &'a [PeerId],
     /// Bound on the transport's own handshake.
     pub handshake_timeout: Duration,
     /// The largest message body read.
@@ -36,6 +43,14 @@ pub(crate) fn parse(s: &str) -> Result<Address, AddressError> {
         tcp::parse(s, rest)
     } else if let Some(rest) = s.strip_prefix("unix://") {
         unix::parse(s, rest)
+    } else if let Some(rest) = s.strip_prefix("noise://") {
+        #[cfg(feature = "noise")]
+        return noise::parse(s, rest);
+        #[cfg(not(feature = "noise"))]
+        return {
+            let _ = rest;
+            Err(AddressError::NoNoise(s.into()))
+        };
     } else {
         Err(AddressError::Scheme(s.into()))
     }
@@ -50,6 +65,7 @@ pub(crate) fn display(address: &Address, f: &mut std::fmt::Formatter<'_>) -> std
         } => write!(f, "tcp://{id}@{host_port}"),
         Address::Tcp { host_port, .. } => write!(f, "tcp://{host_port}"),
         Address::Unix(p) => write!(f, "unix://{}", p.display()),
+        Address::Noise { peer, addr } => write!(f, "noise://{peer}@{addr}"),
     }
 }
 
@@ -58,7 +74,7 @@ pub(crate) fn display(address: &Address, f: &mut std::fmt::Formatter<'_>) -> std
 pub(crate) fn pinned(address: &Address) -> Option<NodeId> {
     match address {
         Address::Tcp { node_id, .. } => *node_id,
-        Address::Unix(_) => None,
+        Address::Unix(_) | Address::Noise { .. } => None,
     }
 }
 
@@ -72,6 +88,10 @@ pub(crate) async fn dial(
     match address {
         Address::Tcp { host_port, .. } => tcp::dial(host_port, setup, connect_timeout).await,
         Address::Unix(path) => unix::dial(path, setup, connect_timeout).await,
+        #[cfg(feature = "noise")]
+        Address::Noise { peer, addr } => noise::dial(*addr, *peer, setup, connect_timeout).await,
+        #[cfg(not(feature = "noise"))]
+        Address::Noise { .. } => Err(no_noise()),
     }
 }
 
@@ -79,6 +99,14 @@ pub(crate) async fn dial(
 pub(crate) enum Listener {
     Tcp(tcp::Listener),
     Unix(unix::Listener),
+    #[cfg(feature = "noise")]
+    Noise(noise::Listener),
+}
+
+/// A `noise://` address in a build without the feature.
+#[cfg(not(feature = "noise"))]
+fn no_noise() -> EndpointError {
+    EndpointError::Config("noise:// needs p2p-conn-privval's feature `noise`".into())
 }
 
 impl Listener {
@@ -87,6 +115,10 @@ impl Listener {
         Ok(match address {
             Address::Tcp { host_port, .. } => Listener::Tcp(tcp::Listener::bind(host_port).await?),
             Address::Unix(path) => Listener::Unix(unix::Listener::bind(path)?),
+            #[cfg(feature = "noise")]
+            Address::Noise { addr, .. } => Listener::Noise(noise::Listener::bind(*addr).await?),
+            #[cfg(not(feature = "noise"))]
+            Address::Noise { .. } => return Err(no_noise()),
         })
     }
 
@@ -100,6 +132,8 @@ impl Listener {
         match self {
             Listener::Tcp(l) => l.accept(setup, accept_timeout).await,
             Listener::Unix(l) => l.accept(setup, accept_timeout).await,
+            #[cfg(feature = "noise")]
+            Listener::Noise(l) => l.accept(setup, accept_timeout).await,
         }
     }
 
@@ -108,14 +142,20 @@ impl Listener {
         match self {
             Listener::Tcp(l) => l.local_addr(),
             Listener::Unix(_) => None,
+            #[cfg(feature = "noise")]
+            Listener::Noise(l) => l.local_addr(),
         }
     }
 
-    /// The address a signer dials to reach this listener.
-    pub fn address(&self) -> Address {
+    /// The address a signer dials to reach this listener, whose node
+    /// identity is `node`.
+    pub fn address(&self, node: &Identity) -> Address {
+        let _ = node;
         match self {
             Listener::Tcp(l) => l.address(),
             Listener::Unix(l) => l.address(),
+            #[cfg(feature = "noise")]
+            Listener::Noise(l) => l.address(node.public_key().peer_id()),
         }
     }
 }

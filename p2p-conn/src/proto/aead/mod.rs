@@ -1,7 +1,8 @@
 //! The one small AEAD interface the frame layer needs, and its two backends.
 //!
 //! Both backends implement IETF ChaCha20-Poly1305 (RFC 8439: 32-byte key, 12-byte
-//! nonce, 16-byte tag, no associated data). They are interchangeable bit for bit;
+//! nonce, 16-byte tag; associated data only for Noise's handshake, feature `noise`).
+//! They are interchangeable bit for bit;
 //! the same known-answer vectors and property tests run against each.
 //!
 //! * `Backend::Ring` (feature `ring`): `ring`'s assembly implementation,
@@ -18,7 +19,8 @@
 //!   default when compiled in and the CPU has the instructions.
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
-//! open a `ciphertext || tag` buffer in place. Nonce construction lives in
+//! open a `ciphertext || tag` buffer in place (each with optional associated
+//! data). Nonce construction lives in
 //! [`super::frame`], not here. Each one-frame backend has its own file
 //! (`ring.rs`, `rustcrypto.rs`); the multi-frame engine is `proto::aead::multiframe`.
 
@@ -227,10 +229,21 @@ impl Cipher {
 
     /// Encrypt `buf` in place and return the tag.
     pub(crate) fn seal_in_place(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        self.seal_in_place_ad(nonce, &[], buf)
+    }
+
+    /// Encrypt `buf` in place, authenticating `ad` too (Noise's handshake
+    /// hash), and return the tag.
+    pub(crate) fn seal_in_place_ad(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        ad: &[u8],
+        buf: &mut [u8],
+    ) -> [u8; TAG_LEN] {
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(r) => r.seal(nonce, buf),
-            Inner::RustCrypto(c) => c.seal(nonce, buf),
+            Inner::Ring(r) => r.seal(nonce, ad, buf),
+            Inner::RustCrypto(c) => c.seal(nonce, ad, buf),
         }
     }
 
@@ -242,13 +255,23 @@ impl Cipher {
         nonce: &[u8; NONCE_LEN],
         sealed: &mut [u8],
     ) -> Result<(), OpenFailed> {
+        self.open_in_place_ad(nonce, &[], sealed)
+    }
+
+    /// [`Self::open_in_place`] of bytes sealed with associated data `ad`.
+    pub(crate) fn open_in_place_ad(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        ad: &[u8],
+        sealed: &mut [u8],
+    ) -> Result<(), OpenFailed> {
         if sealed.len() < TAG_LEN {
             return Err(OpenFailed);
         }
         match &self.inner {
             #[cfg(feature = "ring")]
-            Inner::Ring(r) => r.open(nonce, sealed),
-            Inner::RustCrypto(c) => c.open(nonce, sealed),
+            Inner::Ring(r) => r.open(nonce, ad, sealed),
+            Inner::RustCrypto(c) => c.open(nonce, ad, sealed),
         }
     }
 }

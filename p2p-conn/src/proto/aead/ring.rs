@@ -51,10 +51,10 @@ impl RingKey {
         }
     }
 
-    pub(super) fn seal(&self, nonce: &[u8; NONCE_LEN], buf: &mut [u8]) -> [u8; TAG_LEN] {
+    pub(super) fn seal(&self, nonce: &[u8; NONCE_LEN], ad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
         let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
         let tag = self
-            .with(|key| key.seal_in_place_separate_tag(nonce, ring::aead::Aad::empty(), buf))
+            .with(|key| key.seal_in_place_separate_tag(nonce, ring::aead::Aad::from(ad), buf))
             // ring only fails for inputs over 256 GiB; frames are tiny.
             .unwrap_or_else(|_| unreachable!("frame fits ChaCha20-Poly1305 limits"));
         let mut out = [0u8; TAG_LEN];
@@ -65,10 +65,11 @@ impl RingKey {
     pub(super) fn open(
         &self,
         nonce: &[u8; NONCE_LEN],
+        ad: &[u8],
         sealed: &mut [u8],
     ) -> Result<(), OpenFailed> {
         let nonce = ring::aead::Nonce::assume_unique_for_key(*nonce);
-        self.with(|key| key.open_in_place(nonce, ring::aead::Aad::empty(), sealed))
+        self.with(|key| key.open_in_place(nonce, ring::aead::Aad::from(ad), sealed))
             .map(|_| ())
             .map_err(|_| OpenFailed)
     }
