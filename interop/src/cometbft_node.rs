@@ -628,6 +628,10 @@ pub struct SignedNode {
     pub chain_id: String,
     /// The node's RPC port on 127.0.0.1 ([`height`](Self::height)).
     pub rpc_port: u16,
+    /// Its P2P address, `127.0.0.1:PORT`.
+    pub p2p_addr: String,
+    /// Its node ID (from its `node_key.json`).
+    pub node_id: String,
     /// The validator's public key, base64, as the key file and the genesis
     /// file both give it.
     pub validator_pub_key: String,
@@ -643,6 +647,20 @@ impl SignedNode {
     /// Make the home and the signer folder (see the type's docs); the node
     /// is not started.
     pub fn init(bin: &NodeBinary, transport: SignerTransport) -> SignedNode {
+        Self::make(bin, transport, None)
+    }
+
+    /// A second node of the same validator: another home on this node's
+    /// chain (its genesis file, this node as its persistent peer), whose
+    /// validator key is the one [`key_file`](Self::key_file) holds, so one
+    /// signer (with one [`state_file`](Self::state_file)) serves both. On
+    /// `noise://` its laddr names the same signer identity. Its own
+    /// `cometbft init` key files are deleted: only the signer has the key.
+    pub fn twin(&self, bin: &NodeBinary, transport: SignerTransport) -> SignedNode {
+        Self::make(bin, transport, Some(self))
+    }
+
+    fn make(bin: &NodeBinary, transport: SignerTransport, of: Option<&SignedNode>) -> SignedNode {
         static SIGNERS: AtomicUsize = AtomicUsize::new(0);
         let n = SIGNERS.fetch_add(1, Ordering::Relaxed);
         let signer_dir = scratch(&format!("cometbft-signer-{n}"));
@@ -654,9 +672,19 @@ impl SignedNode {
         let (laddr, socket) = match transport {
             SignerTransport::Tcp => (format!("tcp://127.0.0.1:{port}"), None),
             SignerTransport::Noise => {
-                let id = p2p_conn::Identity::generate();
-                p2p_conn::keyfile::save_new(&id, &identity)
-                    .unwrap_or_else(|e| panic!("writing {identity:?}: {e}"));
+                let id = match of.and_then(|o| o.signer_identity.as_ref()) {
+                    Some(shared) => {
+                        std::fs::copy(shared, &identity)
+                            .unwrap_or_else(|e| panic!("copying {shared:?}: {e}"));
+                        p2p_conn::keyfile::load(&identity).unwrap()
+                    }
+                    None => {
+                        let id = p2p_conn::Identity::generate();
+                        p2p_conn::keyfile::save_new(&id, &identity)
+                            .unwrap_or_else(|e| panic!("writing {identity:?}: {e}"));
+                        id
+                    }
+                };
                 let peer = id.public_key().peer_id();
                 (format!("noise://{peer}@127.0.0.1:{port}"), None)
             }
@@ -684,16 +712,30 @@ impl SignedNode {
                 format!("{SIGNED_TIMEOUT_PROPOSE:?}"),
             ),
         ];
+        let mut extra = extra.to_vec();
+        if let Some(first) = of {
+            extra.push((
+                "p2p",
+                "persistent_peers",
+                format!("\"{}@{}\"", first.node_id, first.p2p_addr),
+            ));
+        }
+        let genesis = of.map(|o| o.home.join("config/genesis.json"));
         let Home {
             home,
             rpc_port,
             network,
+            p2p_addr,
             ..
-        } = Home::init(bin, "cometbft-validator", &extra, None);
+        } = Home::init(bin, "cometbft-validator", &extra, genesis.as_deref());
+        let node_key = home.join("config/node_key.json");
+        let node_id = p2p_conn::keyfile::load(&node_key)
+            .unwrap_or_else(|e| panic!("reading {node_key:?}: {e}"))
+            .node_id()
+            .to_string();
 
         let (signer_dials, signer_identity) = match transport {
             SignerTransport::Noise => {
-                let node_key = home.join("config/node_key.json");
                 let node = p2p_conn::keyfile::load(&node_key)
                     .unwrap_or_else(|e| panic!("reading {node_key:?}: {e}"));
                 let peer = node.public_key().peer_id();
@@ -701,12 +743,24 @@ impl SignedNode {
             }
             _ => (laddr.clone(), None),
         };
-        let key_file = signer_dir.join("priv_validator_key.json");
-        let state_file = signer_dir.join("priv_validator_state.json");
+        let (key_file, state_file) = match of {
+            Some(first) => (first.key_file.clone(), first.state_file.clone()),
+            None => (
+                signer_dir.join("priv_validator_key.json"),
+                signer_dir.join("priv_validator_state.json"),
+            ),
+        };
         for (from, to) in [
             ("config/priv_validator_key.json", &key_file),
             ("data/priv_validator_state.json", &state_file),
         ] {
+            if of.is_some() {
+                // A twin's own key is no validator's: only the signer has
+                // the validator key.
+                std::fs::remove_file(home.join(from))
+                    .unwrap_or_else(|e| panic!("removing {from} from {home:?}: {e}"));
+                continue;
+            }
             std::fs::rename(home.join(from), to)
                 .unwrap_or_else(|e| panic!("moving {from} out of {home:?}: {e}"));
         }
@@ -740,6 +794,8 @@ impl SignedNode {
             signer_identity,
             chain_id: network,
             rpc_port,
+            p2p_addr,
+            node_id,
             validator_pub_key,
             bin: bin.path.clone(),
             socket,
@@ -814,6 +870,11 @@ impl SignedNode {
             .as_str()?
             .parse()
             .ok()
+    }
+
+    /// `GET path` on the node's RPC: the JSON body, `None` without one.
+    pub fn rpc(&self, path: &str) -> Option<serde_json::Value> {
+        rpc_get(self.rpc_port, path)
     }
 
     /// Wait up to `limit` until the node reports a height of at least

@@ -1,8 +1,10 @@
-//! `p2p-conn signer`: a reference remote signer. It dials a CometBFT
-//! node's `priv_validator_laddr`, serves its validator key with the
-//! library's [`GuardedSigner`] (FilePV's double-sign rules, the high-water
-//! mark written to the state file, synced and renamed into place, before a
-//! signature leaves) over [`SignerEndpoint`] (dial, retry, reconnect), and
+//! `p2p-conn signer`: a reference remote signer. It dials one or more
+//! CometBFT nodes' `priv_validator_laddr`, serves its validator key with
+//! the library's [`GuardedSigner`] (FilePV's double-sign rules, the
+//! high-water mark written to the state file, synced and renamed into
+//! place, before a signature leaves) over one [`SignerEndpoint`] per node
+//! (dial, retry, reconnect), all through one [`SharedSigner`] (one guard,
+//! one state file, one request at a time across the nodes), and
 //! reports what it does: a line per connection and a stats line (human
 //! mode, stderr), or a JSON object per event (`--json`, stdout).
 //!
@@ -35,7 +37,7 @@ use p2p_conn_privval::endpoint::{
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{
     load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, CryptoPublicKey,
-    GuardedSigner, Proposal, Signer, SignerError, Vote,
+    GuardedSigner, Proposal, SharedSigner, Signer, SignerError, Vote,
 };
 use serde_json::{json, Value};
 
@@ -49,9 +51,12 @@ pub struct SignerArgs {
     /// connection), unix://PATH (plaintext) or, for CometBFT v0.40 nodes,
     /// noise://NODE_PEER_ID@IP:PORT (libp2p Noise; NODE_PEER_ID is what
     /// `cometbft show-node-id --libp2p` prints, and --identity is
-    /// required). tcp://ID@HOST:PORT pins the node's ID, as --node-id does
-    #[arg(long)]
-    node: String,
+    /// required). tcp://ID@HOST:PORT pins the node's ID, as --node-id does.
+    /// Repeat it to serve several nodes (a validator on more than one node,
+    /// any mix of transports) from one double-sign guard and one state
+    /// file
+    #[arg(long, required = true)]
+    node: Vec<String>,
     /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
     #[arg(long)]
     key: PathBuf,
@@ -122,7 +127,7 @@ type SharedMark = Arc<Mutex<Mark>>;
 /// signature and sign bytes of each vote or proposal it returns in `slot`
 /// and the mark (with the time it moved) in `mark`.
 struct Recording {
-    inner: GuardedSigner,
+    inner: SharedSigner<GuardedSigner>,
     slot: Slot,
     mark: SharedMark,
 }
@@ -133,7 +138,9 @@ impl Recording {
             signature: signature.to_vec(),
             sign_bytes,
         });
-        let hrs = self.inner.state().hrs();
+        let Ok(hrs) = self.inner.lock().map(|s| s.state().hrs()) else {
+            return;
+        };
         let mut mark = self.mark.lock().unwrap_or_else(PoisonError::into_inner);
         if mark.hrs != hrs {
             *mark = Mark {
@@ -378,6 +385,7 @@ impl Reporter {
                     out.json(
                         "served",
                         json!({
+                            "node": self.address,
                             "kind": kind.name(),
                             "height": height,
                             "round": round,
@@ -450,8 +458,14 @@ fn kind_json(k: &KindStats) -> Value {
 }
 
 /// Print the stats and the mark: one line, or one JSON object (`final`
-/// at exit).
-fn print_stats(out: &Out, stats: &EndpointStats, mark: &SharedMark, last: bool) {
+/// at exit); with several nodes, one per node, named by `node`.
+fn print_stats(
+    out: &Out,
+    stats: &EndpointStats,
+    mark: &SharedMark,
+    last: bool,
+    node: Option<&str>,
+) {
     let reconnects = stats.connects.saturating_sub(1);
     let mark = *mark.lock().unwrap_or_else(PoisonError::into_inner);
     if out.json {
@@ -465,6 +479,7 @@ fn print_stats(out: &Out, stats: &EndpointStats, mark: &SharedMark, last: bool) 
             "stats",
             json!({
                 "final": last,
+                "node": node,
                 "connects": stats.connects,
                 "disconnects": stats.disconnects,
                 "reconnects": reconnects,
@@ -483,8 +498,9 @@ fn print_stats(out: &Out, stats: &EndpointStats, mark: &SharedMark, last: bool) 
                 mark.hrs
             ),
         };
+        let node = node.map(|n| format!(" for {n}")).unwrap_or_default();
         out.text(&format!(
-            "{label}: {stats}; reconnects {reconnects}; {signed}"
+            "{label}{node}: {stats}; reconnects {reconnects}; {signed}"
         ));
     }
 }
@@ -515,45 +531,63 @@ fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliErro
 
 /// `p2p-conn signer`: see the module docs.
 pub fn run(args: SignerArgs) -> Result<(), CliError> {
-    let address: Address = args
+    let addresses: Vec<Address> = args
         .node
-        .parse()
-        .map_err(|e| CliError::usage(format!("--node: {e}")))?;
+        .iter()
+        .map(|n| {
+            n.parse()
+                .map_err(|e| CliError::usage(format!("--node {n}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    for (i, a) in addresses.iter().enumerate() {
+        if addresses[..i].contains(a) {
+            return Err(CliError::usage(format!(
+                "--node {a} is given twice: one connection per node"
+            )));
+        }
+    }
     let stats_every = if args.stats_every == 0.0 {
         None
     } else {
         Some(conn::seconds("--stats-every", args.stats_every)?)
     };
     let disconnected_every = conn::seconds("--disconnected-every", args.disconnected_every)?;
-    let node_id = match &address {
-        // `tcp://ID@HOST:PORT` and `--node-id` must agree.
-        Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
-        Address::Unix(_) if args.node_id.is_some() => {
-            return Err(CliError::usage(
-                "--node-id needs a tcp:// address: unix:// connections are not authenticated",
-            ))
-        }
-        Address::Noise { .. } if args.node_id.is_some() => {
-            return Err(CliError::usage(
-                "--node-id is for tcp://: a noise:// address names the node's peer ID itself",
-            ))
-        }
-        _ => None,
-    };
-    match (&args.identity, &address) {
-        (Some(_), Address::Unix(_)) => {
-            return Err(CliError::usage(
-                "--identity needs a tcp:// or noise:// address: unix:// connections are plaintext",
-            ))
-        }
-        (None, Address::Noise { .. }) => {
-            return Err(CliError::usage(
-                "noise:// needs --identity FILE: the node's priv_validator_laddr names the \
-                 signer's peer ID, so the signer's key must be the same at every start \
-                 (`p2p-conn keygen --out FILE` makes one, `p2p-conn id --libp2p --key FILE` prints its ID)",
-            ))
-        }
-        _ => {}
+    if args.node_id.is_some() && addresses.len() > 1 {
+        return Err(CliError::usage(
+            "--node-id with several --node: pin each node in its own address, tcp://ID@HOST:PORT",
+        ));
+    }
+    let mut node_ids = Vec::new();
+    for address in &addresses {
+        node_ids.push(match address {
+            // `tcp://ID@HOST:PORT` and `--node-id` must agree.
+            Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
+            Address::Unix(_) if args.node_id.is_some() => {
+                return Err(CliError::usage(
+                    "--node-id needs a tcp:// address: unix:// connections are not authenticated",
+                ))
+            }
+            Address::Noise { .. } if args.node_id.is_some() => {
+                return Err(CliError::usage(
+                    "--node-id is for tcp://: a noise:// address names the node's peer ID itself",
+                ))
+            }
+            _ => None,
+        });
+    }
+    let all_unix = addresses.iter().all(|a| matches!(a, Address::Unix(_)));
+    let any_noise = addresses.iter().any(|a| matches!(a, Address::Noise { .. }));
+    if args.identity.is_some() && all_unix {
+        return Err(CliError::usage(
+            "--identity needs a tcp:// or noise:// address: unix:// connections are plaintext",
+        ));
+    }
+    if args.identity.is_none() && any_noise {
+        return Err(CliError::usage(
+            "noise:// needs --identity FILE: the node's priv_validator_laddr names the \
+             signer's peer ID, so the signer's key must be the same at every start \
+             (`p2p-conn keygen --out FILE` makes one, `p2p-conn id --libp2p --key FILE` prints its ID)",
+        ));
     }
     // Every file is read before `--create-state` may write one.
     let key = load_validator_key(&args.key)?;
@@ -577,12 +611,13 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         json: args.json,
         started: Instant::now(),
     };
-    let shown = address.to_string();
+    let shown: Vec<String> = addresses.iter().map(ToString::to_string).collect();
     if out.json {
         out.json(
             "start",
             json!({
-                "node": shown,
+                "node": shown[0],
+                "nodes": shown,
                 "validator_address": address_hex,
                 "pub_key": pub_key,
                 "chain_id": args.chain_id,
@@ -595,53 +630,88 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     } else {
         let chain = args.chain_id.as_deref().unwrap_or("any chain: --any-chain");
         out.text(&format!(
-            "signer for validator {address_hex} ({chain}); state {}: {mark}; dialing {shown}",
-            args.state.display()
+            "signer for validator {address_hex} ({chain}); state {}: {mark}; dialing {}",
+            args.state.display(),
+            shown.join(", ")
         ));
         out.text("a software signer for tests and testnets: the key is in memory and on disk");
     }
 
-    let slot: Slot = Arc::default();
     let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
         hrs: mark,
         at: None,
     }));
-    let mut signer = Recording {
-        inner: signer,
-        slot: slot.clone(),
-        mark: shared_mark.clone(),
-    };
-    // Dial every 50 ms at first, then up to every 500 ms: well within the
-    // 3 s a starting node waits for its signer (docs/guide.md says so).
-    let noise_self = matches!(address, Address::Noise { .. })
-        .then(|| identity.public_key().peer_id().to_string());
-    let mut endpoint = SignerEndpoint::new(address, identity)
-        .retry(Duration::from_millis(50), Duration::from_millis(500));
-    if let Some(id) = node_id {
-        endpoint = endpoint.expect_node(id);
+    // One guard and one state file for every node: each endpoint serves
+    // through its own clone, one request at a time across all.
+    let shared = SharedSigner::new(signer);
+    let many = addresses.len() > 1;
+    let mut nodes = Vec::new();
+    for ((address, node_id), shown) in addresses.into_iter().zip(node_ids).zip(&shown) {
+        let slot: Slot = Arc::default();
+        let signer = Recording {
+            inner: shared.clone(),
+            slot: slot.clone(),
+            mark: shared_mark.clone(),
+        };
+        let noise_self = matches!(address, Address::Noise { .. })
+            .then(|| identity.public_key().peer_id().to_string());
+        // Dial every 50 ms at first, then up to every 500 ms: well within
+        // the 3 s a starting node waits for its signer (docs/guide.md).
+        let mut endpoint = SignerEndpoint::new(address, identity.clone())
+            .retry(Duration::from_millis(50), Duration::from_millis(500));
+        if let Some(id) = node_id {
+            endpoint = endpoint.expect_node(id);
+        }
+        let mut reporter = Reporter::new(
+            out.clone(),
+            slot,
+            shown.clone(),
+            disconnected_every,
+            noise_self,
+        );
+        let endpoint = endpoint.on_event(move |e| reporter.report(e));
+        let stats = endpoint.stats();
+        let label = many.then(|| shown.clone());
+        nodes.push((endpoint, signer, stats, label));
     }
-    let mut reporter = Reporter::new(out.clone(), slot, shown, disconnected_every, noise_self);
-    let endpoint = endpoint.on_event(move |e| reporter.report(e));
-    let stats = endpoint.stats();
+    let views: Vec<(StatsHandle, Option<String>)> = nodes
+        .iter()
+        .map(|(_, _, stats, label)| (stats.clone(), label.clone()))
+        .collect();
 
     let rt = conn::runtime()?;
     let stopped_by = rt.block_on(async {
         let ticker = stats_every.map(|every| {
-            tokio::spawn(tick(out.clone(), stats.clone(), shared_mark.clone(), every))
+            tokio::spawn(tick(out.clone(), views.clone(), shared_mark.clone(), every))
         });
+        let mut serving = tokio::task::JoinSet::new();
+        for (endpoint, mut signer, _, _) in nodes {
+            serving.spawn(async move { endpoint.run(&mut signer).await });
+        }
         let r = tokio::select! {
-            r = endpoint.run(&mut signer) => match r {
-                Ok(never) => match never {},
-                Err(e) => Err(CliError::from(e)),
+            r = serving.join_next() => match r {
+                Some(Ok(Ok(never))) => match never {},
+                Some(Ok(Err(e))) => Err(CliError::from(e)),
+                Some(Err(e)) => Err(CliError::Io(std::io::Error::other(e))),
+                None => unreachable!("at least one --node"),
             },
             s = shutdown() => s.map_err(CliError::Io),
         };
+        serving.abort_all();
         if let Some(t) = ticker {
             t.abort();
         }
         r
     });
-    print_stats(&out, &stats.snapshot(), &shared_mark, true);
+    for (stats, label) in &views {
+        print_stats(
+            &out,
+            &stats.snapshot(),
+            &shared_mark,
+            true,
+            label.as_deref(),
+        );
+    }
     match stopped_by {
         Ok(signal) => {
             if !out.json {
@@ -653,12 +723,19 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     }
 }
 
-async fn tick(out: Out, stats: StatsHandle, mark: SharedMark, every: Duration) {
+async fn tick(
+    out: Out,
+    nodes: Vec<(StatsHandle, Option<String>)>,
+    mark: SharedMark,
+    every: Duration,
+) {
     let mut interval = tokio::time::interval(every);
     interval.tick().await; // the first tick is at once
     loop {
         interval.tick().await;
-        print_stats(&out, &stats.snapshot(), &mark, false);
+        for (stats, label) in &nodes {
+            print_stats(&out, &stats.snapshot(), &mark, false, label.as_deref());
+        }
     }
 }
 

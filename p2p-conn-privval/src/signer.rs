@@ -33,6 +33,13 @@
 //! - One signer per state file, by whatever path it is named: a lock in
 //!   its folder, and no second name for the file itself (checked at open
 //!   and before every save; [`state_file`]'s module docs).
+//! - One signer for several nodes: [`SharedSigner`] serves every
+//!   connection through one signer, one request at a time, so a validator
+//!   on two nodes (sentries, a node and a second process) has one guard
+//!   and one state file. The same height, round and step with the same
+//!   sign bytes gets the same signature on every connection; a
+//!   conflicting request is refused on every connection, whichever asked
+//!   first.
 //!
 //! # Not provided
 //! - Protection against a copy of the state file: two signers started from
@@ -42,6 +49,7 @@
 //! - Key types other than Ed25519.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::guard::{self, Decision, GuardError, SignState};
 use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
@@ -455,4 +463,80 @@ pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerErro
         }
     }
     Ok(key)
+}
+
+/// One [`Signer`] shared by several connections: every clone serves
+/// through the same signer, one request at a time (a lock held from the
+/// request to its answer, the state file's save included), so one guard
+/// and one state file decide for every node a validator runs on. Give each
+/// endpoint its own clone.
+///
+/// A request that panicked inside the signer leaves the lock poisoned:
+/// every later request is then refused ([`SignerError::Backend`]), as the
+/// signer's state can no longer be trusted.
+pub struct SharedSigner<S> {
+    inner: Arc<Mutex<S>>,
+}
+
+impl<S> Clone for SharedSigner<S> {
+    fn clone(&self) -> Self {
+        SharedSigner {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for SharedSigner<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSigner")
+            .field("clones", &Arc::strong_count(&self.inner))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> SharedSigner<S> {
+    /// Share `signer`.
+    pub fn new(signer: S) -> SharedSigner<S> {
+        SharedSigner {
+            inner: Arc::new(Mutex::new(signer)),
+        }
+    }
+
+    /// The signer, locked: no request is served while the guard lives.
+    pub fn lock(&self) -> Result<MutexGuard<'_, S>, SignerError> {
+        self.inner.lock().map_err(|_| {
+            SignerError::Backend("a request panicked inside the shared signer; refusing all".into())
+        })
+    }
+}
+
+impl<S: Signer> Signer for SharedSigner<S> {
+    fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
+        self.lock()?.public_key(chain_id)
+    }
+
+    fn sign_vote(
+        &mut self,
+        chain_id: &str,
+        vote: Vote,
+        sign_extension: bool,
+    ) -> Result<Vote, SignerError> {
+        self.lock()?.sign_vote(chain_id, vote, sign_extension)
+    }
+
+    fn sign_proposal(
+        &mut self,
+        chain_id: &str,
+        proposal: Proposal,
+    ) -> Result<Proposal, SignerError> {
+        self.lock()?.sign_proposal(chain_id, proposal)
+    }
+
+    fn sign_bytes(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        self.lock()?.sign_bytes(bytes)
+    }
+
+    fn ping(&mut self) -> Result<(), SignerError> {
+        self.lock()?.ping()
+    }
 }

@@ -774,6 +774,7 @@ fn api(ctx: &Ctx) -> Result<(), String> {
 }
 
 fn package(ctx: &Ctx) -> Result<(), String> {
+    forget_packaged_sources();
     // Together, so that the layers build against the packaged p2p-conn
     // (none is on crates.io yet).
     ctx.cargo(&[
@@ -808,6 +809,48 @@ fn package(ctx: &Ctx) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Remove what earlier dry runs extracted of our packages. `cargo publish
+/// --dry-run` of several crates verifies each against the others' packages
+/// through a local registry, and cargo unpacks a registry's crate into
+/// `$CARGO_HOME/registry/src/<registry>/NAME-VERSION` once: a second dry
+/// run from the same checkout (same registry, same version 0.1.0) would
+/// build against the first run's sources, stale since. crates.io's own
+/// folders (`index.crates.io-*`) are left alone.
+fn forget_packaged_sources() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else {
+        return;
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return;
+    };
+    for registry in registries.flatten() {
+        if registry.file_name().to_string_lossy().starts_with("index.") {
+            continue;
+        }
+        let Ok(unpacked) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for dir in unpacked.flatten() {
+            let name = dir.file_name().to_string_lossy().into_owned();
+            let ours = LIBRARIES.iter().any(|(krate, _)| {
+                name.strip_prefix(krate)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+            });
+            if ours {
+                println!(
+                    "-- removing the stale unpacked package {}",
+                    dir.path().display()
+                );
+                let _ = std::fs::remove_dir_all(dir.path());
+            }
+        }
+    }
 }
 
 fn changelog(ctx: &Ctx) -> Result<(), String> {

@@ -75,15 +75,16 @@ const MORE_BLOCKS: i64 = 3;
 
 /// Start `p2p-conn signer --json` for `node`'s validator.
 fn start_signer(node: &SignedNode) -> Proc {
-    start_signer_as(node, &node.signer_dials, node.signer_identity.as_deref())
+    start_signer_as(node, &[&node.signer_dials], node.signer_identity.as_deref())
 }
 
-/// [`start_signer`] dialing `dials` with `--identity identity`.
-fn start_signer_as(node: &SignedNode, dials: &str, identity: Option<&Path>) -> Proc {
-    let mut args: Vec<&OsStr> = vec![
-        "signer".as_ref(),
-        "--node".as_ref(),
-        dials.as_ref(),
+/// [`start_signer`] dialing each of `dials` with `--identity identity`.
+fn start_signer_as(node: &SignedNode, dials: &[&str], identity: Option<&Path>) -> Proc {
+    let mut args: Vec<&OsStr> = vec!["signer".as_ref()];
+    for d in dials {
+        args.extend([OsStr::new("--node"), OsStr::new(d)]);
+    }
+    args.extend::<[&OsStr; 9]>([
         "--key".as_ref(),
         node.key_file.as_os_str(),
         "--state".as_ref(),
@@ -93,9 +94,9 @@ fn start_signer_as(node: &SignedNode, dials: &str, identity: Option<&Path>) -> P
         "--json".as_ref(),
         "--stats-every".as_ref(),
         "1".as_ref(),
-    ];
+    ]);
     if let Some(identity) = identity {
-        args.extend(["--identity".as_ref(), identity.as_os_str()]);
+        args.extend([OsStr::new("--identity"), identity.as_os_str()]);
     }
     Proc::spawn(Path::new(BIN), &args, Feed::none())
 }
@@ -390,7 +391,7 @@ fn v0_40_noise_identities_are_enforced() {
                 )
             }
         };
-        let signer = start_signer_as(&node, &dials, Some(&identity));
+        let signer = start_signer_as(&node, &[&dials], Some(&identity));
         node.start();
         let Some(exit) = node.wait_exit(Duration::from_secs(60)) else {
             node.fail(&format!("{case}: still running 60 s without its signer"));
@@ -435,6 +436,99 @@ fn v0_40_noise_identities_are_enforced() {
             );
         }
     }
+}
+
+/// One validator on two nodes (a chain whose one validator key is served to
+/// both by one `p2p-conn signer` with two `--node`s, over `first` and
+/// `second`): the chain commits, each node in turn is killed and started
+/// again, and no block carries evidence. From the signer's events: both
+/// nodes were served, every height/round/step was signed with one sign
+/// bytes and one signature whichever node asked, and every signature
+/// verifies.
+fn two_nodes_one_signer(
+    version: GoVersion,
+    test: &str,
+    first: SignerTransport,
+    second: SignerTransport,
+) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
+    let a = SignedNode::init(&bin, first);
+    let b = a.twin(&bin, second);
+    let key_bytes = base64::engine::general_purpose::STANDARD
+        .decode(&a.validator_pub_key)
+        .unwrap();
+    let key = ed25519_consensus::VerificationKey::try_from(key_bytes.as_slice()).unwrap();
+    let identity = a.signer_identity.clone().or(b.signer_identity.clone());
+    let signer = start_signer_as(&a, &[&a.signer_dials, &b.signer_dials], identity.as_deref());
+    a.start();
+    b.start();
+    let h1 = a.wait_height(5, BLOCKS_LIMIT);
+    b.wait_height(h1, BLOCKS_LIMIT);
+    b.restart();
+    let h2 = b.wait_height(h1 + MORE_BLOCKS, BLOCKS_LIMIT);
+    a.restart();
+    let h3 = a.wait_height(h2 + MORE_BLOCKS, BLOCKS_LIMIT);
+    b.wait_height(h3, BLOCKS_LIMIT);
+    let out = stop_signer(signer, Signal::SIGTERM);
+    out.assert_ok("the signer of both nodes, stopped by SIGTERM");
+
+    for node in [&a, &b] {
+        for h in 1..=h3 {
+            let block = node
+                .rpc(&format!("/block?height={h}"))
+                .unwrap_or_else(|| node.fail(&format!("no block {h}")));
+            let evidence = &block["result"]["block"]["evidence"]["evidence"];
+            assert!(
+                evidence.as_array().is_none_or(|e| e.is_empty()),
+                "block {h} carries evidence: {evidence}"
+            );
+        }
+    }
+    let events = events(&out);
+    let mut signed = Signed::default();
+    let n = signed.add("the signer", &events, &key);
+    for node in [&a, &b] {
+        let here = named(&events, "served")
+            .filter(|e| e["node"] == node.signer_dials.as_str() && e["error"].is_null())
+            .count();
+        assert!(here > 0, "{} was not served: {events:?}", node.signer_dials);
+    }
+    let finals = named(&events, "stats")
+        .filter(|e| e["final"] == true)
+        .count();
+    assert_eq!(finals, 2, "one final stats event per node");
+    let refused = named(&events, "served")
+        .filter(|e| !e["error"].is_null())
+        .count();
+    eprintln!(
+        "{test}: heights {h1}, {h2}, {h3}; {n} signatures at {} height/round/steps; \
+         {refused} requests refused; no evidence in {h3} blocks of either node",
+        signed.by_hrs.len()
+    );
+}
+
+/// [`two_nodes_one_signer`] at v0.40.0 over `tcp://` and `noise://`.
+#[test]
+fn v0_40_two_nodes_one_signer_tcp_and_noise() {
+    two_nodes_one_signer(
+        GoVersion::V040,
+        "v0_40_two_nodes_one_signer_tcp_and_noise",
+        SignerTransport::Tcp,
+        SignerTransport::Noise,
+    );
+}
+
+/// [`two_nodes_one_signer`] at v1.0.1 over `tcp://` and `unix://`.
+#[test]
+fn v1_two_nodes_one_signer_tcp_and_unix() {
+    two_nodes_one_signer(
+        GoVersion::V1,
+        "v1_two_nodes_one_signer_tcp_and_unix",
+        SignerTransport::Tcp,
+        SignerTransport::Unix,
+    );
 }
 
 p2p_conn_interop::per_release! {

@@ -57,7 +57,9 @@
 //!   task: a signer that blocks for long (an HSM, `fsync`) delays only
 //!   this connection, but on a current-thread runtime it delays the whole
 //!   runtime; use a multi-thread runtime or a dedicated thread there.
-//! - More than one connection at a time on either side.
+//! - More than one connection per endpoint. A signer for several nodes
+//!   runs one [`SignerEndpoint`] per node, each with a clone of one
+//!   [`SharedSigner`](crate::SharedSigner).
 //! - Retries of a failed sign request: CometBFT's consensus retries.
 
 mod node;

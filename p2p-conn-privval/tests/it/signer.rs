@@ -12,8 +12,8 @@ use p2p_conn_privval::guard::{GuardError, Hrs, SignState, Step};
 use p2p_conn_privval::state_file::StateFileError;
 use p2p_conn_privval::{
     crypto_public_key, load_validator_key, proposal_sign_bytes, signed_msg_type, state_file,
-    vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Proposal, Signer, SignerError,
-    Timestamp, Vote,
+    vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Proposal, SharedSigner, Signer,
+    SignerError, Timestamp, Vote,
 };
 
 use crate::common::{block, temp_dir, vote};
@@ -95,6 +95,82 @@ fn double_sign_is_refused_and_state_unchanged() {
     assert_eq!(again.timestamp, Timestamp::new(10, 0));
     assert!(verify(&vote_sign_bytes(CHAIN, &again), &again.signature));
     assert_eq!(std::fs::read(&path).unwrap(), before);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Clones of one `SharedSigner` on threads of their own, as a signer's
+/// endpoints for several nodes: whichever asks first at a height signs,
+/// the same request on another clone gets the same signature, a
+/// conflicting one is refused on every clone, and the mark on disk is the
+/// highest signed.
+#[test]
+fn a_shared_signer_decides_once_for_every_clone() {
+    let dir = temp_dir("shared");
+    let (s, path) = new_signer(&dir);
+    let shared = SharedSigner::new(s);
+    let handles: Vec<_> = (0..4u8)
+        .map(|clone| {
+            let mut mine = shared.clone();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for height in 1..=20 {
+                    // Clones 0 and 1 ask for block 1, 2 and 3 for block 2,
+                    // in varying order.
+                    let b = 1 + clone / 2;
+                    let v = vote(signed_msg_type::PREVOTE, height, 0, b, height);
+                    out.push((height, b, mine.sign_vote(CHAIN, v, false)));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut by_height: std::collections::HashMap<i64, (u8, Vec<u8>)> = Default::default();
+    let (mut refused, mut signed_n) = (0, 0);
+    for h in handles {
+        for (height, b, r) in h.join().unwrap() {
+            match r {
+                Ok(signed) => {
+                    signed_n += 1;
+                    assert!(verify(&vote_sign_bytes(CHAIN, &signed), &signed.signature));
+                    match by_height.get(&height) {
+                        Some((first, sig)) => {
+                            assert_eq!(*first, b, "height {height} signed for two blocks");
+                            assert_eq!(sig, &signed.signature, "height {height}");
+                        }
+                        None => {
+                            by_height.insert(height, (b, signed.signature));
+                        }
+                    }
+                }
+                Err(SignerError::Refused(_)) => refused += 1,
+                Err(e) => panic!("height {height}: {e}"),
+            }
+        }
+    }
+    // Late clones are refused too (below the mark): at least the other
+    // block's 40 requests are.
+    assert!(refused >= 40, "{refused} refusals");
+    assert!(by_height.contains_key(&20), "the last height was signed");
+    assert_eq!(signed_n + refused, 80);
+
+    // In order: the same request on another clone gets the same signature,
+    // a conflicting one is refused on every clone.
+    let (mut a, mut b) = (shared.clone(), shared.clone());
+    let v = vote(signed_msg_type::PRECOMMIT, 21, 0, 1, 21);
+    let first = a.sign_vote(CHAIN, v.clone(), false).unwrap();
+    assert_eq!(
+        b.sign_vote(CHAIN, v, false).unwrap().signature,
+        first.signature
+    );
+    for c in [&mut a, &mut b] {
+        let other = vote(signed_msg_type::PRECOMMIT, 21, 0, 2, 21);
+        assert!(matches!(
+            c.sign_vote(CHAIN, other, false),
+            Err(SignerError::Refused(GuardError::Conflict { .. }))
+        ));
+    }
+    let on_disk = state_file::load(&path).unwrap();
+    assert_eq!(on_disk.hrs(), Hrs::new(21, 0, Step::Precommit));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
