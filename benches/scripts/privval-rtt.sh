@@ -1,32 +1,32 @@
 #!/usr/bin/env bash
 # Remote-signer round trips: CometBFT's own SignerClient <-> SignerServer
-# with a FilePV (`cometbft-peer privval-bench`, v0.38.26 and v1.0.1) against
-# p2p-conn's SignerClient <-> SignerEndpoint with a GuardedSigner
-# (`privval-rtt`, benches/src/bin/privval-rtt.rs), in process over loopback
-# TCP (secret connection), N sign-vote requests at increasing heights after
-# a warm-up.
+# with a FilePV (`cometbft-peer privval-bench`: v0.40.0 over tcp:// and
+# noise://, v1.0.1 over tcp://) against p2p-conn's SignerClient <->
+# SignerEndpoint with a GuardedSigner (`privval-rtt`,
+# benches/src/bin/privval-rtt.rs), in process over loopback TCP, N
+# sign-vote requests at increasing heights after a warm-up.
 #
 #   benches/scripts/privval-rtt.sh [ROUNDS] [N] [--unix]   (default 5, 2000)
 #
-# Each round runs the three once, alternating, and then p2p-conn's with
-# `--no-persist` (the same key and endpoints, but no guard and no state
-# file: the transport without the file system's effects; not a
-# validator), so slow phases of the machine hit them all alike. Every run prints, per request: the round trip (the
-# SignerClient's sign-vote call, request sent to response decoded), the time
-# inside the signer (a timing wrapper around the FilePV or GuardedSigner),
-# and their difference, "transport" (framing, encryption, the sockets, the
-# endpoint's own work). The table gives each column's median over the rounds
-# of the runs' p50 and p99.
+# Each round runs every row once, one after the other, so slow phases of
+# the machine hit them all alike. The rows: Go v0.40.0 over tcp:// (secret
+# connection) and noise:// (libp2p Noise), Go v1.0.1 over tcp://; p2p-conn
+# over tcp:// and noise:// with its slot state file (the default for new
+# state files: one fdatasync per signature), over tcp:// with a
+# priv_validator_state.json (a new file, fsync, rename, folder fsync), and
+# over tcp:// with `--no-persist` (the same key and endpoints, but no guard
+# and no state file: the transport without the file system; not a
+# validator). With --unix every row runs over a Unix socket (plaintext)
+# instead, without the noise rows. Every run prints, per request: the round
+# trip (the SignerClient's sign-vote call, request sent to response
+# decoded), the time inside the signer (a timing wrapper around the FilePV
+# or GuardedSigner), and their difference, "transport" (framing,
+# encryption, the sockets, the endpoint's own work). The table gives each
+# column's median over the rounds of the runs' p50 and p99.
 #
-# The signers are not alike: CometBFT's FilePV writes its state file to a
-# temporary file opened with O_SYNC and renames it (libs/tempfile.
-# WriteFileAtomic: one synced write, the directory not synced); the
-# GuardedSigner writes, fsyncs the file, renames, and fsyncs the directory
-# before a signature leaves: two syncs to FilePV's one. So "sign" mostly
-# measures the file system. "transport" compares the
-# endpoints, but on a loaded machine p2p-conn's transport p99 rose to
-# milliseconds with the synced state file and not without it (the
-# no-persist row): read it beside that row. Needs `go` and python3.
+# FilePV (both lines) writes its state file to a temporary file opened
+# with O_SYNC and renames it (libs/tempfile.WriteFileAtomic: one synced
+# write, the directory not synced). Needs `go` and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -44,22 +44,40 @@ out="$tmp/runs"
 trap 'rm -rf "$tmp"' EXIT
 # The same build flags as interop/src/cometbft_go.rs (GoVersion::go_flags).
 (cd interop/cometbft-go &&
-  go build -trimpath -mod=readonly -modfile=go.v0.38.mod -o "$tmp/peer-v0.38.26" . &&
+  go build -trimpath -mod=readonly -modfile=go.v0.40.mod -tags=cometbft_v040 -o "$tmp/peer-v0.40.0" . &&
   go build -trimpath -mod=readonly -modfile=go.mod -tags=cometbft_v1 -o "$tmp/peer-v1.0.1" .)
 
-rust_unix=()
-if [ ${#unix[@]} -gt 0 ]; then rust_unix=(--unix); fi
+go_run() { # LABEL VERSION ARGS...
+  local label="$1" v="$2"
+  shift 2
+  printf '%s\t%s\n' "$("$tmp/peer-$v" privval-bench -n "$n" "$@")" "$label" >>"$out"
+}
+rust_run() { # LABEL ARGS...
+  local label="$1"
+  shift
+  printf '%s\t%s\n' "$("$rust" --n "$n" "$@")" "$label" >>"$out"
+}
 for round in $(seq "$rounds"); do
-  for v in v0.38.26 v1.0.1; do
-    printf '%s\tgo %s\n' "$("$tmp/peer-$v" privval-bench -n "$n" "${unix[@]}")" "$v" >>"$out"
-  done
-  printf '%s\tp2p-conn\n' "$("$rust" --n "$n" "${rust_unix[@]}")" >>"$out"
-  printf '%s\tp2p-conn no-persist\n' "$("$rust" --n "$n" --no-persist "${rust_unix[@]}")" >>"$out"
+  if [ ${#unix[@]} -gt 0 ]; then
+    go_run "go v0.40.0" v0.40.0 -unix
+    go_run "go v1.0.1" v1.0.1 -unix
+    rust_run "p2p-conn" --unix
+    rust_run "p2p-conn json state" --unix --state json
+    rust_run "p2p-conn no-persist" --unix --no-persist
+  else
+    go_run "go v0.40.0" v0.40.0
+    go_run "go v0.40.0 noise" v0.40.0 -noise
+    go_run "go v1.0.1" v1.0.1
+    rust_run "p2p-conn"
+    rust_run "p2p-conn noise" --noise
+    rust_run "p2p-conn json state" --state json
+    rust_run "p2p-conn no-persist" --no-persist
+  fi
   echo "round $round of $rounds done" >&2
 done
 
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-echo "n=$n per run, $rounds rounds, $([ ${#unix[@]} -gt 0 ] && echo 'Unix socket' || echo 'loopback TCP, secret connection')"
+echo "n=$n per run, $rounds rounds, $([ ${#unix[@]} -gt 0 ] && echo 'Unix socket' || echo 'loopback TCP: secret connection, or noise')"
 python3 - "$out" <<'EOF'
 import json, statistics, sys
 runs = {}
@@ -69,10 +87,11 @@ for line in open(sys.argv[1]):
 cols = ["rtt_p50_us", "rtt_p99_us", "sign_p50_us", "sign_p99_us",
         "transport_p50_us", "transport_p99_us"]
 print("median over rounds, microseconds")
-print(f"{'implementation':<21}" + "".join(f"{c[:-3]:>15}" for c in cols))
-for who in ["go v0.38.26", "go v1.0.1", "p2p-conn", "p2p-conn no-persist"]:
+print(f"{'implementation':<22}" + "".join(f"{c[:-3]:>15}" for c in cols))
+for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1", "p2p-conn", "p2p-conn noise",
+            "p2p-conn json state", "p2p-conn no-persist"]:
     rs = runs.get(who, [])
     if not rs:
         continue
-    print(f"{who:<21}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
+    print(f"{who:<22}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
 EOF

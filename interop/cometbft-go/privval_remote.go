@@ -390,11 +390,15 @@ func privvalBench(args []string) error {
 	n := fs.Int("n", 2000, "measured sign-vote requests")
 	warmup := fs.Int("warmup", 200, "sign-vote requests before measuring")
 	unix := fs.Bool("unix", false, "a Unix socket (plaintext) instead of loopback TCP (secret connection)")
+	noise := fs.Bool("noise", false, "noise:// (v0.40.0): libp2p Noise over loopback TCP instead of the secret connection")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n < 1 {
 		return errors.New("privval-bench: -n must be at least 1")
+	}
+	if *noise && !lineHasNoise {
+		return errNoNoiseHere
 	}
 	const chainID = "bench-chain"
 	dir, err := os.MkdirTemp("", "cometbft-privval-bench-")
@@ -412,13 +416,30 @@ func privvalBench(args []string) error {
 	if *unix {
 		proto, address = "unix", filepath.Join(dir, "privval.sock")
 	}
+	// On noise:// the node and the signer each have a key of their own:
+	// the node's laddr names the signer's peer ID, the signer dials the
+	// node's.
+	signerKey := genPrivKey()
+	if *noise {
+		signerID, err := libp2pID(signerKey)
+		if err != nil {
+			return err
+		}
+		proto, address = "noise", signerID+"@127.0.0.1:0"
+		noiseKey = genPrivKey()
+	}
 	node, err := listenNode(proto, address, chainID)
 	if err != nil {
 		return err
 	}
 	defer node.close()
+	dial := node.addr().String()
+	if *noise {
+		noiseKey = signerKey
+		dial = strings.TrimPrefix(node.dialAddr(), "noise://")
+	}
 	timer := &signTimer{}
-	stop, err := startSigner(proto, node.addr().String(), chainID, pv, timer)
+	stop, err := startSigner(proto, dial, chainID, pv, timer)
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,11 @@ enum Cmd {
     /// the final stats and exits 0; exits 1 if it cannot start (flags, key,
     /// state file; docs/guide.md, "Remote signer")
     Signer(signer::SignerArgs),
+    /// Move a signer's high-water mark between FilePV's
+    /// priv_validator_state.json and p2p-conn's slot state file, or show it
+    /// (docs/guide.md, "Remote signer")
+    #[command(subcommand)]
+    State(signer::StateCmd),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
     /// Run the bench workload (or send to a listening peer with --connect)
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
         Cmd::Probe(args) => return probe::run(args),
         Cmd::Crawl(args) => crawl::run(args),
         Cmd::Signer(args) => signer::run(args),
+        Cmd::State(cmd) => signer::run_state(cmd),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Profile(args) => profile::run(args),
         Cmd::Resources(args) => resources::run(args),

@@ -36,8 +36,8 @@ use p2p_conn_privval::endpoint::{
 };
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{
-    load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes, CryptoPublicKey,
-    GuardedSigner, Proposal, SharedSigner, Signer, SignerError, Vote,
+    convert_state_file, load_validator_key, proposal_sign_bytes, state_file, vote_sign_bytes,
+    CryptoPublicKey, GuardedSigner, Proposal, SharedSigner, Signer, SignerError, Vote,
 };
 use serde_json::{json, Value};
 
@@ -60,14 +60,17 @@ pub struct SignerArgs {
     /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
     #[arg(long)]
     key: PathBuf,
-    /// The high-water mark: a CometBFT priv_validator_state.json, read at
-    /// start and rewritten (synced, then renamed into place) before every
-    /// new signature is sent. Must exist unless --create-state
+    /// The high-water mark, saved before every new signature is sent: a
+    /// p2p-conn slot state file (one fdatasync per signature; `p2p-conn
+    /// state import` makes one from a priv_validator_state.json) or a
+    /// CometBFT priv_validator_state.json (rewritten: a new file, synced,
+    /// renamed into place). Must exist unless --create-state
     #[arg(long)]
     state: PathBuf,
-    /// Create --state (height 0, nothing signed) if it does not exist. Only
-    /// for a key that has never signed on any chain: a fresh state forgets
-    /// what was signed before
+    /// Create --state (height 0, nothing signed) if it does not exist: a
+    /// priv_validator_state.json if its name ends in .json, else a slot
+    /// state file. Only for a key that has never signed on any chain: a
+    /// fresh state forgets what was signed before
     #[arg(long)]
     create_state: bool,
     /// Serve only this chain: requests for any other are refused. Required,
@@ -519,7 +522,8 @@ fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliErro
                 path.display()
             )));
         }
-        state_file::create_new(path).map_err(SignerError::from)?;
+        state_file::write_new(path, &Default::default(), format_for_name(path))
+            .map_err(SignerError::from)?;
     }
     let signer = GuardedSigner::open(key, path)?;
     Ok(match &args.chain_id {
@@ -527,6 +531,81 @@ fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliErro
         // clap makes --any-chain the only way here.
         None => signer,
     })
+}
+
+/// The format `--create-state` (and `state import`) makes for `path`: a
+/// name ending in `.json` is FilePV's `priv_validator_state.json`, any
+/// other p2p-conn's slot file (one sync per signature).
+fn format_for_name(path: &std::path::Path) -> state_file::Format {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        state_file::Format::FilePv
+    } else {
+        state_file::Format::Slots
+    }
+}
+
+/// `p2p-conn state`: move a high-water mark between FilePV's
+/// `priv_validator_state.json` and p2p-conn's slot file, or show one.
+#[derive(clap::Subcommand)]
+pub enum StateCmd {
+    /// Copy a FilePV priv_validator_state.json (or any state file) into a
+    /// new p2p-conn slot state file (one fdatasync per signature instead of
+    /// FilePV's new file, sync and rename). Stop the node (or signer) that
+    /// uses FROM first, and never start one on FROM again
+    Import {
+        /// The state file to copy (a running p2p-conn signer on it is
+        /// refused: its lock is taken)
+        #[arg(long)]
+        from: PathBuf,
+        /// The slot state file to make (must not exist)
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Copy a state file (slot file or JSON) into a new FilePV
+    /// priv_validator_state.json, for FilePV, tmkms or another signer.
+    /// Stop the signer on FROM first
+    Export {
+        /// The state file to copy
+        #[arg(long)]
+        from: PathBuf,
+        /// The priv_validator_state.json to make (must not exist)
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Print a state file's format and mark
+    Show {
+        /// The state file
+        file: PathBuf,
+    },
+}
+
+/// `p2p-conn state ...`.
+pub fn run_state(cmd: StateCmd) -> Result<(), CliError> {
+    let (from, to, format) = match cmd {
+        StateCmd::Show { file } => {
+            let format = state_file::format_of(&file).map_err(SignerError::from)?;
+            let state = state_file::load(&file).map_err(SignerError::from)?;
+            let name = match format {
+                state_file::Format::Slots => "p2p-conn slot state file",
+                _ => "FilePV priv_validator_state.json",
+            };
+            println!("{}: {name}; mark {}", file.display(), state.hrs());
+            return Ok(());
+        }
+        StateCmd::Import { from, to } => (from, to, state_file::Format::Slots),
+        StateCmd::Export { from, to } => (from, to, state_file::Format::FilePv),
+    };
+    let state = convert_state_file(&from, &to, format)?;
+    println!(
+        "{} -> {}: mark {}",
+        from.display(),
+        to.display(),
+        state.hrs()
+    );
+    Ok(())
 }
 
 /// `p2p-conn signer`: see the module docs.
@@ -684,6 +763,12 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let ticker = stats_every.map(|every| {
             tokio::spawn(tick(out.clone(), views.clone(), shared_mark.clone(), every))
         });
+        // Listen for the signals before the first connection: a signal
+        // that comes once requests are served must stop it cleanly.
+        let mut stop = match Shutdown::listen() {
+            Ok(stop) => stop,
+            Err(e) => return Err(CliError::Io(e)),
+        };
         let mut serving = tokio::task::JoinSet::new();
         for (endpoint, mut signer, _, _) in nodes {
             serving.spawn(async move { endpoint.run(&mut signer).await });
@@ -695,7 +780,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 Some(Err(e)) => Err(CliError::Io(std::io::Error::other(e))),
                 None => unreachable!("at least one --node"),
             },
-            s = shutdown() => s.map_err(CliError::Io),
+            s = stop.wait() => Ok(s),
         };
         serving.abort_all();
         if let Some(t) = ticker {
@@ -739,20 +824,44 @@ async fn tick(
     }
 }
 
-/// Wait for SIGINT or SIGTERM (Ctrl-C elsewhere): its name.
+/// SIGINT and SIGTERM (Ctrl-C elsewhere), listened for from
+/// [`Shutdown::listen`] on.
 #[cfg(unix)]
-async fn shutdown() -> std::io::Result<&'static str> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut term = signal(SignalKind::terminate())?;
-    Ok(tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    })
+struct Shutdown {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Shutdown {
+    fn listen() -> std::io::Result<Shutdown> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Shutdown {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The name of the first signal that came.
+    async fn wait(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+        }
+    }
 }
 
 #[cfg(not(unix))]
-async fn shutdown() -> std::io::Result<&'static str> {
-    tokio::signal::ctrl_c().await?;
-    Ok("Ctrl-C")
+struct Shutdown;
+
+#[cfg(not(unix))]
+impl Shutdown {
+    fn listen() -> std::io::Result<Shutdown> {
+        Ok(Shutdown)
+    }
+
+    async fn wait(&mut self) -> &'static str {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }

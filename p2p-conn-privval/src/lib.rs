@@ -96,7 +96,9 @@ pub use messages::{
     SignedProposalResponse, SignedVoteResponse, Timestamp, Vote,
 };
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
-pub use signer::{load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError};
+pub use signer::{
+    convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
+};
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

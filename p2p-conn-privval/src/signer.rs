@@ -177,6 +177,8 @@ pub struct GuardedSigner {
     /// The state file as this signer last read or wrote it: a save over
     /// anything else is refused.
     state_id: FileId,
+    /// How the next mark is saved (the state file's format).
+    store: state_file::Store,
     chain_id: Option<String>,
     sign_bytes: bool,
     /// Holds the exclusive lock on `<state file>.lock` while the signer
@@ -221,7 +223,7 @@ impl GuardedSigner {
         let id = state_file::inspect(&state_path)?;
         let lock = lock_state(&state_path)?;
         state_file::remove_stale_temps(&state_path);
-        let state = state_file::load(&state_path)?;
+        let (state, store) = state_file::open_store(&state_path)?;
         // Swapped between the check and the read: refuse rather than guess
         // which file the state came from.
         if state_file::inspect(&state_path)? != id {
@@ -236,6 +238,7 @@ impl GuardedSigner {
             state,
             state_path,
             state_id: id,
+            store,
             chain_id: None,
             sign_bytes: false,
             _lock: lock,
@@ -292,7 +295,8 @@ impl GuardedSigner {
     ) -> Result<Vec<u8>, SignerError> {
         let signature = self.sign_raw(&sign_bytes);
         let next = SignState::new(hrs, sign_bytes, signature.clone());
-        self.state_id = state_file::save_over(&self.state_path, &next, self.state_id)?;
+        self.state_id =
+            state_file::save_store(&self.state_path, &mut self.store, &next, self.state_id)?;
         self.state = next;
         Ok(signature)
     }
@@ -397,6 +401,28 @@ fn lock_state(state_path: &Path) -> Result<std::fs::File, SignerError> {
             source,
         }),
     }
+}
+
+/// Copy the mark of the state file `from` (either format) into a new state
+/// file `to` of `format`, holding `from`'s signer lock meanwhile, so that
+/// no signer moves the mark during the copy ([`SignerError::StateLocked`]
+/// if one runs on it). `to` must not exist. The mark copied.
+///
+/// This is how a mark moves between FilePV's `priv_validator_state.json`
+/// and p2p-conn's slot file (`p2p-conn state import` / `export`). The
+/// copy is a second file: run the next signer (or FilePV) on `to` only,
+/// and keep `from` away from any signer.
+pub fn convert_state_file(
+    from: impl AsRef<Path>,
+    to: impl AsRef<Path>,
+    format: state_file::Format,
+) -> Result<SignState, SignerError> {
+    let from = from.as_ref();
+    state_file::inspect(from)?;
+    let _lock = lock_state(from)?;
+    let state = state_file::load(from)?;
+    state_file::write_new(to, &state, format)?;
+    Ok(state)
 }
 
 /// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and

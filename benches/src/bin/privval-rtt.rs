@@ -1,12 +1,15 @@
 //! Remote-signer round trips in one process: p2p-conn's `SignerClient`
 //! (over a `NodeEndpoint`) and `SignerEndpoint` serving a `GuardedSigner`,
-//! over loopback TCP (secret connection) or, with `--unix`, a Unix socket
-//! (plaintext). The equivalent of `cometbft-peer privval-bench`
+//! over loopback TCP (secret connection), with `--noise` libp2p Noise over
+//! loopback TCP (`noise://`, both sides with keys of their own), or, with
+//! `--unix`, a Unix socket (plaintext). The equivalent of `cometbft-peer
+//! privval-bench`
 //! (`interop/cometbft-go/privval_remote.go`), with the same workload and
 //! the same JSON line, for `benches/scripts/privval-rtt.sh`:
 //!
 //! ```text
-//! privval-rtt [--n N] [--warmup W] [--unix] [--signer-thread] [--no-persist]   (default 2000, 200)
+//! privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json]
+//!             [--signer-thread] [--no-persist]             (default 2000, 200, slots)
 //! ```
 //!
 //! By default both endpoints run on one multi-thread runtime (two
@@ -23,8 +26,9 @@
 //! `SignerClient::sign_vote` call: its round trip (request written to
 //! response decoded) and, separately, the time inside the signer's
 //! `sign_vote` (a timing [`Signer`] around the `GuardedSigner`, whose state
-//! file lives in a temporary folder and is synced, with its directory, on
-//! every signature). Transport is the round trip minus the signing, per
+//! file lives in a temporary folder: a slot file, one `fdatasync` per
+//! signature, or with `--state json` a `priv_validator_state.json`, a new
+//! file synced and renamed and the folder synced). Transport is the round trip minus the signing, per
 //! request. Percentiles are nearest-rank, in microseconds.
 
 use std::sync::{Arc, Mutex};
@@ -144,6 +148,8 @@ struct Args {
     n: usize,
     warmup: usize,
     unix: bool,
+    noise: bool,
+    json_state: bool,
     signer_thread: bool,
     no_persist: bool,
 }
@@ -153,6 +159,8 @@ fn parse_args() -> Args {
         n: 2000,
         warmup: 200,
         unix: false,
+        noise: false,
+        json_state: false,
         signer_thread: false,
         no_persist: false,
     };
@@ -167,6 +175,12 @@ fn parse_args() -> Args {
             "--n" => args.n = number("--n"),
             "--warmup" => args.warmup = number("--warmup"),
             "--unix" => args.unix = true,
+            "--noise" => args.noise = true,
+            "--state" => match it.next().as_deref() {
+                Some("slots") => args.json_state = false,
+                Some("json") => args.json_state = true,
+                other => usage(&format!("--state slots|json, not {other:?}")),
+            },
             "--signer-thread" => args.signer_thread = true,
             "--no-persist" => args.no_persist = true,
             other => usage(&format!("unknown argument {other:?}")),
@@ -180,7 +194,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix] [--signer-thread] [--no-persist]"
+        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread] [--no-persist]"
     );
     std::process::exit(2);
 }
@@ -209,8 +223,13 @@ fn main() {
 }
 
 async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::error::Error>> {
-    let state = dir.join("priv_validator_state.json");
-    state_file::create_new(&state)?;
+    let (state, format) = if args.json_state {
+        ("priv_validator_state.json", state_file::Format::FilePv)
+    } else {
+        ("signer.state", state_file::Format::Slots)
+    };
+    let state = dir.join(state);
+    state_file::write_new(&state, &Default::default(), format)?;
     let guarded = GuardedSigner::open(Identity::generate(), &state)?.with_chain_id(CHAIN);
     let spent = Arc::new(Mutex::new(Vec::with_capacity(args.n + args.warmup)));
     let inner: Box<dyn Signer + Send> = if args.no_persist {
@@ -223,15 +242,21 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
         spent: spent.clone(),
     };
 
+    let signer_id = Identity::generate();
     let listen = if args.unix {
         Address::unix(dir.join("privval.sock"))
+    } else if args.noise {
+        Address::noise(
+            signer_id.public_key().peer_id(),
+            "127.0.0.1:0".parse().expect("an address"),
+        )
     } else {
         Address::tcp("127.0.0.1:0")
     };
     let node = NodeEndpoint::bind(&listen, Identity::generate())
         .await?
         .accept_timeout(Duration::from_secs(30));
-    let endpoint = SignerEndpoint::new(node.address(), Identity::generate());
+    let endpoint = SignerEndpoint::new(node.address(), signer_id);
     let client = SignerClient::new(node);
     let serve = async move {
         let _ = endpoint.run(&mut signer).await;

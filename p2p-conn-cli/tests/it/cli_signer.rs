@@ -365,19 +365,41 @@ impl ScriptedNode {
     }
 
     fn request(&mut self, sum: Sum) -> Sum {
-        self.stream.write_all(&encode(&Message::from(sum))).unwrap();
+        self.try_request(sum)
+            .expect("the signer hung up instead of answering")
+    }
+
+    /// [`Self::request`], or `None` if the connection ends first.
+    fn try_request(&mut self, sum: Sum) -> Option<Sum> {
+        self.stream.write_all(&encode(&Message::from(sum))).ok()?;
         loop {
             if !self.pending.is_empty() {
                 let (used, msg) = self.decoder.feed(&self.pending).unwrap();
                 self.pending.drain(..used);
                 if let Some(msg) = msg {
-                    return msg.sum.expect("a response");
+                    return Some(msg.sum.expect("a response"));
                 }
             }
             let mut buf = [0u8; 4096];
-            let n = self.stream.read(&mut buf).expect("the signer answers");
-            assert!(n > 0, "the signer hung up instead of answering");
+            let n = self.stream.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
             self.pending.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// [`Self::sign`], or `None` if the connection ends first.
+    fn try_sign(&mut self, chain: &str, vote: &Vote) -> Option<Result<Vote, String>> {
+        let mut req = SignVoteRequest::default();
+        req.vote = Some(vote.clone());
+        req.chain_id = chain.into();
+        match self.try_request(Sum::SignVoteRequest(req))? {
+            Sum::SignedVoteResponse(r) => Some(match r.error {
+                None => Ok(r.vote),
+                Some(e) => Err(e.description),
+            }),
+            other => panic!("expected a SignedVoteResponse, got {other:?}"),
         }
     }
 
@@ -854,4 +876,123 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Crash safety: a signer killed (`kill -9`) at a random moment around a
+/// signature (before, during or after its save, before or after the
+/// response left), then a fresh signer on the same state file asked for a
+/// conflicting vote at the same height, round and step. Whenever the
+/// first signature reached the node, the conflict is refused and the
+/// first vote re-served with its signature; when it did not, whatever the
+/// second signer signs, it never signs both blocks. 25 rounds (set
+/// P2P_CONN_SOAK for 400).
+fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
+    let dir = scratch(&format!("signer-kill9-{state_name}"));
+    let (key, _) = validator_key(&dir);
+    let state = dir.join(state_name);
+    let socket = dir.join("privval.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let node = format!("unix://{}", socket.display());
+    let rounds = if std::env::var_os("P2P_CONN_SOAK").is_some() {
+        400
+    } else {
+        25
+    };
+    let mut rng = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1;
+    eprintln!("{state_name}: seed {rng}");
+    let spawn = |create: bool| {
+        let mut args = vec![
+            "signer",
+            "--node",
+            node.as_str(),
+            "--key",
+            key.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--chain-id",
+            CHAIN,
+            "--stats-every",
+            "0",
+        ];
+        if create {
+            args.push("--create-state");
+        }
+        Proc::spawn(Path::new(BIN), &args, Feed::none())
+    };
+    let (mut reached, mut lost, mut second_signed) = (0, 0, 0);
+    for round in 0..rounds {
+        let height = 1 + round as i64;
+        let first = spawn(round == 0);
+        let mut conn = ScriptedNode::accept(&listener);
+        // xorshift: the kill comes 0 to 5 ms after the request is sent.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let delay = Duration::from_micros(rng % 5000);
+        let pid = Pid::from_raw(i32::try_from(first.id()).unwrap());
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            let _ = kill(pid, Signal::SIGKILL);
+        });
+        let got = conn.try_sign(CHAIN, &prevote(height, 1, 1_000));
+        killer.join().unwrap();
+        drop(first.finish_within(LIMIT));
+        drop(conn);
+
+        let second = spawn(false);
+        let mut conn = ScriptedNode::accept(&listener);
+        let conflict = conn
+            .try_sign(CHAIN, &prevote(height, 2, 1_000))
+            .expect("the second signer answers");
+        let again = conn
+            .try_sign(CHAIN, &prevote(height, 1, 1_000))
+            .expect("the second signer answers");
+        match &got {
+            Some(Ok(signed)) => {
+                reached += 1;
+                let why = conflict.expect_err("a conflict after a signature that reached the node");
+                assert!(why.contains("conflict"), "round {round}: {why}");
+                let again = again.expect("the first vote is re-served");
+                assert_eq!(again.signature, signed.signature, "round {round}");
+            }
+            _ => {
+                lost += 1;
+                if conflict.is_ok() {
+                    second_signed += 1;
+                    assert!(again.is_err(), "round {round}: both blocks signed");
+                }
+            }
+        }
+        sigterm(&second);
+        second.finish_within(LIMIT).assert_ok("the second signer");
+        let mark = state_file::load(&state).unwrap();
+        assert_eq!(
+            mark.hrs(),
+            Hrs::new(height, 0, Step::Prevote),
+            "round {round}"
+        );
+    }
+    eprintln!(
+        "{state_name}: {rounds} rounds: the signature reached the node in {reached}, \
+         not in {lost} (the second signer signed the other block in {second_signed})"
+    );
+    assert!(
+        reached > 0,
+        "no round's signature reached the node: no kill came late enough"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_signer_never_signs_a_conflict_slot_file() {
+    a_killed_signer_never_signs_a_conflict("signer.state");
+}
+
+#[test]
+fn a_killed_signer_never_signs_a_conflict_filepv_file() {
+    a_killed_signer_never_signs_a_conflict("priv_validator_state.json");
 }

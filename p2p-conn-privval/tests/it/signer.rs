@@ -728,3 +728,96 @@ fn filepv_files_move_to_us_and_back() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), filepv_state);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// FilePV's own state file (v1.0.1) imported into a slot file and exported
+/// back is byte for byte FilePV's, and a signer on the slot file keeps the
+/// mark across restarts; a running signer's state file cannot be copied.
+#[test]
+fn a_mark_moves_between_filepv_and_a_slot_file_unchanged() {
+    use p2p_conn_privval::convert_state_file;
+    use p2p_conn_privval::state_file::Format;
+    let dir = temp_dir("slots");
+    let filepv = PathBuf::from(FILEPV).join("priv_validator_state.json");
+    let slots = dir.join("signer.state");
+    let back = dir.join("priv_validator_state.json");
+    let imported = convert_state_file(&filepv, &slots, Format::Slots).unwrap();
+    assert_eq!(state_file::format_of(&slots).unwrap(), Format::Slots);
+    assert_eq!(std::fs::metadata(&slots).unwrap().len(), 8192);
+    assert_eq!(state_file::load(&slots).unwrap(), imported);
+    convert_state_file(&slots, &back, Format::FilePv).unwrap();
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(&filepv).unwrap()
+    );
+    // Never over an existing file.
+    assert!(convert_state_file(&filepv, &slots, Format::Slots).is_err());
+
+    // A signer on the slot file: the mark survives a restart, and the file
+    // keeps its size and identity (saved in place).
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&slots);
+    let above = imported.hrs().height + 1;
+    {
+        let mut s = GuardedSigner::open(key(), &slots).unwrap();
+        for h in above..above + 5 {
+            s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, h, 0, 1, h), false)
+                .unwrap();
+        }
+        // Locked while it runs.
+        let copy = dir.join("copy.state");
+        assert!(matches!(
+            convert_state_file(&slots, &copy, Format::Slots),
+            Err(SignerError::StateLocked { .. })
+        ));
+        assert!(!copy.exists());
+    }
+    assert_eq!(inode(&slots), before);
+    assert_eq!(std::fs::metadata(&slots).unwrap().len(), 8192);
+    let mut s = GuardedSigner::open(key(), &slots).unwrap();
+    assert_eq!(s.state().hrs(), Hrs::new(above + 4, 0, Step::Prevote));
+    assert!(matches!(
+        s.sign_vote(
+            CHAIN,
+            vote(signed_msg_type::PREVOTE, above + 4, 0, 2, 1),
+            false
+        ),
+        Err(SignerError::Refused(GuardError::Conflict { .. }))
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A slot file damaged in both slots is refused at open, naming the
+/// problem; one damaged slot falls back to the other.
+#[test]
+fn a_damaged_slot_file_falls_back_or_is_refused() {
+    let dir = temp_dir("slots-damaged");
+    let path = dir.join("signer.state");
+    state_file::write_new(&path, &Default::default(), state_file::Format::Slots).unwrap();
+    {
+        let mut s = GuardedSigner::open(key(), &path).unwrap();
+        s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 3, 0, 1, 3), false)
+            .unwrap();
+        s.sign_vote(CHAIN, vote(signed_msg_type::PREVOTE, 4, 0, 1, 4), false)
+            .unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Save 3 (height 4) is in slot 1: damage it, and height 3 is the mark.
+    bytes[4096 + 20] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(
+        GuardedSigner::open(key(), &path).unwrap().state().hrs(),
+        Hrs::new(3, 0, Step::Prevote)
+    );
+    bytes[20] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    match GuardedSigner::open(key(), &path) {
+        Err(SignerError::State(StateFileError::Invalid { problem, .. })) => {
+            assert!(
+                problem.to_string().contains("neither of its two slots"),
+                "{problem}"
+            )
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,6 +1,15 @@
 //! The signer's state file: the double-sign guard's high-water mark on
-//! disk, in CometBFT's `priv_validator_state.json` format, so that an
-//! operator can move a FilePV state file to p2p-conn and back.
+//! disk, in one of two formats, told apart by their first bytes:
+//! - CometBFT's `priv_validator_state.json` (FilePV's), saved by a new
+//!   file, `fsync`, rename and folder `fsync`: below;
+//! - p2p-conn's slot file (`P2PCPVS1`): two checksummed slots in a file of
+//!   fixed size, saved with one `fdatasync` of one overwritten slot (about
+//!   half the sign latency; [`slots`]).
+//!
+//! [`load`] reads either; [`create_new`] and [`write_new`] make either;
+//! [`load`] then [`write_new`] moves a mark from one format to the other
+//! (`p2p-conn state import` / `export`), so a FilePV state file can come to
+//! p2p-conn and go back.
 //!
 //! # Format
 //! As FilePV writes it (`cmtjson.MarshalIndent(lss, "", "  ")`, v0.38.26
@@ -64,6 +73,8 @@
 //!   rename over a mount point, so nothing is signed).
 //! - Filesystems where rename is not atomic or `flock` is not shared
 //!   between machines (some network mounts).
+
+pub mod slots;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -162,6 +173,25 @@ pub enum StateFileProblem {
     /// Sign bytes are recorded but no signature (FilePV panics on this).
     #[error("signbytes are recorded but no signature")]
     SignBytesWithoutSignature,
+    /// A slot state file of another size than [`slots::FILE_BYTES`].
+    #[error("it is a slot state file of {bytes} bytes, not 8192: it was cut or changed by something else")]
+    SlotFileSize {
+        /// Its size.
+        bytes: usize,
+    },
+    /// Neither slot of a slot state file is whole under its checksum.
+    #[error("neither of its two slots is whole (both fail their checksum): the file was damaged")]
+    NoValidSlot,
+}
+
+/// A state file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// CometBFT's `priv_validator_state.json`, as FilePV writes it.
+    FilePv,
+    /// p2p-conn's slot file ([`slots`]).
+    Slots,
 }
 
 /// Why a state file's path is not the one name of the state file, or no
@@ -315,14 +345,125 @@ pub fn load(path: impl AsRef<Path>) -> Result<SignState, StateFileError> {
             max_bytes: MAX_STATE_FILE_BYTES,
         });
     }
-    let parsed = match std::str::from_utf8(&bytes) {
-        Ok(text) => parse(text),
+    decode(&bytes)
+        .map(|(state, _)| state)
+        .map_err(|problem| StateFileError::Invalid {
+            path: path.to_path_buf(),
+            problem,
+        })
+}
+
+/// A state file's content: the mark, its format, and for a slot file the
+/// save number that wrote it.
+fn decode(bytes: &[u8]) -> Result<(SignState, Option<u64>), StateFileProblem> {
+    if slots::is_slot_file(bytes) {
+        return slots::decode(bytes).map(|(seq, state)| (state, Some(seq)));
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text).map(|s| (s, None)),
         Err(_) => Err(StateFileProblem::NotUtf8),
+    }
+}
+
+/// The format of the state file at `path`.
+pub fn format_of(path: impl AsRef<Path>) -> Result<Format, StateFileError> {
+    let path = path.as_ref();
+    let mut bytes = Vec::new();
+    read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(|source| {
+        StateFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok(if slots::is_slot_file(&bytes) {
+        Format::Slots
+    } else {
+        Format::FilePv
+    })
+}
+
+/// Write `state` as a new state file of `format` at `path`, durably (the
+/// file synced, linked into place, its folder synced), never replacing
+/// anything there (`io::ErrorKind::AlreadyExists` inside
+/// [`StateFileError::Write`]). With [`load`], this moves a mark between
+/// the formats.
+pub fn write_new(
+    path: impl AsRef<Path>,
+    state: &SignState,
+    format: Format,
+) -> Result<(), StateFileError> {
+    let path = path.as_ref();
+    let bytes = match format {
+        Format::FilePv => to_json(state).into_bytes(),
+        Format::Slots => slots::new_file(state).ok_or_else(|| StateFileError::Write {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "sign bytes and signature over 3900 bytes do not fit a slot",
+            ),
+        })?,
     };
-    parsed.map_err(|problem| StateFileError::Invalid {
+    Staged::new(path, &bytes, |f, d| f.write_all(d))
+        .map_err(write_err(path))?
+        .link_new(path)
+        .map_err(write_err(path))?;
+    Ok(())
+}
+
+/// What a signer keeps of its state file between saves.
+#[derive(Debug)]
+pub(crate) enum Store {
+    /// FilePV's format: each save is a new file renamed over it.
+    FilePv,
+    /// A slot file, held open.
+    Slots(slots::SlotFile),
+}
+
+/// [`load`] for a signer: the mark and how to save the next one.
+pub(crate) fn open_store(path: &Path) -> Result<(SignState, Store), StateFileError> {
+    let mut bytes = Vec::new();
+    let read_err = |source| StateFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    if !read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(read_err)? {
+        return Err(StateFileError::TooLarge {
+            path: path.to_path_buf(),
+            max_bytes: MAX_STATE_FILE_BYTES,
+        });
+    }
+    let (state, seq) = decode(&bytes).map_err(|problem| StateFileError::Invalid {
         path: path.to_path_buf(),
         problem,
-    })
+    })?;
+    let store = match seq {
+        None => Store::FilePv,
+        Some(seq) => Store::Slots(slots::SlotFile::open(path, seq).map_err(read_err)?),
+    };
+    Ok((state, store))
+}
+
+/// Save `state` to the state file `store` holds, if `path` is still the
+/// file that `expected` identifies with one name: a new FilePV file renamed
+/// into place, or the next slot and `fdatasync`. The file's identity after.
+pub(crate) fn save_store(
+    path: &Path,
+    store: &mut Store,
+    state: &SignState,
+    expected: FileId,
+) -> Result<FileId, StateFileError> {
+    match store {
+        Store::FilePv => save_over(path, state, expected),
+        Store::Slots(file) => {
+            still_the_file(path, expected)?;
+            let open = file.metadata().map_err(write_err(path))?;
+            if FileId::of(&open) != expected {
+                return Err(path_err(path, StatePathProblem::Replaced));
+            }
+            file.save(state).map_err(write_err(path))?;
+            Ok(expected)
+        }
+    }
 }
 
 /// Replace the state file at `path` with `state`, atomically and durably
@@ -358,6 +499,13 @@ pub(crate) fn save_over(
     expected: FileId,
 ) -> Result<FileId, StateFileError> {
     let staged = stage(path, state)?;
+    still_the_file(path, expected)?;
+    staged.rename_over(path).map_err(write_err(path))
+}
+
+/// Check that `path` is still the one name of the file `expected`
+/// identifies.
+fn still_the_file(path: &Path, expected: FileId) -> Result<(), StateFileError> {
     let problem = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(StatePathProblem::Gone),
         Err(source) => {
@@ -373,10 +521,10 @@ pub(crate) fn save_over(
             names => Some(StatePathProblem::HardLinks { names }),
         },
     };
-    if let Some(problem) = problem {
-        return Err(path_err(path, problem));
+    match problem {
+        Some(problem) => Err(path_err(path, problem)),
+        None => Ok(()),
     }
-    staged.rename_over(path).map_err(write_err(path))
 }
 
 /// Check that `path` is the one name of a regular file that is not a
