@@ -27,6 +27,7 @@ mod probe;
 mod profile;
 mod resources;
 mod signer;
+mod signer_metrics;
 mod stdio;
 mod wall_clock;
 

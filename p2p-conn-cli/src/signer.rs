@@ -43,6 +43,7 @@ use serde_json::{json, Value};
 
 use crate::conn;
 use crate::error::CliError;
+use crate::signer_metrics::{self, Change, SignWatch};
 use crate::wall_clock;
 
 #[derive(clap::Args)]
@@ -104,6 +105,16 @@ pub struct SignerArgs {
     /// the first three failed dials, which are each told)
     #[arg(long, default_value_t = 30.0)]
     disconnected_every: f64,
+    /// Serve Prometheus metrics at http://ADDR/metrics: requests, errors
+    /// and latency per node and request kind, connects and reconnects per
+    /// node, and the median of the last 50 signatures
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Warn (and set the p2p_conn_signer_sign_slow metric) when the median
+    /// latency of the last 50 signatures, every node's, passes this many
+    /// milliseconds, and say when it comes back under
+    #[arg(long, default_value_t = 10.0)]
+    slow_sign_ms: f64,
 }
 
 /// What the last successful signature was, for `--json`'s `served` events
@@ -268,6 +279,8 @@ struct Reporter {
     outage: Option<Outage>,
     /// Our libp2p peer ID, on `noise://`.
     noise_self: Option<String>,
+    /// The slow-signing watch, every node's.
+    watch: Arc<SignWatch>,
     /// Requests served on the current connection.
     served_here: u64,
 }
@@ -279,8 +292,10 @@ impl Reporter {
         address: String,
         every: Duration,
         noise_self: Option<String>,
+        watch: Arc<SignWatch>,
     ) -> Reporter {
         Reporter {
+            watch,
             out,
             slot,
             address,
@@ -374,6 +389,14 @@ impl Reporter {
                 error,
             } => {
                 self.served_here += 1;
+                // Told after this request's own line.
+                let change = if error.is_none()
+                    && matches!(kind, RequestKind::SignVote | RequestKind::SignProposal)
+                {
+                    self.watch.push(*latency)
+                } else {
+                    None
+                };
                 let signed = self
                     .slot
                     .lock()
@@ -407,12 +430,49 @@ impl Reporter {
                     };
                     out.text(&format!("refused or failed: {what}: {error}"));
                 }
+                if let Some(change) = change {
+                    self.tell_slow(change);
+                }
             }
             other => {
                 if out.json {
                     out.json("other", json!({ "detail": format!("{other:?}") }));
                 }
             }
+        }
+    }
+
+    /// Say that the median of the last signatures crossed the threshold.
+    fn tell_slow(&self, change: Change) {
+        let threshold = self.watch.threshold();
+        let (event, median) = match change {
+            Change::Slow(m) => ("slow_signing", m),
+            Change::Recovered(m) => ("signing_recovered", m),
+        };
+        if self.out.json {
+            self.out.json(
+                event,
+                json!({
+                    "median_ms": ms(median),
+                    "threshold_ms": ms(threshold),
+                    "window": signer_metrics::WINDOW,
+                }),
+            );
+        } else if matches!(change, Change::Slow(_)) {
+            self.out.text(&format!(
+                "warning: the median of the last {} signatures is {:.2} ms, above {:.2} ms \
+                 (--slow-sign-ms): check the state file's disk and this host's load",
+                signer_metrics::WINDOW,
+                median.as_secs_f64() * 1e3,
+                threshold.as_secs_f64() * 1e3
+            ));
+        } else {
+            self.out.text(&format!(
+                "the median of the last {} signatures is back to {:.2} ms, under {:.2} ms",
+                signer_metrics::WINDOW,
+                median.as_secs_f64() * 1e3,
+                threshold.as_secs_f64() * 1e3
+            ));
         }
     }
 
@@ -631,6 +691,8 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         Some(conn::seconds("--stats-every", args.stats_every)?)
     };
     let disconnected_every = conn::seconds("--disconnected-every", args.disconnected_every)?;
+    let slow_sign = conn::seconds("--slow-sign-ms", args.slow_sign_ms / 1e3)
+        .map_err(|_| CliError::usage("--slow-sign-ms must be a positive number of milliseconds"))?;
     if args.node_id.is_some() && addresses.len() > 1 {
         return Err(CliError::usage(
             "--node-id with several --node: pin each node in its own address, tcp://ID@HOST:PORT",
@@ -668,6 +730,15 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
              (`p2p-conn keygen --out FILE` makes one, `p2p-conn id --libp2p --key FILE` prints its ID)",
         ));
     }
+    // Taken before anything is created or served: a busy port stops the
+    // start.
+    let metrics =
+        match args.metrics {
+            Some(addr) => Some(signer_metrics::bind(addr).map_err(|e| {
+                CliError::usage(format!("--metrics {addr}: cannot listen there: {e}"))
+            })?),
+            None => None,
+        };
     // Every file is read before `--create-state` may write one.
     let key = load_validator_key(&args.key)?;
     let identity = match &args.identity {
@@ -723,6 +794,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     // One guard and one state file for every node: each endpoint serves
     // through its own clone, one request at a time across all.
     let shared = SharedSigner::new(signer);
+    let watch = SignWatch::new(slow_sign);
     let many = addresses.len() > 1;
     let mut nodes = Vec::new();
     for ((address, node_id), shown) in addresses.into_iter().zip(node_ids).zip(&shown) {
@@ -747,6 +819,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             shown.clone(),
             disconnected_every,
             noise_self,
+            watch.clone(),
         );
         let endpoint = endpoint.on_event(move |e| reporter.report(e));
         let stats = endpoint.stats();
@@ -770,6 +843,15 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             Err(e) => return Err(CliError::Io(e)),
         };
         let mut serving = tokio::task::JoinSet::new();
+        if let Some(listener) = metrics {
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(CliError::Io)?;
+            let named = shown
+                .iter()
+                .zip(&views)
+                .map(|(name, (stats, _))| (stats.clone(), name.clone()))
+                .collect();
+            tokio::spawn(signer_metrics::serve(listener, named, watch.clone()));
+        }
         for (endpoint, mut signer, _, _) in nodes {
             serving.spawn(async move { endpoint.run(&mut signer).await });
         }

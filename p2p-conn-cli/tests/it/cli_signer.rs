@@ -996,3 +996,93 @@ fn a_killed_signer_never_signs_a_conflict_slot_file() {
 fn a_killed_signer_never_signs_a_conflict_filepv_file() {
     a_killed_signer_never_signs_a_conflict("priv_validator_state.json");
 }
+
+/// `--metrics`: Prometheus text with every request counted per node and
+/// kind, the latency quantiles and the slow-signing watch; with a
+/// threshold no disk meets (`--slow-sign-ms 0.001`), the 50th signature
+/// brings one `slow_signing` event and the metric to 1.
+#[test]
+fn metrics_count_requests_and_watch_the_median_sign() {
+    let dir = scratch("signer-metrics");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("signer.state");
+    let socket = dir.join("privval.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let node = format!("unix://{}", socket.display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    let args = [
+        "signer",
+        "--node",
+        node.as_str(),
+        "--key",
+        key.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+        "--json",
+        "--stats-every",
+        "0",
+        "--metrics",
+        metrics.as_str(),
+        "--slow-sign-ms",
+        "0.001",
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let mut conn = ScriptedNode::accept(&listener);
+    for h in 1..=55 {
+        conn.sign(CHAIN, &prevote(h, 1, h)).expect("signed");
+    }
+    conn.sign(CHAIN, &prevote(55, 2, 55))
+        .expect_err("a conflict");
+    let get = |path: &str| {
+        let mut tcp = std::net::TcpStream::connect(&metrics).unwrap();
+        write!(tcp, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).unwrap();
+        text
+    };
+    let text = get("/metrics");
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    for line in [
+        format!("p2p_conn_signer_requests_total{{node=\"{node}\",kind=\"vote\"}} 56"),
+        format!("p2p_conn_signer_request_errors_total{{node=\"{node}\",kind=\"vote\"}} 1"),
+        format!("p2p_conn_signer_connects_total{{node=\"{node}\"}} 1"),
+        format!("p2p_conn_signer_connected{{node=\"{node}\"}} 1"),
+        "p2p_conn_signer_sign_slow 1".to_string(),
+        "p2p_conn_signer_sign_slow_episodes_total 1".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        text.contains(&format!(
+            "p2p_conn_signer_request_latency_seconds{{node=\"{node}\",kind=\"vote\",quantile=\"0.99\"}}"
+        )),
+        "{text}"
+    );
+    assert!(get("/other").starts_with("HTTP/1.1 404"));
+    sigterm(&signer);
+    let out = signer.finish_within(LIMIT);
+    out.assert_ok("the signer");
+    let events = json_events(&out);
+    assert_eq!(count(&events, "slow_signing"), 1);
+    let slow = events
+        .iter()
+        .find(|e| e["event"] == "slow_signing")
+        .unwrap();
+    assert_eq!(slow["window"], 50, "{slow}");
+    // Told at the 50th signature, not before.
+    let served_before = events
+        .iter()
+        .take_while(|e| e["event"] != "slow_signing")
+        .filter(|e| e["event"] == "served")
+        .count();
+    assert_eq!(served_before, 50);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

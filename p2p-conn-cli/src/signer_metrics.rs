@@ -1,0 +1,355 @@
+//! `p2p-conn signer --metrics ADDR`: the signer's figures in Prometheus's
+//! text format, over a plain HTTP/1.1 responder (GET /metrics, one
+//! response per connection), and the slow-signing watch: the median of
+//! the last 50 signatures against a threshold (celestia-core warns at
+//! 10 ms), told once when it goes above and once when it comes back.
+//!
+//! Everything comes from what the signer keeps anyway: each node's
+//! [`StatsHandle`] and the latency of each signature served. Nothing here
+//! touches the signing path beyond one lock to push a latency.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use p2p_conn_privval::endpoint::{RequestKind, StatsHandle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Signatures the median is taken over (celestia-core's window).
+pub const WINDOW: usize = 50;
+
+/// The last [`WINDOW`] signatures' latencies across every node, and
+/// whether their median is above the threshold now.
+#[derive(Debug)]
+pub struct SignWatch {
+    threshold: Duration,
+    inner: Mutex<Watch>,
+}
+
+#[derive(Debug, Default)]
+struct Watch {
+    last: VecDeque<Duration>,
+    slow: bool,
+    /// Times the median went above the threshold.
+    episodes: u64,
+}
+
+/// A change of the slow-signing state, to report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    /// The median went above the threshold.
+    Slow(Duration),
+    /// It came back under.
+    Recovered(Duration),
+}
+
+impl SignWatch {
+    pub fn new(threshold: Duration) -> Arc<SignWatch> {
+        Arc::new(SignWatch {
+            threshold,
+            inner: Mutex::default(),
+        })
+    }
+
+    pub fn threshold(&self) -> Duration {
+        self.threshold
+    }
+
+    /// Take in one signature's latency: a change to report, if the median
+    /// of a full window crossed the threshold.
+    pub fn push(&self, latency: Duration) -> Option<Change> {
+        let mut w = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if w.last.len() == WINDOW {
+            w.last.pop_front();
+        }
+        w.last.push_back(latency);
+        let median = median(&w.last)?;
+        if w.last.len() < WINDOW {
+            return None;
+        }
+        match (w.slow, median > self.threshold) {
+            (false, true) => {
+                w.slow = true;
+                w.episodes += 1;
+                Some(Change::Slow(median))
+            }
+            (true, false) => {
+                w.slow = false;
+                Some(Change::Recovered(median))
+            }
+            _ => None,
+        }
+    }
+
+    /// The median now, whether it is above the threshold, and how often it
+    /// went above.
+    fn read(&self) -> (Option<Duration>, bool, u64) {
+        let w = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (median(&w.last), w.slow, w.episodes)
+    }
+}
+
+/// The median (the upper one of an even count).
+fn median(xs: &VecDeque<Duration>) -> Option<Duration> {
+    let mut v: Vec<Duration> = xs.iter().copied().collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
+}
+
+/// The Prometheus text of every node's stats and the watch.
+pub fn render(nodes: &[(StatsHandle, String)], watch: &SignWatch) -> String {
+    let mut out = String::new();
+    let header = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+    };
+    let snaps: Vec<_> = nodes.iter().map(|(s, n)| (s.snapshot(), n)).collect();
+    header(
+        &mut out,
+        "p2p_conn_signer_requests_total",
+        "counter",
+        "Requests served, by node and kind.",
+    );
+    for (s, node) in &snaps {
+        for k in s
+            .kinds
+            .iter()
+            .filter(|k| k.kind != RequestKind::Other || k.count > 0)
+        {
+            let _ = writeln!(
+                out,
+                "p2p_conn_signer_requests_total{{node=\"{}\",kind=\"{}\"}} {}",
+                escape(node),
+                k.kind.name(),
+                k.count
+            );
+        }
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_request_errors_total",
+        "counter",
+        "Requests refused, failed or not answered, by node and kind.",
+    );
+    for (s, node) in &snaps {
+        for k in s
+            .kinds
+            .iter()
+            .filter(|k| k.kind != RequestKind::Other || k.count > 0)
+        {
+            let _ = writeln!(
+                out,
+                "p2p_conn_signer_request_errors_total{{node=\"{}\",kind=\"{}\"}} {}",
+                escape(node),
+                k.kind.name(),
+                k.errors
+            );
+        }
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_request_latency_seconds",
+        "summary",
+        "From a request's last byte read to its response written (the state file's sync included), by node and kind; quantiles within 3%.",
+    );
+    for (s, node) in &snaps {
+        for k in s.kinds.iter().filter(|k| k.count > 0) {
+            for (q, v) in [("0.5", k.p50), ("0.99", k.p99)] {
+                if let Some(v) = v {
+                    let _ = writeln!(
+                        out,
+                        "p2p_conn_signer_request_latency_seconds{{node=\"{}\",kind=\"{}\",quantile=\"{q}\"}} {}",
+                        escape(node),
+                        k.kind.name(),
+                        v.as_secs_f64()
+                    );
+                }
+            }
+        }
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_connects_total",
+        "counter",
+        "Connections established, by node.",
+    );
+    for (s, node) in &snaps {
+        let _ = writeln!(
+            out,
+            "p2p_conn_signer_connects_total{{node=\"{}\"}} {}",
+            escape(node),
+            s.connects
+        );
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_reconnects_total",
+        "counter",
+        "Connections established after the first, by node.",
+    );
+    for (s, node) in &snaps {
+        let _ = writeln!(
+            out,
+            "p2p_conn_signer_reconnects_total{{node=\"{}\"}} {}",
+            escape(node),
+            s.connects.saturating_sub(1)
+        );
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_connected",
+        "gauge",
+        "1 while the node is connected.",
+    );
+    for (s, node) in &snaps {
+        let _ = writeln!(
+            out,
+            "p2p_conn_signer_connected{{node=\"{}\"}} {}",
+            escape(node),
+            u8::from(s.connects > s.disconnects)
+        );
+    }
+    let (median, slow, episodes) = watch.read();
+    header(
+        &mut out,
+        "p2p_conn_signer_sign_median_seconds",
+        "gauge",
+        "The median latency of the last 50 signatures, every node's.",
+    );
+    if let Some(m) = median {
+        let _ = writeln!(
+            out,
+            "p2p_conn_signer_sign_median_seconds {}",
+            m.as_secs_f64()
+        );
+    }
+    header(
+        &mut out,
+        "p2p_conn_signer_sign_slow",
+        "gauge",
+        "1 while the median of the last 50 signatures is above --slow-sign-ms.",
+    );
+    let _ = writeln!(out, "p2p_conn_signer_sign_slow {}", u8::from(slow));
+    header(
+        &mut out,
+        "p2p_conn_signer_sign_slow_episodes_total",
+        "counter",
+        "Times the median of the last 50 signatures went above --slow-sign-ms.",
+    );
+    let _ = writeln!(out, "p2p_conn_signer_sign_slow_episodes_total {episodes}");
+    header(
+        &mut out,
+        "p2p_conn_signer_sign_slow_threshold_seconds",
+        "gauge",
+        "--slow-sign-ms.",
+    );
+    let _ = writeln!(
+        out,
+        "p2p_conn_signer_sign_slow_threshold_seconds {}",
+        watch.threshold.as_secs_f64()
+    );
+    out
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Serve GET /metrics on `listener` until dropped: one response per
+/// connection, requests read up to 8 KiB within 5 s.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    nodes: Vec<(StatsHandle, String)>,
+    watch: Arc<SignWatch>,
+) {
+    let nodes = Arc::new(nodes);
+    loop {
+        let Ok((mut conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let (nodes, watch) = (nodes.clone(), watch.clone());
+        tokio::spawn(async move {
+            let mut req = Vec::with_capacity(512);
+            let read = async {
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+                    let n = conn.read(&mut buf).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                }
+                Ok::<_, std::io::Error>(())
+            };
+            if tokio::time::timeout(Duration::from_secs(5), read)
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let line = req.split(|&b| b == b'\n').next().unwrap_or_default();
+            let line = String::from_utf8_lossy(line);
+            let mut parts = line.split_whitespace();
+            let (status, body) = match (parts.next(), parts.next()) {
+                (Some("GET"), Some("/metrics")) => ("200 OK", render(&nodes, &watch)),
+                (Some("GET"), Some(_)) => ("404 Not Found", "GET /metrics\n".to_string()),
+                _ => ("405 Method Not Allowed", "GET /metrics\n".to_string()),
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes()).await;
+            let _ = conn.write_all(body.as_bytes()).await;
+            let _ = conn.shutdown().await;
+        });
+    }
+}
+
+/// Bind `addr` for [`serve`] (called before anything is served, so a
+/// taken port stops the signer at start).
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_a_full_window_crosses_once_each_way() {
+        let w = SignWatch::new(Duration::from_millis(10));
+        let ms = Duration::from_millis;
+        for _ in 0..WINDOW - 1 {
+            assert_eq!(w.push(ms(30)), None, "not a full window yet");
+        }
+        assert_eq!(w.push(ms(30)), Some(Change::Slow(ms(30))));
+        assert_eq!(w.push(ms(30)), None, "told once");
+        // 26 fast ones make the median fast.
+        let mut changes = Vec::new();
+        for _ in 0..26 {
+            changes.extend(w.push(ms(1)));
+        }
+        assert_eq!(changes, vec![Change::Recovered(ms(1))]);
+        assert_eq!(w.read(), (Some(ms(1)), false, 1));
+    }
+
+    #[test]
+    fn the_text_names_every_node_and_kind() {
+        let a = StatsHandle::default();
+        let w = SignWatch::new(Duration::from_millis(10));
+        let text = render(&[(a, "tcp://127.0.0.1:1".into())], &w);
+        assert!(text.contains(
+            "p2p_conn_signer_requests_total{node=\"tcp://127.0.0.1:1\",kind=\"vote\"} 0"
+        ));
+        assert!(text.contains("p2p_conn_signer_sign_slow 0"));
+        assert!(!text.contains("kind=\"other\""));
+    }
+}
