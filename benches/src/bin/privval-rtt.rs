@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json]
-//!             [--signer-thread] [--no-persist]             (default 2000, 200, slots)
+//!             [--signer-thread | --split] [--no-persist]   (default 2000, 200, slots)
 //! ```
 //!
 //! By default both endpoints run on one multi-thread runtime (two
@@ -17,7 +17,9 @@
 //! current-thread runtime of its own, on a dedicated thread, as the
 //! endpoint module's docs suggest for a signer that blocks (this one syncs
 //! its state file): the node side's tasks then never share a worker with
-//! a blocked `fsync`. With `--no-persist` the signer signs the vote's sign
+//! a blocked `fsync`. With `--split` each side has a current-thread
+//! runtime on a thread of its own, as two processes would. With
+//! `--no-persist` the signer signs the vote's sign
 //! bytes with the same key but keeps no state (no guard, no file): an
 //! experiment that takes the file system out of the measurement, never a
 //! way to run a validator.
@@ -151,6 +153,7 @@ struct Args {
     noise: bool,
     json_state: bool,
     signer_thread: bool,
+    split: bool,
     no_persist: bool,
 }
 
@@ -162,6 +165,7 @@ fn parse_args() -> Args {
         noise: false,
         json_state: false,
         signer_thread: false,
+        split: false,
         no_persist: false,
     };
     let mut it = std::env::args().skip(1);
@@ -182,6 +186,10 @@ fn parse_args() -> Args {
                 other => usage(&format!("--state slots|json, not {other:?}")),
             },
             "--signer-thread" => args.signer_thread = true,
+            "--split" => {
+                args.split = true;
+                args.signer_thread = true;
+            }
             "--no-persist" => args.no_persist = true,
             other => usage(&format!("unknown argument {other:?}")),
         }
@@ -194,7 +202,7 @@ fn parse_args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread] [--no-persist]"
+        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread | --split] [--no-persist]"
     );
     std::process::exit(2);
 }
@@ -206,11 +214,17 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("temporary folder");
     // Multi-thread, as the endpoint docs ask of a signer that syncs files
     // on its task; two workers, like GOMAXPROCS on this machine's 2 cores.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = if args.split {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    }
+    .expect("tokio runtime");
     let result = rt.block_on(run(&args, &dir));
     let _ = std::fs::remove_dir_all(&dir);
     match result {

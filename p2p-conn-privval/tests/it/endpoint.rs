@@ -428,3 +428,130 @@ async fn node_side_times_out() {
     assert_eq!((s.connects, s.disconnects), (1, 1), "{s}");
     mute.abort();
 }
+
+/// `noise://` against hostile nodes over real sockets: a handshake length
+/// over the limit, a node with another identity, a node that stalls the
+/// handshake, and one that sends garbage after it. Each ends in a typed
+/// error within its bound and the signer dials again; then a genuine node
+/// is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_noise_nodes_get_typed_errors_and_the_signer_redials() {
+    use p2p_conn::noise::{self, Role};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let node_key = Identity::generate();
+    let addr = Address::noise(
+        node_key.public_key().peer_id(),
+        listener.local_addr().unwrap(),
+    );
+    let (stats, events, task) = spawn_signer(addr, signer_in(&temp_dir("hostile-noise")), |e| e);
+    let started = Instant::now();
+    let failures = |events: &Events| -> Vec<String> {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                SignerEvent::ConnectFailed { error, .. } => Some(error.clone()),
+                SignerEvent::Disconnected { reason } => Some(reason.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+
+    // 1. A length of 65535 for message 2: refused before its body.
+    let (mut tcp, _) = listener.accept().await.unwrap();
+    let mut msg1 = [0u8; 34];
+    tcp.read_exact(&mut msg1).await.unwrap();
+    assert_eq!(&msg1[..2], &[0, 32], "message 1 is an ephemeral key");
+    tcp.write_all(&[0xff, 0xff]).await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tcp.read_to_end(&mut rest).await;
+    assert!(rest.is_empty(), "the signer sent more after refusing");
+
+    // 2. A node that proves another identity: refused at message 2, before
+    // the signer reveals its own.
+    let (tcp, _) = listener.accept().await.unwrap();
+    let impostor = Identity::generate();
+    let r = noise::handshake(
+        tcp,
+        Role::Responder,
+        &impostor,
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(
+        r.is_err(),
+        "the signer finished a handshake with an impostor"
+    );
+
+    // 3. A node that accepts and says nothing: the handshake times out.
+    let (stalled, _) = listener.accept().await.unwrap();
+    let stall_start = Instant::now();
+    let (tcp, _) = listener.accept().await.unwrap();
+    let stalled_for = stall_start.elapsed();
+    drop(stalled);
+    assert!(
+        stalled_for >= Duration::from_secs(4) && stalled_for < Duration::from_secs(8),
+        "the stalled handshake took {stalled_for:?}"
+    );
+
+    // 4. A genuine handshake, then garbage where a frame belongs.
+    let stream = noise::handshake(
+        tcp,
+        Role::Responder,
+        &node_key,
+        None,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    stream.get_ref().writable().await.unwrap();
+    stream
+        .get_ref()
+        .try_write(&[0, 40, 1, 2, 3, 4, 5, 6, 7, 8])
+        .unwrap();
+    let mut garbage = [0u8; 34];
+    garbage[..2].copy_from_slice(&[0, 32]);
+    stream.get_ref().try_write(&garbage[2..]).unwrap();
+
+    // 5. A genuine node, served.
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut stream = noise::handshake(
+        tcp,
+        Role::Responder,
+        &node_key,
+        None,
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        stream.remote_peer(),
+        Identity::from_seed(&[3; 32]).public_key().peer_id()
+    );
+    stream
+        .write_all(&encode(&Message::from(Sum::PingRequest(
+            PingRequest::default(),
+        ))))
+        .await
+        .unwrap();
+    stream.flush().await.unwrap();
+    let mut pong = [0u8; 3];
+    stream.read_exact(&mut pong).await.unwrap();
+    assert_eq!(pong, [2, 0x42, 0]);
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    let seen = failures(&events);
+    let has = |needle: &str| seen.iter().any(|e| e.contains(needle));
+    assert!(has("handshake message of 65535 bytes"), "{seen:?}");
+    assert!(has("expected peer"), "{seen:?}");
+    assert!(has("did not finish within"), "{seen:?}");
+    assert!(has("failed authentication"), "{seen:?}");
+    assert_eq!(
+        stats.snapshot().connects,
+        2,
+        "the garbage node's and the genuine one"
+    );
+    task.abort();
+}
