@@ -212,3 +212,54 @@ fn a_replayed_frame_fails() {
     open.open(&mut wire).unwrap().unwrap();
     assert!(matches!(open.open(&mut again), Err(NoiseError::Decrypt)));
 }
+
+/// A responder of our own making whose handshake is genuine Noise but whose
+/// payload lies: a signature over another static key, or an identity of
+/// another key type. The initiator refuses each at message 2, with the
+/// error that names it, and has revealed nothing of itself.
+#[test]
+fn a_lying_payload_is_refused_by_name() {
+    use super::crypto::Resolver;
+    let (a, b) = ids();
+    let secp_payload = {
+        let mut p = vec![0x0a, 37, 0x08, 0x02, 0x12, 33];
+        p.extend_from_slice(&[2; 33]);
+        p.extend_from_slice(&[0x12, 64]);
+        p.extend_from_slice(&[0; 64]);
+        p
+    };
+    for (case, lie) in [
+        (
+            "a signature over another key",
+            payload::encode(&b, &[0x55; 32]),
+        ),
+        ("a secp256k1 identity", secp_payload),
+    ] {
+        let mut i = Handshake::new(Role::Initiator, &a, None, &mut rng(1)).unwrap();
+        let secret = [0x42u8; 32];
+        let mut r = snow::Builder::with_resolver(
+            "Noise_XX_25519_ChaChaPoly_SHA256".parse().unwrap(),
+            Box::new(Resolver::new(
+                crate::Backend::default(),
+                zeroize::Zeroizing::new([0x43; 32]),
+            )),
+        )
+        .local_private_key(&secret)
+        .unwrap()
+        .build_responder()
+        .unwrap();
+        let m1 = i.take_output();
+        let mut buf = vec![0u8; 4096];
+        r.read_message(&m1[2..], &mut buf).unwrap();
+        let n = r.write_message(&lie, &mut buf).unwrap();
+        let mut m2 = (n as u16).to_be_bytes().to_vec();
+        m2.extend_from_slice(&buf[..n]);
+        let err = i.read(&m2).unwrap_err();
+        match case {
+            "a secp256k1 identity" => assert!(matches!(err, NoiseError::KeyType(2)), "{err}"),
+            _ => assert!(matches!(err, NoiseError::BadSignature), "{case}: {err}"),
+        }
+        assert!(i.take_output().is_empty(), "{case}: the initiator answered");
+        assert!(i.remote_peer().is_none());
+    }
+}
