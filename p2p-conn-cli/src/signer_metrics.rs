@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use p2p_conn_privval::endpoint::{RequestKind, StatsHandle};
+use p2p_conn_privval::endpoint::{EndpointStats, KindStats, RequestKind, StatsHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Signatures the median is taken over (celestia-core's window).
@@ -98,157 +98,139 @@ fn median(xs: &VecDeque<Duration>) -> Option<Duration> {
     v.get(v.len() / 2).copied()
 }
 
+/// One metric family: its header and one line per `(labels, value)`.
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (String, String)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in rows {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
 /// The Prometheus text of every node's stats and the watch.
 pub fn render(nodes: &[(StatsHandle, String)], watch: &SignWatch) -> String {
+    let snaps: Vec<_> = nodes
+        .iter()
+        .map(|(s, n)| (s.snapshot(), escape(n)))
+        .collect();
     let mut out = String::new();
-    let header = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+    // Per node and kind (`other` only once seen).
+    let per_kind = |value: &dyn Fn(&KindStats) -> u64| {
+        snaps
+            .iter()
+            .flat_map(|(s, node)| {
+                s.kinds
+                    .iter()
+                    .filter(|k| k.kind != RequestKind::Other || k.count > 0)
+                    .map(move |k| {
+                        (
+                            format!("node=\"{node}\",kind=\"{}\"", k.kind.name()),
+                            value(k).to_string(),
+                        )
+                    })
+            })
+            .collect::<Vec<_>>()
     };
-    let snaps: Vec<_> = nodes.iter().map(|(s, n)| (s.snapshot(), n)).collect();
-    header(
+    let per_node = |value: &dyn Fn(&EndpointStats) -> u64| {
+        snaps
+            .iter()
+            .map(|(s, node)| (format!("node=\"{node}\""), value(s).to_string()))
+            .collect::<Vec<_>>()
+    };
+    family(
         &mut out,
         "p2p_conn_signer_requests_total",
         "counter",
         "Requests served, by node and kind.",
+        per_kind(&|k| k.count),
     );
-    for (s, node) in &snaps {
-        for k in s
-            .kinds
-            .iter()
-            .filter(|k| k.kind != RequestKind::Other || k.count > 0)
-        {
-            let _ = writeln!(
-                out,
-                "p2p_conn_signer_requests_total{{node=\"{}\",kind=\"{}\"}} {}",
-                escape(node),
-                k.kind.name(),
-                k.count
-            );
-        }
-    }
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_request_errors_total",
         "counter",
         "Requests refused, failed or not answered, by node and kind.",
+        per_kind(&|k| k.errors),
     );
-    for (s, node) in &snaps {
-        for k in s
-            .kinds
-            .iter()
-            .filter(|k| k.kind != RequestKind::Other || k.count > 0)
-        {
-            let _ = writeln!(
-                out,
-                "p2p_conn_signer_request_errors_total{{node=\"{}\",kind=\"{}\"}} {}",
-                escape(node),
-                k.kind.name(),
-                k.errors
-            );
-        }
-    }
-    header(
+    let quantiles = snaps.iter().flat_map(|(s, node)| {
+        s.kinds.iter().filter(|k| k.count > 0).flat_map(move |k| {
+            [("0.5", k.p50), ("0.99", k.p99)]
+                .into_iter()
+                .filter_map(move |(q, v)| {
+                    let labels = format!(
+                        "node=\"{node}\",kind=\"{}\",quantile=\"{q}\"",
+                        k.kind.name()
+                    );
+                    v.map(|v| (labels, v.as_secs_f64().to_string()))
+                })
+        })
+    });
+    family(
         &mut out,
         "p2p_conn_signer_request_latency_seconds",
         "summary",
         "From a request's last byte read to its response written (the state file's sync included), by node and kind; quantiles within 3%.",
+        quantiles,
     );
-    for (s, node) in &snaps {
-        for k in s.kinds.iter().filter(|k| k.count > 0) {
-            for (q, v) in [("0.5", k.p50), ("0.99", k.p99)] {
-                if let Some(v) = v {
-                    let _ = writeln!(
-                        out,
-                        "p2p_conn_signer_request_latency_seconds{{node=\"{}\",kind=\"{}\",quantile=\"{q}\"}} {}",
-                        escape(node),
-                        k.kind.name(),
-                        v.as_secs_f64()
-                    );
-                }
-            }
-        }
-    }
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_connects_total",
         "counter",
         "Connections established, by node.",
+        per_node(&|s| s.connects),
     );
-    for (s, node) in &snaps {
-        let _ = writeln!(
-            out,
-            "p2p_conn_signer_connects_total{{node=\"{}\"}} {}",
-            escape(node),
-            s.connects
-        );
-    }
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_reconnects_total",
         "counter",
         "Connections established after the first, by node.",
+        per_node(&|s| s.connects.saturating_sub(1)),
     );
-    for (s, node) in &snaps {
-        let _ = writeln!(
-            out,
-            "p2p_conn_signer_reconnects_total{{node=\"{}\"}} {}",
-            escape(node),
-            s.connects.saturating_sub(1)
-        );
-    }
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_connected",
         "gauge",
         "1 while the node is connected.",
+        per_node(&|s| u64::from(s.connects > s.disconnects)),
     );
-    for (s, node) in &snaps {
-        let _ = writeln!(
-            out,
-            "p2p_conn_signer_connected{{node=\"{}\"}} {}",
-            escape(node),
-            u8::from(s.connects > s.disconnects)
-        );
-    }
     let (median, slow, episodes) = watch.read();
-    header(
+    let one = |v: String| [(String::new(), v)];
+    family(
         &mut out,
         "p2p_conn_signer_sign_median_seconds",
         "gauge",
         "The median latency of the last 50 signatures, every node's.",
+        median.map(|m| (String::new(), m.as_secs_f64().to_string())),
     );
-    if let Some(m) = median {
-        let _ = writeln!(
-            out,
-            "p2p_conn_signer_sign_median_seconds {}",
-            m.as_secs_f64()
-        );
-    }
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_sign_slow",
         "gauge",
         "1 while the median of the last 50 signatures is above --slow-sign-ms.",
+        one(u8::from(slow).to_string()),
     );
-    let _ = writeln!(out, "p2p_conn_signer_sign_slow {}", u8::from(slow));
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_sign_slow_episodes_total",
         "counter",
         "Times the median of the last 50 signatures went above --slow-sign-ms.",
+        one(episodes.to_string()),
     );
-    let _ = writeln!(out, "p2p_conn_signer_sign_slow_episodes_total {episodes}");
-    header(
+    family(
         &mut out,
         "p2p_conn_signer_sign_slow_threshold_seconds",
         "gauge",
         "--slow-sign-ms.",
-    );
-    let _ = writeln!(
-        out,
-        "p2p_conn_signer_sign_slow_threshold_seconds {}",
-        watch.threshold.as_secs_f64()
+        one(watch.threshold.as_secs_f64().to_string()),
     );
     out
 }
