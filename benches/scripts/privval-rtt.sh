@@ -16,7 +16,9 @@
 # priv_validator_state.json (a new file, fsync, rename, folder fsync), and
 # over tcp:// with `--no-persist` (the same key and endpoints, but no guard
 # and no state file: the transport without the file system; not a
-# validator). With --unix every row runs over a Unix socket (plaintext)
+# validator), and "go v0.40.0 + p2p-conn": CometBFT's node side and
+# p2p-conn's signer in two processes over tcp://, what a CometBFT node sees
+# of this signer. With --unix every row runs over a Unix socket (plaintext)
 # instead, without the noise rows. Every run prints, per request: the round
 # trip (the SignerClient's sign-vote call, request sent to response
 # decoded), the time inside the signer (a timing wrapper around the FilePV
@@ -52,6 +54,36 @@ go_run() { # LABEL VERSION ARGS...
   shift 2
   printf '%s\t%s\n' "$("$tmp/peer-$v" privval-bench -n "$n" "$@")" "$label" >>"$out"
 }
+# CometBFT's node side (privval-bench -external) with p2p-conn's signer
+# (privval-rtt --serve) in two processes: what a CometBFT node sees of this
+# signer. The node times each round trip, the signer each signature; the
+# two lists pair by index into the same JSON line as the other rows.
+mixed_run() { # LABEL ARGS...
+  local label="$1"
+  shift
+  "$tmp/peer-v0.40.0" privval-bench -n "$n" -external "$@" >"$tmp/node.out" 2>"$tmp/node.err" &
+  local node=$! addr=""
+  for _ in $(seq 200); do
+    addr=$(sed -n 's/^listening //p' "$tmp/node.err")
+    [ -n "$addr" ] && break
+    sleep 0.05
+  done
+  "$rust" --serve "$addr" --n "$n" >"$tmp/signer.out"
+  wait "$node"
+  python3 - "$tmp/node.out" "$tmp/signer.out" "$label" >>"$out" <<'EOF'
+import json, sys
+node = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+signer = json.loads(open(sys.argv[2]).read())
+def pct(xs, q):
+    s = sorted(xs)
+    return s[max(0, min(int(q * len(s) + 0.999999) - 1, len(s) - 1))]
+t = [r - x for r, x in zip(node["rtts_us"], signer["signs_us"])]
+print(json.dumps({"rtt_p50_us": node["rtt_p50_us"], "rtt_p99_us": node["rtt_p99_us"],
+                  "sign_p50_us": signer["sign_p50_us"], "sign_p99_us": signer["sign_p99_us"],
+                  "transport_p50_us": pct(t, 0.5), "transport_p99_us": pct(t, 0.99)})
+      + "\t" + sys.argv[3])
+EOF
+}
 rust_run() { # LABEL ARGS...
   local label="$1"
   shift
@@ -61,6 +93,7 @@ for round in $(seq "$rounds"); do
   if [ ${#unix[@]} -gt 0 ]; then
     go_run "go v0.40.0" v0.40.0 -unix
     go_run "go v1.0.1" v1.0.1 -unix
+    mixed_run "go v0.40.0 + p2p-conn" -unix
     rust_run "p2p-conn" --unix
     rust_run "p2p-conn json state" --unix --state json
     rust_run "p2p-conn no-persist" --unix --no-persist
@@ -68,6 +101,7 @@ for round in $(seq "$rounds"); do
     go_run "go v0.40.0" v0.40.0
     go_run "go v0.40.0 noise" v0.40.0 -noise
     go_run "go v1.0.1" v1.0.1
+    mixed_run "go v0.40.0 + p2p-conn"
     rust_run "p2p-conn"
     rust_run "p2p-conn noise" --noise
     rust_run "p2p-conn json state" --state json
@@ -88,7 +122,8 @@ cols = ["rtt_p50_us", "rtt_p99_us", "sign_p50_us", "sign_p99_us",
         "transport_p50_us", "transport_p99_us"]
 print("median over rounds, microseconds")
 print(f"{'implementation':<22}" + "".join(f"{c[:-3]:>15}" for c in cols))
-for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1", "p2p-conn", "p2p-conn noise",
+for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1", "go v0.40.0 + p2p-conn",
+            "p2p-conn", "p2p-conn noise",
             "p2p-conn json state", "p2p-conn no-persist"]:
     rs = runs.get(who, [])
     if not rs:

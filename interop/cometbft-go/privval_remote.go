@@ -382,6 +382,9 @@ type benchReport struct {
 	TransportP50   int64 `json:"transport_p50_us"`
 	TransportP99   int64 `json:"transport_p99_us"`
 	WarmupRequests int   `json:"warmup"`
+	// With -external: every measured round trip, in order (the signer
+	// reports its own side).
+	RTTs []int64 `json:"rtts_us,omitempty"`
 }
 
 // privvalBench is the privval-bench subcommand.
@@ -391,6 +394,7 @@ func privvalBench(args []string) error {
 	warmup := fs.Int("warmup", 200, "sign-vote requests before measuring")
 	unix := fs.Bool("unix", false, "a Unix socket (plaintext) instead of loopback TCP (secret connection)")
 	noise := fs.Bool("noise", false, "noise:// (v0.40.0): libp2p Noise over loopback TCP instead of the secret connection")
+	external := fs.Bool("external", false, "no signer of our own: print `listening ADDR` on stderr, wait for one to dial, and report every round trip")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -439,11 +443,18 @@ func privvalBench(args []string) error {
 		dial = strings.TrimPrefix(node.dialAddr(), "noise://")
 	}
 	timer := &signTimer{}
-	stop, err := startSigner(proto, dial, chainID, pv, timer)
-	if err != nil {
-		return err
+	if *external {
+		if *noise {
+			return errors.New("privval-bench: -external is tcp:// or -unix only")
+		}
+		fmt.Fprintln(os.Stderr, "listening", node.dialAddr())
+	} else {
+		stop, err := startSigner(proto, dial, chainID, pv, timer)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = stop() }()
 	}
-	defer func() { _ = stop() }()
 	if err := node.waitForSigner(30 * time.Second); err != nil {
 		return fmt.Errorf("waiting for the signer: %w", err)
 	}
@@ -469,6 +480,23 @@ func privvalBench(args []string) error {
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 		rtts = append(rtts, d)
+	}
+	if *external {
+		report := benchReport{
+			N:              *n,
+			RTTP50:         percentile(rtts, 0.50),
+			RTTP99:         percentile(rtts, 0.99),
+			WarmupRequests: *warmup,
+		}
+		for _, d := range rtts {
+			report.RTTs = append(report.RTTs, d.Microseconds())
+		}
+		line, err := json.Marshal(report)
+		if err != nil {
+			return err
+		}
+		fmt.Println(string(line))
+		return nil
 	}
 	signs := timer.take()
 	if len(signs) != len(rtts) {

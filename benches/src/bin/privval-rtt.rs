@@ -10,7 +10,14 @@
 //! ```text
 //! privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json]
 //!             [--signer-thread | --split] [--no-persist]   (default 2000, 200, slots)
+//! privval-rtt --serve ADDR [--n N] [--warmup W] [--state slots|json]
 //! ```
+//!
+//! With `--serve ADDR` it is the signer alone, dialing a node elsewhere
+//! (`cometbft-peer privval-bench -external`, CometBFT's own node side), and
+//! prints every measured signature's time inside the signer, for
+//! `privval-rtt.sh` to pair with that node's round trips: what a CometBFT
+//! node sees of this signer.
 //!
 //! By default both endpoints run on one multi-thread runtime (two
 //! workers). With `--signer-thread` the signer side runs on a
@@ -155,6 +162,8 @@ struct Args {
     signer_thread: bool,
     split: bool,
     no_persist: bool,
+    /// `--serve ADDR`: only the signer, dialing a node elsewhere.
+    serve: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -167,6 +176,7 @@ fn parse_args() -> Args {
         signer_thread: false,
         split: false,
         no_persist: false,
+        serve: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -186,6 +196,7 @@ fn parse_args() -> Args {
                 other => usage(&format!("--state slots|json, not {other:?}")),
             },
             "--signer-thread" => args.signer_thread = true,
+            "--serve" => args.serve = Some(it.next().unwrap_or_else(|| usage("--serve ADDR"))),
             "--split" => {
                 args.split = true;
                 args.signer_thread = true;
@@ -200,9 +211,43 @@ fn parse_args() -> Args {
     args
 }
 
+/// `--serve ADDR`: the signer alone, dialing the node at ADDR (CometBFT's
+/// `privval-bench -external`), until it has signed the warm-up and the
+/// measured votes: every measured signature's time inside the signer, in
+/// order, for the script to pair with the node's round trips.
+async fn serve_only(
+    args: &Args,
+    node: &str,
+    mut signer: TimedSigner<Box<dyn Signer + Send>>,
+    spent: Arc<Mutex<Vec<Duration>>>,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let endpoint = SignerEndpoint::new(node.parse()?, Identity::generate());
+    let serving = tokio::spawn(async move {
+        let _ = endpoint.run(&mut signer).await;
+    });
+    let want = args.warmup + args.n;
+    let started = Instant::now();
+    while spent.lock().unwrap().len() < want {
+        if started.elapsed() > Duration::from_secs(120) {
+            return Err("the node asked for fewer votes than --warmup + --n".into());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    serving.abort();
+    let signs: Vec<Duration> = spent.lock().unwrap()[args.warmup..want].to_vec();
+    let list: Vec<String> = signs.iter().map(|d| d.as_micros().to_string()).collect();
+    Ok(format!(
+        "{{\"n\":{},\"sign_p50_us\":{},\"sign_p99_us\":{},\"signs_us\":[{}]}}",
+        args.n,
+        percentile(&signs, 0.50),
+        percentile(&signs, 0.99),
+        list.join(",")
+    ))
+}
+
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread | --split] [--no-persist]"
+        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread | --split] [--no-persist] [--serve ADDR]"
     );
     std::process::exit(2);
 }
@@ -256,6 +301,9 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
         spent: spent.clone(),
     };
 
+    if let Some(node) = &args.serve {
+        return serve_only(args, node, signer, spent).await;
+    }
     let signer_id = Identity::generate();
     let listen = if args.unix {
         Address::unix(dir.join("privval.sock"))
