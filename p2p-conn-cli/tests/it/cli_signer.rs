@@ -884,8 +884,8 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
 /// conflicting vote at the same height, round and step. Whenever the
 /// first signature reached the node, the conflict is refused and the
 /// first vote re-served with its signature; when it did not, whatever the
-/// second signer signs, it never signs both blocks. 25 rounds (set
-/// P2P_CONN_SOAK for 400).
+/// second signer signs, it never signs both blocks. 100 rounds (set
+/// P2P_CONN_SOAK for 2000).
 fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
     let dir = scratch(&format!("signer-kill9-{state_name}"));
     let (key, _) = validator_key(&dir);
@@ -894,9 +894,9 @@ fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
     let listener = UnixListener::bind(&socket).unwrap();
     let node = format!("unix://{}", socket.display());
     let rounds = if std::env::var_os("P2P_CONN_SOAK").is_some() {
-        400
+        2000
     } else {
-        25
+        100
     };
     let mut rng = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
