@@ -233,6 +233,31 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
             &["--key", key, "--node", "noise://127.0.0.1:1"][..],
             "PEER_ID a libp2p peer ID",
         ),
+        // Several nodes: each once, and pins in the addresses.
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                "tcp://127.0.0.1:1",
+                "--node",
+                "tcp://127.0.0.1:1",
+            ][..],
+            "is given twice",
+        ),
+        (
+            &[
+                "--key",
+                key,
+                "--node",
+                "tcp://127.0.0.1:1",
+                "--node",
+                node,
+                "--node-id",
+                "f981ab195d664a8e2c6f7d6358628e05a8b5be8d",
+            ][..],
+            "pin each node in its own address",
+        ),
         (
             &[
                 "--key",
