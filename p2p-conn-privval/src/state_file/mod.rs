@@ -333,24 +333,33 @@ pub fn to_json(state: &SignState) -> String {
 
 /// Read and parse a state file.
 pub fn load(path: impl AsRef<Path>) -> Result<SignState, StateFileError> {
-    let path = path.as_ref();
-    let read_err = |source| StateFileError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
+    read_decoded(path.as_ref()).map(|(state, _)| state)
+}
+
+/// The bytes of the state file at `path`, at most [`MAX_STATE_FILE_BYTES`].
+fn read_file(path: &Path) -> Result<Vec<u8>, StateFileError> {
     let mut bytes = Vec::new();
-    if !read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(read_err)? {
+    let whole = read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(|source| {
+        StateFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    if !whole {
         return Err(StateFileError::TooLarge {
             path: path.to_path_buf(),
             max_bytes: MAX_STATE_FILE_BYTES,
         });
     }
-    decode(&bytes)
-        .map(|(state, _)| state)
-        .map_err(|problem| StateFileError::Invalid {
-            path: path.to_path_buf(),
-            problem,
-        })
+    Ok(bytes)
+}
+
+/// [`read_file`] and [`decode`]: the mark, and a slot file's save number.
+fn read_decoded(path: &Path) -> Result<(SignState, Option<u64>), StateFileError> {
+    decode(&read_file(path)?).map_err(|problem| StateFileError::Invalid {
+        path: path.to_path_buf(),
+        problem,
+    })
 }
 
 /// A state file's content: the mark, its format, and for a slot file the
@@ -367,15 +376,7 @@ fn decode(bytes: &[u8]) -> Result<(SignState, Option<u64>), StateFileProblem> {
 
 /// The format of the state file at `path`.
 pub fn format_of(path: impl AsRef<Path>) -> Result<Format, StateFileError> {
-    let path = path.as_ref();
-    let mut bytes = Vec::new();
-    read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(|source| {
-        StateFileError::Read {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
-    Ok(if slots::is_slot_file(&bytes) {
+    Ok(if slots::is_slot_file(&read_file(path.as_ref())?) {
         Format::Slots
     } else {
         Format::FilePv
@@ -397,10 +398,7 @@ pub fn write_new(
         Format::FilePv => to_json(state).into_bytes(),
         Format::Slots => slots::new_file(state).ok_or_else(|| StateFileError::Write {
             path: path.to_path_buf(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "sign bytes and signature over 3900 bytes do not fit a slot",
-            ),
+            source: slots::too_large(),
         })?,
     };
     Staged::new(path, &bytes, |f, d| f.write_all(d))
@@ -421,24 +419,15 @@ pub(crate) enum Store {
 
 /// [`load`] for a signer: the mark and how to save the next one.
 pub(crate) fn open_store(path: &Path) -> Result<(SignState, Store), StateFileError> {
-    let mut bytes = Vec::new();
-    let read_err = |source| StateFileError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    if !read_bounded(path, MAX_STATE_FILE_BYTES, &mut bytes).map_err(read_err)? {
-        return Err(StateFileError::TooLarge {
-            path: path.to_path_buf(),
-            max_bytes: MAX_STATE_FILE_BYTES,
-        });
-    }
-    let (state, seq) = decode(&bytes).map_err(|problem| StateFileError::Invalid {
-        path: path.to_path_buf(),
-        problem,
-    })?;
+    let (state, seq) = read_decoded(path)?;
     let store = match seq {
         None => Store::FilePv,
-        Some(seq) => Store::Slots(slots::SlotFile::open(path, seq).map_err(read_err)?),
+        Some(seq) => Store::Slots(slots::SlotFile::open(path, seq).map_err(|source| {
+            StateFileError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?),
     };
     Ok((state, store))
 }

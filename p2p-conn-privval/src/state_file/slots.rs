@@ -132,6 +132,14 @@ pub(crate) fn decode(file: &[u8]) -> Result<(u64, SignState), StateFileProblem> 
     }
 }
 
+/// The error of a state that does not fit a slot.
+pub(crate) fn too_large() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "sign bytes and signature over 3900 bytes do not fit a slot",
+    )
+}
+
 /// Whether `bytes` (a file's start) is a slot file.
 pub(crate) fn is_slot_file(bytes: &[u8]) -> bool {
     bytes.starts_with(MAGIC)
@@ -180,12 +188,7 @@ impl SlotFile {
     /// on stable storage.
     pub(crate) fn save(&mut self, state: &SignState) -> std::io::Result<()> {
         let seq = self.seq + 1;
-        let slot = encode(seq, state).ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "sign bytes and signature over 3900 bytes do not fit a slot",
-            )
-        })?;
+        let slot = encode(seq, state).ok_or_else(too_large)?;
         let at = (seq % 2) * SLOT_BYTES as u64;
         write_all_at(&self.file, &slot[..], at)?;
         self.file.sync_data()?;

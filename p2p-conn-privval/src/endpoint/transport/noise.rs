@@ -38,16 +38,21 @@ pub(super) async fn dial(
     connect_timeout: Duration,
 ) -> Result<Conn, EndpointError> {
     let tcp = connecting(connect_timeout, TcpStream::connect(addr)).await?;
+    secure(tcp, Role::Initiator, Some(peer), setup).await
+}
+
+/// Run the handshake over `tcp` as `role` (requiring `expect`, if given):
+/// the connection both sides serve over.
+async fn secure(
+    tcp: TcpStream,
+    role: Role,
+    expect: Option<PeerId>,
+    setup: &Setup<'_>,
+) -> Result<Conn, EndpointError> {
     let _ = tcp.set_nodelay(true);
-    let stream = noise::handshake(
-        tcp,
-        Role::Initiator,
-        setup.identity,
-        Some(peer),
-        setup.handshake_timeout,
-    )
-    .await
-    .map_err(EndpointError::Noise)?;
+    let stream = noise::handshake(tcp, role, setup.identity, expect, setup.handshake_timeout)
+        .await
+        .map_err(EndpointError::Noise)?;
     let remote = stream.remote_peer();
     Ok(Conn::new(Box::new(stream), setup.limit, None).with_libp2p(remote))
 }
@@ -68,21 +73,13 @@ impl Listener {
         accept_timeout: Duration,
     ) -> Result<Conn, EndpointError> {
         let (tcp, _) = within(accept_timeout, self.0.accept()).await?;
-        let _ = tcp.set_nodelay(true);
-        let stream = noise::handshake(
-            tcp,
-            Role::Responder,
-            setup.identity,
-            None,
-            setup.handshake_timeout,
-        )
-        .await
-        .map_err(EndpointError::Noise)?;
-        let remote = stream.remote_peer();
-        if !setup.allowed.contains(&remote) {
-            return Err(EndpointError::NotAllowed(remote));
+        let conn = secure(tcp, Role::Responder, None, setup).await?;
+        match conn.libp2p {
+            Some(remote) if !setup.allowed.contains(&remote) => {
+                Err(EndpointError::NotAllowed(remote))
+            }
+            _ => Ok(conn),
         }
-        Ok(Conn::new(Box::new(stream), setup.limit, None).with_libp2p(remote))
     }
 
     pub(super) fn local_addr(&self) -> Option<SocketAddr> {
