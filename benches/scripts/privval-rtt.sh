@@ -16,9 +16,10 @@
 # priv_validator_state.json (a new file, fsync, rename, folder fsync), and
 # over tcp:// with `--no-persist` (the same key and endpoints, but no guard
 # and no state file: the transport without the file system; not a
-# validator), and "go v0.40.0 + p2p-conn": CometBFT's node side and
-# p2p-conn's signer in two processes over tcp://, what a CometBFT node sees
-# of this signer. With --unix every row runs over a Unix socket (plaintext)
+# validator); and two rows in two processes, CometBFT's node side in one
+# and a signer dialing it from another, what a CometBFT node sees of each
+# signer: "go v0.40.0 + go, 2 procs" (CometBFT's own SignerServer with a
+# FilePV) and "go v0.40.0 + p2p-conn" (p2p-conn's signer). With --unix every row runs over a Unix socket (plaintext)
 # instead, without the noise rows. Every run prints, per request: the round
 # trip (the SignerClient's sign-vote call, request sent to response
 # decoded), the time inside the signer (a timing wrapper around the FilePV
@@ -54,13 +55,15 @@ go_run() { # LABEL VERSION ARGS...
   shift 2
   printf '%s\t%s\n' "$("$tmp/peer-$v" privval-bench -n "$n" "$@")" "$label" >>"$out"
 }
-# CometBFT's node side (privval-bench -external) with p2p-conn's signer
-# (privval-rtt --serve) in two processes: what a CometBFT node sees of this
-# signer. The node times each round trip, the signer each signature; the
-# two lists pair by index into the same JSON line as the other rows.
-mixed_run() { # LABEL ARGS...
-  local label="$1"
-  shift
+# CometBFT's node side (privval-bench -external) with a signer in a second
+# process dialing it: p2p-conn's (privval-rtt --serve) or CometBFT's own
+# SignerServer with a FilePV (privval-bench -serve), what a CometBFT node
+# sees of each signer. The node times each round trip, the signer each
+# signature; the two lists pair by index into the same JSON line as the
+# other rows.
+mixed_run() { # LABEL SIGNER(rust|go) ARGS...
+  local label="$1" signer="$2"
+  shift 2
   "$tmp/peer-v0.40.0" privval-bench -n "$n" -external "$@" >"$tmp/node.out" 2>"$tmp/node.err" &
   local node=$! addr=""
   for _ in $(seq 200); do
@@ -68,12 +71,16 @@ mixed_run() { # LABEL ARGS...
     [ -n "$addr" ] && break
     sleep 0.05
   done
-  "$rust" --serve "$addr" --n "$n" >"$tmp/signer.out"
+  if [ "$signer" = rust ]; then
+    "$rust" --serve "$addr" --n "$n" >"$tmp/signer.out"
+  else
+    "$tmp/peer-v0.40.0" privval-bench -serve "$addr" -n "$n" >"$tmp/signer.out"
+  fi
   wait "$node"
   python3 - "$tmp/node.out" "$tmp/signer.out" "$label" >>"$out" <<'EOF'
 import json, sys
 node = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-signer = json.loads(open(sys.argv[2]).read())
+signer = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])
 def pct(xs, q):
     s = sorted(xs)
     return s[max(0, min(int(q * len(s) + 0.999999) - 1, len(s) - 1))]
@@ -93,7 +100,8 @@ for round in $(seq "$rounds"); do
   if [ ${#unix[@]} -gt 0 ]; then
     go_run "go v0.40.0" v0.40.0 -unix
     go_run "go v1.0.1" v1.0.1 -unix
-    mixed_run "go v0.40.0 + p2p-conn" -unix
+    mixed_run "go v0.40.0 + go, 2 procs" go -unix
+    mixed_run "go v0.40.0 + p2p-conn" rust -unix
     rust_run "p2p-conn" --unix
     rust_run "p2p-conn json state" --unix --state json
     rust_run "p2p-conn no-persist" --unix --no-persist
@@ -101,7 +109,8 @@ for round in $(seq "$rounds"); do
     go_run "go v0.40.0" v0.40.0
     go_run "go v0.40.0 noise" v0.40.0 -noise
     go_run "go v1.0.1" v1.0.1
-    mixed_run "go v0.40.0 + p2p-conn"
+    mixed_run "go v0.40.0 + go, 2 procs" go
+    mixed_run "go v0.40.0 + p2p-conn" rust
     rust_run "p2p-conn"
     rust_run "p2p-conn noise" --noise
     rust_run "p2p-conn json state" --state json
@@ -121,12 +130,13 @@ for line in open(sys.argv[1]):
 cols = ["rtt_p50_us", "rtt_p99_us", "sign_p50_us", "sign_p99_us",
         "transport_p50_us", "transport_p99_us"]
 print("median over rounds, microseconds")
-print(f"{'implementation':<22}" + "".join(f"{c[:-3]:>15}" for c in cols))
-for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1", "go v0.40.0 + p2p-conn",
+print(f"{'implementation':<26}" + "".join(f"{c[:-3]:>15}" for c in cols))
+for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1",
+            "go v0.40.0 + go, 2 procs", "go v0.40.0 + p2p-conn",
             "p2p-conn", "p2p-conn noise",
             "p2p-conn json state", "p2p-conn no-persist"]:
     rs = runs.get(who, [])
     if not rs:
         continue
-    print(f"{who:<22}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
+    print(f"{who:<26}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
 EOF

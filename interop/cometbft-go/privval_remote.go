@@ -385,6 +385,9 @@ type benchReport struct {
 	// With -external: every measured round trip, in order (the signer
 	// reports its own side).
 	RTTs []int64 `json:"rtts_us,omitempty"`
+	// With -serve: every measured signature's time inside the FilePV, in
+	// order, for pairing with the node's round trips.
+	Signs []int64 `json:"signs_us,omitempty"`
 }
 
 // privvalBench is the privval-bench subcommand.
@@ -395,8 +398,12 @@ func privvalBench(args []string) error {
 	unix := fs.Bool("unix", false, "a Unix socket (plaintext) instead of loopback TCP (secret connection)")
 	noise := fs.Bool("noise", false, "noise:// (v0.40.0): libp2p Noise over loopback TCP instead of the secret connection")
 	external := fs.Bool("external", false, "no signer of our own: print `listening ADDR` on stderr, wait for one to dial, and report every round trip")
+	serve := fs.String("serve", "", "no node of our own: a SignerServer with a FilePV dials `ADDR` (tcp:// or unix://, a privval-bench -external) and reports every measured signature's time")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *serve != "" && (*external || *noise || *unix) {
+		return errors.New("privval-bench: -serve takes its transport from ADDR, without -external, -noise or -unix")
 	}
 	if *n < 1 {
 		return errors.New("privval-bench: -n must be at least 1")
@@ -415,6 +422,9 @@ func privvalBench(args []string) error {
 		return err
 	}
 	pv.Save()
+	if *serve != "" {
+		return serveOnly(*serve, chainID, pv, *warmup+*n, *warmup, *n)
+	}
 
 	proto, address := "tcp", "127.0.0.1:0"
 	if *unix {
@@ -516,6 +526,51 @@ func privvalBench(args []string) error {
 		TransportP99:   percentile(transport, 0.99),
 		WarmupRequests: *warmup,
 	})
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(line))
+	return nil
+}
+
+// serveOnly is privval-bench -serve: CometBFT's SignerServer with a timed
+// FilePV dials the node at addr (privval-bench -external, or p2p-conn's
+// node side) and serves it until it has signed want votes; it then prints
+// the times of the last n, the measured ones.
+func serveOnly(addr, chainID string, pv *filePV, want, warmup, n int) error {
+	proto, rest, err := splitAddr(addr)
+	if err != nil {
+		return err
+	}
+	if proto == "noise" {
+		return errors.New("privval-bench: -serve is tcp:// or unix:// only")
+	}
+	timer := &signTimer{}
+	stop, err := startSigner(proto, rest, chainID, pv, timer)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stop() }()
+	var signs []time.Duration
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(signs) < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("privval-bench -serve: the node asked for %d votes, not %d", len(signs), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+		signs = append(signs, timer.take()...)
+	}
+	measured := signs[warmup:want]
+	report := benchReport{
+		N:              n,
+		SignP50:        percentile(measured, 0.50),
+		SignP99:        percentile(measured, 0.99),
+		WarmupRequests: warmup,
+	}
+	for _, d := range measured {
+		report.Signs = append(report.Signs, d.Microseconds())
+	}
+	line, err := json.Marshal(report)
 	if err != nil {
 		return err
 	}
