@@ -341,22 +341,31 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
     } else {
         Some(tokio::spawn(serve))
     };
-    client.wait_for_signer().await?;
-
-    let mut height = 0i64;
-    for _ in 0..args.warmup {
-        height += 1;
-        client.sign_vote(CHAIN, prevote(height), false).await?;
-    }
-    spent.lock().unwrap().clear();
-    let mut rtts = Vec::with_capacity(args.n);
-    for _ in 0..args.n {
-        height += 1;
-        let v = prevote(height);
-        let start = Instant::now();
-        client.sign_vote(CHAIN, v, false).await?;
-        rtts.push(start.elapsed());
-    }
+    // The node side runs as a task, as CometBFT's SignerClient runs on a
+    // goroutine: on the multi-thread runtime it then shares the workers
+    // with the signer instead of waiting on `block_on`'s thread, a third
+    // thread that every response would have to wake.
+    let (warmup, n) = (args.warmup, args.n);
+    let measure_spent = spent.clone();
+    let measure = tokio::spawn(async move {
+        client.wait_for_signer().await?;
+        let mut height = 0i64;
+        for _ in 0..warmup {
+            height += 1;
+            client.sign_vote(CHAIN, prevote(height), false).await?;
+        }
+        measure_spent.lock().unwrap().clear();
+        let mut rtts = Vec::with_capacity(n);
+        for _ in 0..n {
+            height += 1;
+            let v = prevote(height);
+            let start = Instant::now();
+            client.sign_vote(CHAIN, v, false).await?;
+            rtts.push(start.elapsed());
+        }
+        Ok::<_, p2p_conn_privval::endpoint::EndpointError>(rtts)
+    });
+    let rtts = measure.await??;
     drop(stop);
     if let Some(task) = serving {
         task.abort();
