@@ -100,7 +100,17 @@ pub async fn pipe(
         };
         stdout.finish().await.map_err(CopyError::Stdout)?;
         match reason {
-            None | Some(MConnCloseReason::Local | MConnCloseReason::PeerClosed) => Ok(()),
+            Some(
+                reason @ MConnCloseReason::PeerClosed {
+                    after_message: Some(_),
+                },
+            ) => {
+                // Not a failure of ours, but likely the node refusing what
+                // we sent: say so.
+                eprintln!("p2p-conn: {reason}");
+                Ok(())
+            }
+            None | Some(MConnCloseReason::Local | MConnCloseReason::PeerClosed { .. }) => Ok(()),
             Some(other) => Err(CliError::from(CopyError::Mconn(other))),
         }
     };

@@ -54,6 +54,15 @@ impl ChannelDescriptor {
         self
     }
 
+    /// The channel IDs of `channels`, in order: what the NodeInfo of a
+    /// connection with these channels announces (`NodeInfo::channels`), so
+    /// the two lists cannot disagree. A peer stops us for a message on a
+    /// channel it does not have, and we stop it for one on a channel we do
+    /// not have.
+    pub fn ids(channels: &[ChannelDescriptor]) -> Vec<u8> {
+        channels.iter().map(|c| c.id).collect()
+    }
+
     /// The same with a receive cap of `bytes`.
     pub const fn with_recv_message_capacity(mut self, bytes: usize) -> Self {
         self.recv_message_capacity = bytes;
@@ -88,6 +97,28 @@ pub struct ChannelStats {
     pub receiving: usize,
     /// CometBFT's `recentlySent`: wire bytes sent, decayed by 0.8 every 2 s.
     pub recently_sent: i64,
+}
+
+impl std::fmt::Display for ChannelStats {
+    /// One line: `0x20: sent 12 messages (3000 B, 3 packets), received …,
+    /// queued …`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:#04x}: sent {} messages ({} B, {} packets), received {} messages ({} B, {} packets), \
+             queued {} messages ({} B), reassembling {} B",
+            self.id,
+            self.messages_sent,
+            self.bytes_sent,
+            self.packets_sent,
+            self.messages_received,
+            self.bytes_received,
+            self.packets_received,
+            self.queued_messages,
+            self.queued_bytes,
+            self.receiving
+        )
+    }
 }
 
 /// One channel's live state.

@@ -45,12 +45,48 @@ pub enum MConnCloseReason {
     /// The secret connection failed (a read or write error, a bad frame).
     #[error("secret connection: {0}")]
     Transport(Arc<Error>),
-    /// The peer ended the stream.
-    #[error("the peer closed the connection")]
-    PeerClosed,
+    /// The peer ended the stream. `after_message` is set when it did so
+    /// within [`PEER_CLOSE_HINT_WINDOW`] of our last message: a CometBFT
+    /// node stops a peer at once when a reactor cannot decode its message
+    /// (in its log: `rejected msg`, `Stopping peer for error`), and this is
+    /// as much of that as the connection can see.
+    #[error("the peer closed the connection{}", peer_closed_hint(after_message))]
+    PeerClosed {
+        /// Our last message, when the end followed it closely.
+        after_message: Option<LastMessage>,
+    },
     /// [`MConnSender::close`], or the [`MConnReceiver`] was dropped.
     #[error("closed locally")]
     Local,
+}
+
+/// How soon after our last message a peer's end of stream makes
+/// [`MConnCloseReason::PeerClosed`] name that message (1 s; a CometBFT
+/// node that cannot decode a message stops the peer within milliseconds).
+pub const PEER_CLOSE_HINT_WINDOW: Duration = Duration::from_secs(1);
+
+/// Our last message before a peer closed the connection
+/// ([`MConnCloseReason::PeerClosed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LastMessage {
+    /// Its channel.
+    pub channel: u8,
+    /// From its last packet handed to the send queue to the end of stream.
+    pub before_close: Duration,
+}
+
+fn peer_closed_hint(after: &Option<LastMessage>) -> String {
+    match after {
+        None => String::new(),
+        Some(m) => format!(
+            " {:.3} s after our message on channel {:#04x}: a CometBFT node stops a peer \
+             whose message its reactor cannot decode or does not take on that channel, \
+             so check that message's encoding (the node logs `rejected msg`)",
+            m.before_close.as_secs_f64(),
+            m.channel
+        ),
+    }
 }
 
 impl MConnCloseReason {
@@ -96,8 +132,11 @@ impl PartialEq for MConnCloseReason {
         match (self, other) {
             (MConnCloseReason::Protocol(a), MConnCloseReason::Protocol(b)) => a == b,
             (MConnCloseReason::Transport(a), MConnCloseReason::Transport(b)) => Arc::ptr_eq(a, b),
-            (MConnCloseReason::PeerClosed, MConnCloseReason::PeerClosed)
-            | (MConnCloseReason::Local, MConnCloseReason::Local) => true,
+            (
+                MConnCloseReason::PeerClosed { after_message: a },
+                MConnCloseReason::PeerClosed { after_message: b },
+            ) => a == b,
+            (MConnCloseReason::Local, MConnCloseReason::Local) => true,
             _ => false,
         }
     }
@@ -142,13 +181,16 @@ impl Shared {
 /// ```no_run
 /// # async fn f(conn: p2p_conn::io::tokio::SecretConnection<tokio::net::TcpStream>)
 /// # -> Result<(), Box<dyn std::error::Error>> {
+/// use p2p_conn_mconn::pex::PexMessage;
 /// use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 ///
 /// // `conn`: after the handshake (and, with a node, the NodeInfo exchange
 /// // announcing exactly these channels).
-/// let channels = [ChannelDescriptor::new(0x20).with_priority(5), ChannelDescriptor::new(0x30)];
+/// // A CometBFT node stops a peer whose message a reactor cannot decode:
+/// // send each channel's own protobuf messages (here PEX's request).
+/// let channels = [ChannelDescriptor::new(0x00)];
 /// let (tx, mut rx) = MConnection::spawn(conn, &channels, MConnConfig::default())?;
-/// tx.send(0x30, b"hello".to_vec()).await?; // waits for room in 0x30's queue
+/// tx.send(0x00, PexMessage::Request.encode()).await?; // waits for room in 0x00's queue
 /// while let Some(event) = rx.recv().await {
 ///     match event {
 ///         Received::Message { channel, data } => println!("{channel:#04x}: {} bytes", data.len()),
@@ -367,6 +409,20 @@ fn finish(
     let _ = events.send((Received::Closed(reason), None));
 }
 
+/// The peer's end of stream, naming our last message when it came within
+/// [`PEER_CLOSE_HINT_WINDOW`] of it.
+fn peer_closed(shared: &Shared) -> MConnCloseReason {
+    let last = shared.core().last_message_sent();
+    let after_message = last.and_then(|(channel, at)| {
+        let before_close = at.elapsed();
+        (before_close <= PEER_CLOSE_HINT_WINDOW).then_some(LastMessage {
+            channel,
+            before_close,
+        })
+    });
+    MConnCloseReason::PeerClosed { after_message }
+}
+
 async fn reader<R: AsyncRead + Unpin>(
     shared: &Shared,
     mut read: ReadHalf<R>,
@@ -375,7 +431,7 @@ async fn reader<R: AsyncRead + Unpin>(
 ) -> MConnCloseReason {
     loop {
         let input = match read.fill_buf().await {
-            Ok([]) => return MConnCloseReason::PeerClosed,
+            Ok([]) => return peer_closed(shared),
             Ok(b) => b,
             Err(e) => return MConnCloseReason::Transport(Arc::new(Error::from_io(e))),
         };
@@ -640,10 +696,11 @@ impl MConnSender {
         self.shared.closed()
     }
 
-    /// Closes the connection after sending what is queued (the writer
-    /// drains the send queues, then shuts the stream down), within
-    /// [`CLOSE_TIMEOUT`]; [`Received::Closed`] with [`MConnCloseReason::Local`]
-    /// follows unless something else ended it first.
+    /// Starts a close and returns at once (it is not async): the writer
+    /// sends what is queued, then shuts the stream down, within
+    /// [`CLOSE_TIMEOUT`]. To know it has ended, wait for
+    /// [`Received::Closed`] on the receiver ([`MConnCloseReason::Local`],
+    /// unless something else ended it first).
     pub fn close(&self) {
         self.shared.close();
     }

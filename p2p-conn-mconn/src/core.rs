@@ -48,6 +48,29 @@ pub struct MConnStats {
     pub channels: Vec<ChannelStats>,
 }
 
+impl std::fmt::Display for MConnStats {
+    /// The totals on one line (`mconn: pings 2 sent, 2 received; pongs …;
+    /// 1200 B out, 800 B in`), then one line per channel
+    /// ([`ChannelStats`]'s `Display`). The secret connection's seal and
+    /// write figures are the send queue's (`MConnSender::queue_stats`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "mconn: pings {} sent, {} received; pongs {} sent, {} received; {} B out, {} B in",
+            self.pings_sent,
+            self.pings_received,
+            self.pongs_sent,
+            self.pongs_received,
+            self.bytes_out,
+            self.bytes_in
+        )?;
+        for c in &self.channels {
+            write!(f, "\n  {c}")?;
+        }
+        Ok(())
+    }
+}
+
 /// The sans-IO MConnection: channels, packets, keepalive and rate limits,
 /// with the clock passed in. See the [module docs](super) for the loop an
 /// adapter runs.
@@ -72,6 +95,8 @@ pub struct MConnCore {
     recv_held: bool,
     stats: MConnStats,
     failed: Option<MConnError>,
+    /// The channel of the last whole message handed out, and when.
+    last_message_sent: Option<(u8, Instant)>,
 }
 
 impl MConnCore {
@@ -116,6 +141,7 @@ impl MConnCore {
             recv_held: false,
             stats: MConnStats::default(),
             failed: None,
+            last_message_sent: None,
             config,
         })
     }
@@ -264,6 +290,7 @@ impl MConnCore {
                 ch.queued_bytes -= Channel::cost(done) - (done - rest);
                 ch.offset = 0;
                 ch.stats.messages_sent += 1;
+                self.last_message_sent = Some((ch.desc.id, now));
             } else {
                 ch.offset += take;
                 ch.queued_bytes -= take;
@@ -446,5 +473,11 @@ impl MConnCore {
     /// One channel's counters (`None`: unknown channel).
     pub fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
         Some(self.channels[self.channel_index(channel)?].snapshot())
+    }
+
+    /// The channel of the last whole message [`poll_transmit`](Self::poll_transmit)
+    /// handed out (its last packet), and the `now` it was given then.
+    pub fn last_message_sent(&self) -> Option<(u8, Instant)> {
+        self.last_message_sent
     }
 }

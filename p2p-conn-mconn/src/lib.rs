@@ -97,8 +97,8 @@ pub use self::channel::{
 };
 #[cfg(feature = "tokio")]
 pub use self::connection::{
-    MConnCloseReason, MConnReceiver, MConnSendError, MConnSender, MConnection, Received,
-    BATCH_BYTES, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
+    LastMessage, MConnCloseReason, MConnReceiver, MConnSendError, MConnSender, MConnection,
+    Received, BATCH_BYTES, CLOSE_TIMEOUT, PEER_CLOSE_HINT_WINDOW, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::{

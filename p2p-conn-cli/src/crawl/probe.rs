@@ -194,7 +194,7 @@ async fn ask(
 /// The end of the connection, worded as before the adapter.
 fn closed(why: &MConnCloseReason) -> String {
     match why {
-        MConnCloseReason::PeerClosed => "the node closed the connection".into(),
+        MConnCloseReason::PeerClosed { .. } => "the node closed the connection".into(),
         MConnCloseReason::Transport(e) => describe(e),
         MConnCloseReason::Protocol(e) => format!("MConnection: {e}"),
         other => other.to_string(),

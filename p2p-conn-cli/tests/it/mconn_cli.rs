@@ -168,7 +168,56 @@ fn dial_mconn_stays_a_nodes_peer(version: GoVersion, test: &str) {
     let _ = std::fs::remove_dir_all(&own.dir);
 }
 
+/// `dial --nodeinfo --mconn --channels 0x30` sending `hello` to a real
+/// node: the evidence reactor cannot decode it and the node stops the peer
+/// at once; `dial` says that the node closed right after our message on
+/// 0x30, and why a node does that.
+fn dial_mconn_names_the_message_a_node_refused(version: GoVersion, test: &str) {
+    let Some(bin) = node_binary(version, test) else {
+        return;
+    };
+    let node = Node::start(&bin);
+    let own = crate::common::our_node_key(test);
+    let mark = node.log_len();
+    let target = format!("{}@{}", node.node_id, node.p2p_addr);
+    let dial = Proc::spawn(
+        Path::new(BIN),
+        &[
+            "dial",
+            &target,
+            "--key",
+            own.path.as_str(),
+            "--nodeinfo",
+            "--mconn",
+            "--channels",
+            "0x30",
+            "--handshake-timeout",
+            "10",
+        ],
+        // `hello` at once, then stdin stays open: only the node ends it.
+        Feed::UntilOutput(b"hello".to_vec(), usize::MAX),
+    );
+    let done = dial.finish_within(Duration::from_secs(30));
+    let stderr = done.stderr_lines().join("\n");
+    assert!(
+        stderr.contains("after our message on channel 0x30") && stderr.contains("cannot decode"),
+        "{test}: {stderr}"
+    );
+    let log = node.log_since(mark);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("Stopping peer for error") && l.contains(&own.id)),
+        "{test}: the node did not stop us:\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&own.dir);
+}
+
 p2p_conn_interop::per_release! {
     v0_38: V038, v1: V1;
-    [dial_mconn_to_go, listen_mconn_from_go, dial_mconn_stays_a_nodes_peer]
+    [
+        dial_mconn_to_go,
+        listen_mconn_from_go,
+        dial_mconn_stays_a_nodes_peer,
+        dial_mconn_names_the_message_a_node_refused
+    ]
 }

@@ -158,7 +158,12 @@ async fn close_flushes_then_ends() {
         match next(&mut brx).await {
             Received::Message { channel, data } => got.push((channel, data.len())),
             Received::Closed(r) => {
-                assert_eq!(r, MConnCloseReason::PeerClosed);
+                assert_eq!(
+                    r,
+                    MConnCloseReason::PeerClosed {
+                        after_message: None
+                    }
+                );
                 break;
             }
             other => panic!("{other:?}"),
@@ -285,4 +290,65 @@ mod tracing_events {
             "{text}"
         );
     }
+}
+
+/// A peer that hangs up right after our message (what a CometBFT node does
+/// when its reactor cannot decode it) gets a close reason naming that
+/// message's channel and what a node does; a peer that hangs up with
+/// nothing sent gets the plain reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_right_after_our_message_names_it() {
+    let ch = [ChannelDescriptor::new(0x20), ChannelDescriptor::new(0x30)];
+
+    let (a, b) = tokio_secret_pair(&Config::default()).await;
+    let (tx, mut arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
+    let (btx, mut brx) = MConnection::spawn(b, &ch, MConnConfig::default()).unwrap();
+    tx.send(0x30, b"hello".to_vec()).await.unwrap();
+    assert_eq!(message(next(&mut brx).await), (0x30, b"hello".to_vec()));
+    btx.close(); // the peer "rejects" it and hangs up
+    let Received::Closed(why) = next(&mut arx).await else {
+        panic!("not closed")
+    };
+    let text = why.to_string();
+    assert!(
+        text.starts_with("the peer closed the connection")
+            && text.contains("after our message on channel 0x30")
+            && text.contains("cannot decode"),
+        "{text}"
+    );
+
+    let (a, b) = tokio_secret_pair(&Config::default()).await;
+    let (_tx, mut arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
+    let (btx, _brx) = MConnection::spawn(b, &ch, MConnConfig::default()).unwrap();
+    btx.close();
+    let Received::Closed(why) = next(&mut arx).await else {
+        panic!("not closed")
+    };
+    assert_eq!(why.to_string(), "the peer closed the connection");
+}
+
+/// The channel list a NodeInfo announces comes from the descriptors, and
+/// the stats print in words: totals, then one line per channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channel_ids_and_stats_in_words() {
+    let ch = [
+        ChannelDescriptor::new(0x00),
+        ChannelDescriptor::new(0x20).with_priority(5),
+    ];
+    assert_eq!(ChannelDescriptor::ids(&ch), vec![0x00, 0x20]);
+    let (a, b) = tokio_secret_pair(&Config::default()).await;
+    let (tx, _arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
+    let (_btx, mut brx) = MConnection::spawn(b, &ch, MConnConfig::default()).unwrap();
+    tx.send(0x20, payload(3000, 1)).await.unwrap();
+    assert_eq!(message(next(&mut brx).await).0, 0x20);
+    let text = tx.stats().to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("mconn: "), "{text}");
+    assert!(lines[0].contains("pings 0 sent"), "{text}");
+    assert!(
+        lines[2].contains("0x20: sent 1 messages (3000 B, 3 packets)"),
+        "{text}"
+    );
+    assert!(lines[1].contains("0x00: sent 0 messages"), "{text}");
 }

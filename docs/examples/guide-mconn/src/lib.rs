@@ -5,4 +5,4 @@
 // The examples are functions nobody here calls.
 #![allow(dead_code)]
 
-mod run;
+mod ask_for_addresses;
