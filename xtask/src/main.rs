@@ -742,6 +742,23 @@ fn docs(ctx: &Ctx) -> Result<(), String> {
     let mut args = vec!["doc", "--no-deps", "--all-features"];
     args.extend(libs);
     ctx.run("cargo", &args, &[("RUSTDOCFLAGS", "-D warnings")])?;
+    // And as an embedder builds them: the defaults, and p2p-conn with no
+    // features (a link to an item behind a feature breaks there; the
+    // layers' docs link their `tokio` items and are checked with it).
+    let mut defaults = vec!["doc", "--no-deps"];
+    defaults.extend(libs);
+    ctx.run("cargo", &defaults, &[("RUSTDOCFLAGS", "-D warnings")])?;
+    ctx.run(
+        "cargo",
+        &[
+            "doc",
+            "--no-deps",
+            "--no-default-features",
+            "-p",
+            "p2p-conn",
+        ],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     // The CLI's own docs (its module map, and its flags' help, which
     // rustdoc reads as Markdown) stay clean too.
     ctx.run(

@@ -172,7 +172,7 @@ impl Drop for RestoreTimeouts<'_> {
     }
 }
 
-/// [`super::tokio::poll_decode`] over a blocking `BufRead`: read until
+/// The tokio adapter's `poll_decode` over a blocking `BufRead`: read until
 /// `decoder` ([`crate::delimited::Feed`]) has a whole message, consuming
 /// only its bytes (an interrupted read is retried).
 pub fn decode<S, D>(stream: &mut S, decoder: &mut D) -> Result<D::Item, D::Error>

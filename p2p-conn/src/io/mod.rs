@@ -32,8 +32,12 @@ use crate::{Config, Error, NodeId, PublicKey};
 
 /// An authenticated, encrypted stream over transport `T`, holding the sides
 /// `S` ([`Sides`]) and speaking the traits of adapter `A`. Use the adapters' aliases:
-/// [`tokio::SecretConnection`], [`blocking::SecretConnection`] and their
-/// halves.
+#[cfg_attr(feature = "tokio", doc = "[`tokio::SecretConnection`],")]
+#[cfg_attr(
+    not(feature = "tokio"),
+    doc = "`tokio::SecretConnection` (feature `tokio`),"
+)]
+/// [`blocking::SecretConnection`] and their halves.
 pub struct SecretStream<T, S: Sides, A> {
     pub(crate) io: T,
     pub(crate) engines: S::Engines,
