@@ -85,7 +85,8 @@ enum Cmd {
     /// until both are done. Exit codes as listen's (docs/guide.md, "Exit
     /// codes")
     Dial {
-        /// Address to dial, e.g. 127.0.0.1:26656 or NODE_ID@127.0.0.1:26656
+        /// Address to dial, e.g. 127.0.0.1:26656, NODE_ID@127.0.0.1:26656 or
+        /// tcp://NODE_ID@127.0.0.1:26656
         addr: String,
         /// Give up connecting (before the handshake) after this many seconds
         #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]

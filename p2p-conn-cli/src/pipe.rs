@@ -88,10 +88,11 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     pipe(tcp, &identity, &cfg, &args, local).await
 }
 
-/// `dial`: connect to `addr` (`ID@ADDR` or `ADDR`) and pipe the connection.
+/// `dial`: connect to `addr` ([`conn::peer_address`]'s forms) and pipe the
+/// connection.
 pub async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<(), CliError> {
     args.check()?;
-    let (host, id) = conn::split_id(&addr)?;
+    let (host, id) = conn::peer_address(&addr)?;
     let limit = conn::seconds("--connect-timeout", connect_timeout)?;
     let (identity, cfg) = conn::config(&args.conn, id)?;
     let tcp = conn::connect(host.as_str(), limit).await?;

@@ -22,8 +22,9 @@ const PROBE_MONIKER: &str = "p2p-conn-probe";
 
 #[derive(clap::Args)]
 pub struct ProbeArgs {
-    /// The node's p2p address: ID@HOST:PORT, or HOST:PORT (with or without
-    /// --peer-id)
+    /// The node's p2p address: ID@HOST:PORT or HOST:PORT (with or without
+    /// --peer-id), either also after tcp:// as config.toml and net_info
+    /// write it
     addr: String,
     /// Give up connecting (before the handshake) after this many seconds
     #[arg(long, default_value_t = conn::DEFAULT_CONNECT_TIMEOUT_SECS)]
@@ -135,7 +136,7 @@ pub fn run(args: ProbeArgs) -> ExitCode {
 /// The address to dial and the ID expected there (`ID@` or `--peer-id`,
 /// which must agree).
 fn target(args: &ProbeArgs) -> Result<(String, Option<NodeId>), Stop> {
-    let (host, dialed) = conn::split_id(&args.addr)?;
+    let (host, dialed) = conn::peer_address(&args.addr)?;
     Ok((host, conn::expected_id(args.conn.peer_id, dialed)?))
 }
 

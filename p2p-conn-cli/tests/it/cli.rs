@@ -151,6 +151,52 @@ fn netcat_exchange_both_ways_with_half_close() {
     );
 }
 
+/// `dial` takes the `tcp://` forms config.toml and `net_info` use, with
+/// and without the node ID.
+#[test]
+fn dial_takes_tcp_addresses() {
+    let dir = scratch("dial-tcp");
+    let lkey = dir.join("l.json");
+    let lid = p2p_conn::Identity::generate();
+    p2p_conn::keyfile::save_new(&lid, &lkey).unwrap();
+    let lkey = lkey.to_str().unwrap();
+    for form in ["tcp://ADDR", "tcp://ID@ADDR"] {
+        let (listener, addr) = spawn_listener_any_port(&["--key", lkey], Feed::Now(Vec::new()));
+        let target = form
+            .replace("ID", &lid.node_id().to_string())
+            .replace("ADDR", &addr);
+        let d = spawn(&["dial", &target], b"hello").finish_within(Duration::from_secs(30));
+        let l = listener.finish_within(Duration::from_secs(30));
+        d.assert_ok(&target);
+        l.assert_ok(&target);
+        assert_eq!(l.stdout, b"hello", "{target}");
+    }
+}
+
+/// A `dial` address that cannot name a node is a usage error (exit 1, one
+/// line naming the address), before anything is dialed: never exit 3
+/// ("connect"), which a script reads as "node down".
+#[test]
+fn dial_refuses_malformed_addresses_as_usage() {
+    for addr in [
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":26656",
+        "127.0.0.1:99999",
+        "127.0.0.1:0",
+        "tcp://",
+        "tcp://127.0.0.1",
+        "http://127.0.0.1:26657",
+        "nothex@127.0.0.1:26656",
+    ] {
+        let out = spawn(&["dial", addr], b"").finish_within(Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{addr}: {err}");
+        assert_eq!(err.lines().count(), 1, "{addr}: {err}");
+        assert!(err.starts_with("error: "), "{addr}: {err}");
+    }
+}
+
 #[test]
 fn peer_id_mismatch_fails_with_one_line() {
     let port = free_port();

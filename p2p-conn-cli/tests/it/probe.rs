@@ -126,3 +126,54 @@ async fn probe_names_each_failing_stage() {
     assert_eq!(code, 3, "{v}");
     assert_eq!(v["stage"], "connect");
 }
+
+/// The forms config.toml (`persistent_peers`, `seeds`), `net_info` and the
+/// probe's own output use all name the same node: `ID@HOST:PORT`,
+/// `HOST:PORT`, and either behind `tcp://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_takes_every_address_form() {
+    for form in ["ID@ADDR", "ADDR", "tcp://ID@ADDR", "tcp://ADDR"] {
+        let (addr, id) =
+            scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+        let target = form
+            .replace("ID", &id.to_string())
+            .replace("ADDR", &addr.to_string());
+        let (code, v) = probe(vec![target.clone()]).await;
+        assert_eq!(code, 0, "{target}: {v}");
+        assert_eq!(v["node_id"], id.to_string(), "{target}");
+        assert_eq!(v["address"], addr.to_string(), "{target}");
+        let expected = if form.contains("ID@") {
+            Value::String(id.to_string())
+        } else {
+            Value::Null
+        };
+        assert_eq!(v["expected_id"], expected, "{target}");
+    }
+}
+
+/// An address that cannot name a node is a usage error (exit 1, stage
+/// `usage`), never a connect failure (exit 3), which a script would read
+/// as "node down".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_refuses_malformed_addresses_as_usage() {
+    let id = Identity::generate().node_id();
+    for addr in [
+        "127.0.0.1".to_string(),
+        "127.0.0.1:".into(),
+        ":26656".into(),
+        "127.0.0.1:99999".into(),
+        "127.0.0.1:0".into(),
+        "127.0.0.1:port".into(),
+        "tcp://".into(),
+        "tcp://127.0.0.1".into(),
+        "http://127.0.0.1:26657".into(),
+        "unix:///tmp/node.sock".into(),
+        format!("{id}@"),
+        format!("tcp://{id}@127.0.0.1"),
+        "nothex@127.0.0.1:26656".into(),
+    ] {
+        let (code, v) = probe(vec![addr.clone()]).await;
+        assert_eq!(code, 1, "{addr}: {v}");
+        assert_eq!(v["stage"], "usage", "{addr}: {v}");
+    }
+}
