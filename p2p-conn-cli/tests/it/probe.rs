@@ -177,3 +177,50 @@ async fn probe_refuses_malformed_addresses_as_usage() {
         assert_eq!(v["stage"], "usage", "{addr}: {v}");
     }
 }
+
+/// A loopback listener that answers as an HTTP server (CometBFT's RPC
+/// port) does to the bytes of a handshake: `400 Bad Request`, then close.
+async fn http_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let _ = tcp
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                      Connection: close\r\n\r\n400 Bad Request",
+                )
+                .await;
+        }
+    });
+    addr
+}
+
+/// Pointed at an RPC port, the probe says that the peer answered in HTTP
+/// (and still exits 4, `handshake`), rather than only naming the byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_says_an_http_peer_is_probably_the_rpc_port() {
+    let addr = http_server().await;
+    let (code, v) = probe(vec![addr.to_string()]).await;
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["stage"], "handshake");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.starts_with("handshake failed: "), "{error}");
+    assert!(error.contains("answered in HTTP"), "{error}");
+    assert!(error.contains("RPC port (26657)"), "{error}");
+
+    // dial words it the same way.
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            BIN.as_ref(),
+            &["dial", &addr.to_string()],
+            Duration::from_secs(30),
+        )
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("answered in HTTP"), "{err}");
+}
