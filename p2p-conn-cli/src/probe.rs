@@ -70,8 +70,9 @@ struct Report {
     info: NodeInfo,
     /// Rules the node's NodeInfo broke (`Validate` and the ID check).
     violations: Vec<Violation>,
-    /// `--network` given and the node is on another one.
-    network_mismatch: Option<Violation>,
+    /// `--network` given and the node is on another one: the network
+    /// asked for, and the rule broken.
+    network_mismatch: Option<(String, Violation)>,
     handshake: Duration,
     exchange: Duration,
 }
@@ -192,10 +193,11 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
     let _ = tokio::time::timeout(Duration::from_secs(1), conn.shutdown()).await;
     let mut violations = info.validate();
     violations.extend(info.check_id(node_id).err());
-    let network_mismatch = args.info.network.as_ref().and_then(|_| {
+    let network_mismatch = args.info.network.as_ref().and_then(|wanted| {
         ours.compatible_with(&info)
             .into_iter()
             .find(|v| v.rule == nodeinfo::Rule::Network)
+            .map(|v| (wanted.clone(), v))
     });
     Ok(Report {
         address: host,
@@ -285,8 +287,8 @@ impl Report {
     fn failure(&self) -> Option<NodeInfoFailure> {
         match (&self.violations[..], &self.network_mismatch) {
             ([], None) => None,
-            ([], Some(_)) => Some(NodeInfoFailure::Network(format!(
-                "the node is on network {:?}, not the one --network names",
+            ([], Some((wanted, _))) => Some(NodeInfoFailure::Network(format!(
+                "the node is on network {:?}, not {wanted:?} (--network)",
                 self.info.network
             ))),
             (broken, _) => Some(NodeInfoFailure::Rejected(format!(
@@ -319,7 +321,7 @@ impl Report {
             "tx_index": i.tx_index,
             "rpc_address": i.rpc_address,
             "claimed_id": i.id,
-            "violations": self.violations.iter().chain(&self.network_mismatch).map(|v| json!({
+            "violations": self.violations.iter().chain(self.network_mismatch.as_ref().map(|m| &m.1)).map(|v| json!({
                 "rule": v.rule.name(),
                 "detail": v.detail,
             })).collect::<Vec<_>>(),

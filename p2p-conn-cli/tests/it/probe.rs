@@ -224,3 +224,32 @@ async fn probe_says_an_http_peer_is_probably_the_rpc_port() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("answered in HTTP"), "{err}");
 }
+
+/// A network mismatch names both networks: the one `--network` expected
+/// and the one the node announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_network_mismatch_names_both_networks() {
+    let (addr, _) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let (code, v) = probe(vec![addr.to_string(), "--network".into(), "foo".into()]).await;
+    assert_eq!(code, 8, "{v}");
+    assert_eq!(v["stage"], "network");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.contains("\"test-chain\""), "{error}");
+    assert!(error.contains("\"foo\""), "{error}");
+
+    // The text report says it on stderr, one line.
+    let (addr, _) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let args = ["probe", &addr.to_string(), "--network", "foo"].map(String::from);
+        run(BIN.as_ref(), &args, Duration::from_secs(30))
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"test-chain\"") && err.contains("\"foo\""),
+        "{err}"
+    );
+}
