@@ -1158,3 +1158,42 @@ fn nodeinfo_flags_need_nodeinfo() {
         }
     }
 }
+
+/// The lines of `help`'s `Commands:` list.
+fn command_list(help: &str) -> Vec<&str> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+/// `p2p-conn --help` (and `state --help`) list each command in one short
+/// line, at most 80 columns; the detail is in the command's own `--help`.
+#[test]
+fn help_lists_each_command_in_one_short_line() {
+    for args in [&["--help"][..], &["-h"], &["state", "--help"]] {
+        let help = run_cli(args).stdout_text();
+        let list = command_list(&help);
+        assert!(list.len() >= 3, "{args:?}: no command list: {help}");
+        for line in list {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
+    // The detail is still there, one level down.
+    for (cmd, detail) in [
+        ("probe", "8 network mismatch"),
+        ("signer", "exits 1 if it cannot start"),
+        (
+            "listen",
+            "plus 9 for a connection that failed after the handshake",
+        ),
+    ] {
+        let help = run_cli(&[cmd, "--help"]).stdout_text();
+        assert!(help.contains(detail), "{cmd} --help: {help}");
+    }
+}
