@@ -39,7 +39,9 @@ impl WireArgs {
 }
 
 /// The flags of the commands that talk to a peer (`listen`, `dial`,
-/// `probe`): identity, handshake bound, expected peer, wire settings.
+/// `probe`): identity, handshake bound, expected peer. The wire settings
+/// ([`WireArgs`]) are `listen` and `dial`'s only: a probe talks to
+/// CometBFT nodes, on CometBFT's wire.
 #[derive(clap::Args, Clone)]
 pub struct ConnArgs {
     /// node_key.json to authenticate with (default: a fresh ephemeral identity)
@@ -52,8 +54,6 @@ pub struct ConnArgs {
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
     pub peer_id: Option<NodeId>,
-    #[command(flatten)]
-    pub wire: WireArgs,
 }
 
 /// CometBFT's dial timeout: `dial` and `probe`'s `--connect-timeout`.
@@ -99,12 +99,14 @@ pub fn expected_id(
 }
 
 /// The identity (`--key` or a fresh one) and the validated configuration
-/// of `args`, expecting the peer `dialed` named (and `--peer-id`).
-pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), CliError> {
-    let mut cfg = args
-        .wire
-        .config()
-        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?);
+/// of `args` over `base` (the wire settings), expecting the peer `dialed`
+/// named (and `--peer-id`).
+pub fn config(
+    args: &ConnArgs,
+    base: Config,
+    dialed: Option<NodeId>,
+) -> Result<(Identity, Config), CliError> {
+    let mut cfg = base.handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?);
     cfg.validate().map_err(|e| match e {
         Error::InvalidConfig(_) => CliError::usage(e.to_string()),
         other => CliError::usage(format!("invalid configuration: {other}")),

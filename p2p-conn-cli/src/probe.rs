@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo, Violation};
-use p2p_conn::{Error, NodeId};
+use p2p_conn::{Config, Error, NodeId};
 use p2p_conn_interop::cometbft_go::GoVersion;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -21,6 +21,9 @@ use crate::nodeinfo_step::{exchange, join, NodeInfoArgs};
 const PROBE_MONIKER: &str = "p2p-conn-probe";
 
 #[derive(clap::Args)]
+#[command(mut_arg("moniker", |a| a.help(format!(
+    "Moniker to announce [default: {PROBE_MONIKER}]"
+))))]
 pub struct ProbeArgs {
     /// The node's p2p address: ID@HOST:PORT or HOST:PORT (with or without
     /// --peer-id), either also after tcp:// as config.toml and net_info
@@ -149,6 +152,7 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
             peer_id: None,
             ..args.conn.clone()
         },
+        Config::default(),
         None,
     )?;
     let limit = conn::seconds("--connect-timeout", args.connect_timeout)?;

@@ -1197,3 +1197,64 @@ fn help_lists_each_command_in_one_short_line() {
         assert!(help.contains(detail), "{cmd} --help: {help}");
     }
 }
+
+/// The flags `help` lists, by their long names (`--help` included).
+fn listed_flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-v, ")
+                .or(l.strip_prefix("-h, "))
+                .unwrap_or(l);
+            let flag = l.strip_prefix("--")?.split([' ', '=']).next()?;
+            Some(format!("--{flag}"))
+        })
+        .collect()
+}
+
+/// Each connection command lists exactly the flags it uses: `probe` has no
+/// wire settings (it only talks to CometBFT nodes, on CometBFT's wire), and
+/// its help does not send the reader to `listen` and `dial`'s flags.
+#[test]
+fn each_connection_command_lists_only_its_flags() {
+    let conn = ["--key", "--handshake-timeout", "--peer-id"];
+    let wire = ["--frame-size", "--flush-size", "--read-buffer", "--backend"];
+    let info = ["--network", "--moniker", "--channels"];
+    let pipe = ["--nodeinfo", "--mconn", "--ping-interval", "--count-io"];
+    let common = ["--verbose", "--help"];
+    let cases: [(&str, Vec<&str>); 3] = [
+        (
+            "probe",
+            [&["--connect-timeout", "--json"][..], &conn, &info, &common].concat(),
+        ),
+        ("listen", [&conn[..], &wire, &info, &pipe, &common].concat()),
+        (
+            "dial",
+            [
+                &["--connect-timeout"][..],
+                &conn,
+                &wire,
+                &info,
+                &pipe,
+                &common,
+            ]
+            .concat(),
+        ),
+    ];
+    for (cmd, want) in cases {
+        let help = run_cli(&[cmd, "--help"]).stdout_text();
+        let mut listed = listed_flags(&help);
+        let mut want: Vec<String> = want.iter().map(|f| f.to_string()).collect();
+        listed.sort();
+        want.sort();
+        assert_eq!(listed, want, "{cmd} --help:\n{help}");
+    }
+    let help = run_cli(&["probe", "--help"]).stdout_text();
+    for other in ["--nodeinfo", "--mconn", "listen", "dial"] {
+        assert!(!help.contains(other), "probe --help names {other}:\n{help}");
+    }
+    // And a wire flag is refused, as any unknown flag (clap's exit 2).
+    let out = run_cli(&["probe", "127.0.0.1:9", "--frame-size", "1024"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
