@@ -376,11 +376,17 @@ pub fn binary_path(version: GoVersion) -> PathBuf {
         .join("cometbft-peer")
 }
 
+/// Whether the peer binary for `version` is there and no older than its
+/// sources: whether [`build`] would return at once, without running `go`.
+pub fn is_built(version: GoVersion) -> bool {
+    up_to_date(&binary_path(version), &source_dir(), &version.inputs())
+}
+
 /// The peer binary for `version`, built first if missing or stale.
 pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
     let src = source_dir();
     let out = binary_path(version);
-    if up_to_date(&out, &src, &version.inputs()) {
+    if is_built(version) {
         return Ok(out);
     }
     let flags = version.go_flags();

@@ -39,7 +39,9 @@ impl WireArgs {
 }
 
 /// The flags of the commands that talk to a peer (`listen`, `dial`,
-/// `probe`): identity, handshake bound, expected peer, wire settings.
+/// `probe`): identity, handshake bound, expected peer. The wire settings
+/// ([`WireArgs`]) are `listen` and `dial`'s only: a probe talks to
+/// CometBFT nodes, on CometBFT's wire.
 #[derive(clap::Args, Clone)]
 pub struct ConnArgs {
     /// node_key.json to authenticate with (default: a fresh ephemeral identity)
@@ -52,8 +54,6 @@ pub struct ConnArgs {
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
     pub peer_id: Option<NodeId>,
-    #[command(flatten)]
-    pub wire: WireArgs,
 }
 
 /// CometBFT's dial timeout: `dial` and `probe`'s `--connect-timeout`.
@@ -99,12 +99,14 @@ pub fn expected_id(
 }
 
 /// The identity (`--key` or a fresh one) and the validated configuration
-/// of `args`, expecting the peer `dialed` named (and `--peer-id`).
-pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Config), CliError> {
-    let mut cfg = args
-        .wire
-        .config()
-        .handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?);
+/// of `args` over `base` (the wire settings), expecting the peer `dialed`
+/// named (and `--peer-id`).
+pub fn config(
+    args: &ConnArgs,
+    base: Config,
+    dialed: Option<NodeId>,
+) -> Result<(Identity, Config), CliError> {
+    let mut cfg = base.handshake_timeout(seconds("--handshake-timeout", args.handshake_timeout)?);
     cfg.validate().map_err(|e| match e {
         Error::InvalidConfig(_) => CliError::usage(e.to_string()),
         other => CliError::usage(format!("invalid configuration: {other}")),
@@ -119,12 +121,60 @@ pub fn config(args: &ConnArgs, dialed: Option<NodeId>) -> Result<(Identity, Conf
     Ok((identity, cfg))
 }
 
-/// `ID@HOST:PORT` or `HOST:PORT`: the address and the ID, if given.
+/// The scheme CometBFT writes before p2p addresses: config.toml's `laddr`
+/// and a NodeInfo's `listen_addr` (`net_info`, `probe`) carry it.
+const TCP_SCHEME: &str = "tcp://";
+
+/// The address forms of a node, for messages.
+pub const ADDRESS_FORMS: &str = "ID@HOST:PORT, HOST:PORT, or either after tcp://";
+
+/// `[tcp://][ID@]HOST:PORT`: the address (without `tcp://`) and the ID, if
+/// given. Another scheme is an error (`http://` names the RPC port); the
+/// address itself is not checked (see [`peer_address`]).
 pub fn split_id(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
-    Ok(match addr.split_once('@') {
+    let rest = match addr.split_once("://") {
+        None => addr,
+        Some(_) if addr.starts_with(TCP_SCHEME) => &addr[TCP_SCHEME.len()..],
+        Some((scheme, _)) => {
+            let rpc = match scheme {
+                "http" | "https" | "ws" | "wss" => {
+                    " (that is an RPC address; the p2p port is another, 26656 by default)"
+                }
+                _ => "",
+            };
+            return Err(CliError::usage(format!(
+                "{addr:?}: {scheme}:// is not a p2p address{rpc}: want {ADDRESS_FORMS}"
+            )));
+        }
+    };
+    Ok(match rest.split_once('@') {
         Some((id, host)) => (host.to_string(), Some(id.parse::<NodeId>()?)),
-        None => (addr.to_string(), None),
+        None => (rest.to_string(), None),
     })
+}
+
+/// Whether `addr` is `HOST:PORT` with a host and a port that can be dialed
+/// (1 to 65535).
+pub fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !host.contains(|c: char| c.is_whitespace() || c == '/' || c == '@')
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    })
+}
+
+/// A node's address as `dial` and `probe` take it, [`split_id`]'s forms:
+/// `HOST:PORT` (checked, so that a typo is a usage error rather than a
+/// failed connect) and the ID, if given. Host names are resolved when
+/// dialed.
+pub fn peer_address(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
+    let (host, id) = split_id(addr)?;
+    if !is_host_port(&host) {
+        return Err(CliError::usage(format!(
+            "{addr:?} is not a node's address: want {ADDRESS_FORMS} (a port from 1 to 65535)"
+        )));
+    }
+    Ok((host, id))
 }
 
 /// A TCP connection to `addr` within `limit`: how every command that dials
@@ -138,5 +188,50 @@ where
         Ok(Ok(tcp)) => Ok(tcp),
         Ok(Err(source)) => Err(CliError::Connect { host, source }),
         Err(_) => Err(CliError::ConnectTimeout { host, limit }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_addresses_in_every_form() {
+        let id: NodeId = "f981ab195d664a8e2c6f7d6358628e05a8b5be8d".parse().unwrap();
+        for (form, host, want_id) in [
+            ("127.0.0.1:26656", "127.0.0.1:26656", None),
+            ("tcp://127.0.0.1:26656", "127.0.0.1:26656", None),
+            (
+                "f981ab195d664a8e2c6f7d6358628e05a8b5be8d@node.example:1",
+                "node.example:1",
+                Some(id),
+            ),
+            (
+                "tcp://f981ab195d664a8e2c6f7d6358628e05a8b5be8d@[::1]:26656",
+                "[::1]:26656",
+                Some(id),
+            ),
+        ] {
+            let (h, i) = peer_address(form).unwrap_or_else(|e| panic!("{form}: {e}"));
+            assert_eq!((h.as_str(), i), (host, want_id), "{form}");
+        }
+        for bad in [
+            "",
+            "tcp://",
+            "host",
+            "host:",
+            ":1",
+            "host:0",
+            "host:65536",
+            "a b:1",
+            "tcp://tcp://h:1",
+            "TCP://h:1",
+            "http://h:26657",
+        ] {
+            assert!(
+                matches!(peer_address(bad), Err(CliError::Usage(_))),
+                "{bad:?}"
+            );
+        }
     }
 }

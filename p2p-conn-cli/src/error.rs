@@ -153,6 +153,9 @@ pub fn describe(e: &Error) -> String {
         ) => {
             format!("connection failed: {p}")
         }
+        Error::Protocol(ProtocolError::MalformedEphemeralMessage(m)) if is_http(m) => {
+            format!("handshake failed: {HTTP_PEER}")
+        }
         Error::Protocol(p) => format!("handshake failed: {p}"),
         Error::HandshakeEof { .. } => e.to_string(),
         Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
@@ -163,6 +166,19 @@ pub fn describe(e: &Error) -> String {
         Error::Io(io) => format!("I/O error: {io}"),
         other => other.to_string(),
     }
+}
+
+/// Said of a peer whose first byte is `H`: what an HTTP server (a node's
+/// RPC port) sends first, `HTTP/1.1 400 Bad Request`, in answer to our
+/// ephemeral key (its third byte, 0x0a, ends a request line).
+pub const HTTP_PEER: &str = "the peer answered in HTTP (its first byte is 0x48, 'H', not the \
+     handshake's 0x22): probably the RPC port (26657), not the P2P port (26656)";
+
+/// Whether a malformed ephemeral-key message (the peer's first bytes, of
+/// which the library reads only the first before it fails) began with
+/// `H`: the library's detail names that byte, `length prefix 0x48`.
+fn is_http(detail: &str) -> bool {
+    detail.starts_with("length prefix 0x48,")
 }
 
 /// How the NodeInfo step failed; the stage (exit code) each means is
@@ -238,5 +254,54 @@ fn receiving(e: &Error) -> String {
         }
         Error::Io(io) => format!("connection failed: receiving from the peer: {io}"),
         other => describe(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Read, Write};
+
+    use p2p_conn::{Config, Identity};
+
+    use super::*;
+
+    /// A peer that sends `answer` and takes whatever is written to it.
+    struct Answers(Cursor<&'static [u8]>);
+
+    impl Read for Answers {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+
+    impl Write for Answers {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn handshake_with(answer: &'static [u8]) -> String {
+        let peer = Answers(Cursor::new(answer));
+        match p2p_conn::io::blocking::handshake(peer, &Identity::generate(), &Config::default()) {
+            Ok(_) => panic!("a handshake with {answer:?} succeeded"),
+            Err(e) => describe(&e),
+        }
+    }
+
+    /// The library's own failure on an HTTP answer gets the hint (so this
+    /// fails if the library rewords its detail); other first bytes do not.
+    #[test]
+    fn an_http_answer_is_named() {
+        let http = handshake_with(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+        assert_eq!(http, format!("handshake failed: {HTTP_PEER}"));
+        let other = handshake_with(&[0xff; 64]);
+        assert!(
+            other.starts_with("handshake failed: malformed ephemeral-key message"),
+            "{other}"
+        );
+        assert!(!other.contains("HTTP"), "{other}");
     }
 }

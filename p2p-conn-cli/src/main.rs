@@ -39,7 +39,10 @@ use pipe::PipeArgs;
 #[command(
     name = "p2p-conn",
     version,
-    about = "CometBFT-compatible secret connections: netcat-style client/server, keys, probe, a test remote signer, benchmark"
+    about = "CometBFT secret connections: dial, listen, probe, crawl, signer, keys, bench",
+    long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
+        key tools, a probe and a crawler for live nodes, a test remote signer, benchmarks. \
+        `p2p-conn COMMAND --help` says more of each (docs/guide.md: all of it)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -57,8 +60,10 @@ enum Cmd {
         #[arg(long, default_value = "node_key.json")]
         out: PathBuf,
     },
-    /// Print the node ID of a node_key.json (or, with --libp2p, its libp2p
-    /// peer ID, as `cometbft show-node-id --libp2p` prints it)
+    /// Print the node ID of a node_key.json (or its libp2p peer ID)
+    ///
+    /// With --libp2p, the libp2p peer ID, as `cometbft show-node-id
+    /// --libp2p` prints it
     Id {
         /// The node_key.json
         #[arg(long)]
@@ -68,8 +73,10 @@ enum Cmd {
         #[arg(long)]
         libp2p: bool,
     },
-    /// Accept one connection, then copy stdin to it and it to stdout until
-    /// both are done. Prints `listening ADDR` on stderr once bound. Exit 0:
+    /// Accept one connection and copy stdin to it, it to stdout
+    ///
+    /// Copies until both directions are done; prints `listening ADDR` on
+    /// stderr once bound. Exit 0:
     /// all of stdin handed to the kernel and the peer's stream ended (not an
     /// acknowledgement); otherwise the stage's code, as probe's, plus 9 for
     /// a connection that failed after the handshake (docs/guide.md, "Exit
@@ -81,11 +88,14 @@ enum Cmd {
         #[command(flatten)]
         args: PipeArgs,
     },
-    /// Connect to ADDR (or ID@ADDR), then copy stdin to it and it to stdout
-    /// until both are done. Exit codes as listen's (docs/guide.md, "Exit
-    /// codes")
+    /// Connect to a node and copy stdin to it, it to stdout
+    ///
+    /// ADDR is HOST:PORT or ID@HOST:PORT, either also after tcp://. Copies
+    /// until both directions are done. Exit codes as listen's
+    /// (docs/guide.md, "Exit codes")
     Dial {
-        /// Address to dial, e.g. 127.0.0.1:26656 or NODE_ID@127.0.0.1:26656
+        /// Address to dial, e.g. 127.0.0.1:26656, NODE_ID@127.0.0.1:26656 or
+        /// tcp://NODE_ID@127.0.0.1:26656
         addr: String,
         /// Give up connecting (before the handshake) after this many seconds
         #[arg(long, default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
@@ -93,19 +103,23 @@ enum Cmd {
         #[command(flatten)]
         args: PipeArgs,
     },
-    /// Ask a CometBFT node who it is: dial, handshake, exchange NodeInfo,
-    /// check it by CometBFT's rules, print it, hang up. Exit code by stage:
-    /// 0 ok, 3 connect, 4 handshake, 5 ID mismatch, 6 NodeInfo, 7 timeout,
-    /// 8 network mismatch, 1 other (2: the command line does not parse;
-    /// docs/guide.md, "Exit codes")
+    /// Ask a CometBFT node who it is (its NodeInfo), then hang up
+    ///
+    /// Dial, handshake, exchange NodeInfo, check it by CometBFT's rules,
+    /// print it, hang up. Exit code by stage: 0 ok, 1 usage (a malformed
+    /// address, bad flags, a key file), 3 connect, 4 handshake, 5 ID
+    /// mismatch, 6 NodeInfo, 7 timeout, 8 network mismatch (2: the command
+    /// line does not parse; docs/guide.md, "Exit codes")
     Probe(probe::ProbeArgs),
-    /// Map a CometBFT network over p2p (no RPC): from the seeds, breadth
-    /// first, visit each node once (handshake, NodeInfo, one PexRequest,
+    /// Map a CometBFT network over p2p (PEX, no RPC): table, JSON, graph
+    ///
+    /// From the seeds, breadth first, visit each node once (handshake, NodeInfo, one PexRequest,
     /// its PexAddrs, hang up) and print a table of every node, or --json;
     /// --graph draws who knows whom (docs/guide.md, "Mapping a network")
     Crawl(crawl::CrawlArgs),
-    /// A remote signer for a CometBFT validator, for tests and testnets (a
-    /// software key: in memory, in a file on disk): dials the node's
+    /// A remote signer for a CometBFT validator, for tests and testnets
+    ///
+    /// A software key (in memory, in a file on disk): dials the node's
     /// priv_validator_laddr, reconnects whenever the connection ends, and
     /// signs votes and proposals with FilePV's double-sign rules, its
     /// high-water mark written to --state (synced, renamed into place)
@@ -113,18 +127,23 @@ enum Cmd {
     /// the final stats and exits 0; exits 1 if it cannot start (flags, key,
     /// state file; docs/guide.md, "Remote signer")
     Signer(signer::SignerArgs),
-    /// Move a signer's high-water mark between FilePV's
-    /// priv_validator_state.json and p2p-conn's slot state file, or show it
-    /// (docs/guide.md, "Remote signer")
+    /// Move a signer's high-water mark between state files, or show it
+    ///
+    /// Between FilePV's priv_validator_state.json and p2p-conn's slot state
+    /// file (docs/guide.md, "Remote signer")
     #[command(subcommand)]
     State(signer::StateCmd),
     /// Loopback benchmark: handshake, then stream messages and verify them
     Bench(bench::BenchArgs),
+    /// Profile the bench workload: flamegraph SVG, seal/write breakdown
+    ///
     /// Run the bench workload (or send to a listening peer with --connect)
-    /// under a sampling profiler: flamegraph SVG and seal/write breakdown
+    /// under a sampling profiler
     Profile(profile::ProfileArgs),
-    /// Memory per connection: idle connections at scale, stalled
-    /// handshakes, handshake churn (process RSS from /proc; Linux)
+    /// Memory per connection: idle, stalled handshakes, churn (Linux)
+    ///
+    /// Idle connections at scale, stalled handshakes, handshake churn
+    /// (process RSS from /proc)
     Resources(resources::ResourcesArgs),
     /// A child process of `resources`
     #[command(hide = true)]

@@ -14,24 +14,20 @@ use p2p_conn::{Error, Identity};
 use crate::error::{describe, CliError, NodeInfoFailure};
 
 /// What we announce in the NodeInfo exchange. `listen` and `dial` take
-/// these only with `--nodeinfo` (`probe` always exchanges).
+/// these only with `--nodeinfo` (`probe` always exchanges); each command
+/// words their help for itself (`mut_arg`), over the words here.
 #[derive(clap::Args, Clone, Debug)]
 pub struct NodeInfoArgs {
     /// Network (chain ID) to announce, and to require of the peer. Without
-    /// it, read the peer's NodeInfo first and announce its network (two
-    /// p2p-conn peers: give it on at least one side, or both wait). listen,
-    /// dial: needs --nodeinfo
+    /// it, read the peer's NodeInfo first and announce its network
     #[arg(long)]
     pub network: Option<String>,
-    /// Moniker to announce [default: p2p-conn-probe for probe, p2p-conn
-    /// otherwise]. listen, dial: needs --nodeinfo
+    /// Moniker to announce
     #[arg(long)]
     pub moniker: Option<String>,
-    /// Channels to announce: hex bytes (e.g. 4020), or a list
-    /// `0x40,0x20[:PRIORITY]` (priorities are for --mconn; default 1). None by
-    /// default, so a node completes the exchange and then drops us ("no
-    /// common channels"), and no reactor traffic flows. listen, dial: needs
-    /// --nodeinfo or --mconn (whose channels they are too)
+    /// Channels to announce: hex bytes (e.g. 4020), or a list `0x40,0x20`.
+    /// None by default, so a node completes the exchange and then drops us
+    /// ("no common channels"), and no reactor traffic flows
     #[arg(long, value_parser = parse_channels)]
     pub channels: Option<Channels>,
 }

@@ -11,18 +11,37 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
-use crate::conn::{self, ConnArgs};
+use crate::conn::{self, ConnArgs, WireArgs};
 use crate::error::{CliError, CopyError};
 use crate::mconn;
 use crate::nodeinfo_step;
 use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
-/// `listen` and `dial`: the connection settings, and the optional NodeInfo
-/// exchange before piping.
+/// `listen` and `dial`: the connection and wire settings, and the optional
+/// NodeInfo exchange before piping (the NodeInfo flags' help says what
+/// they need here).
 #[derive(clap::Args, Clone)]
+#[command(
+    mut_arg("network", |a| a.help(
+        "Network (chain ID) to announce, and to require of the peer; needs \
+         --nodeinfo. Without it, read the peer's NodeInfo first and announce its \
+         network (two p2p-conn peers: give it on at least one side, or both wait)"
+    )),
+    mut_arg("moniker", |a| a.help(
+        "Moniker to announce [default: p2p-conn]; needs --nodeinfo"
+    )),
+    mut_arg("channels", |a| a.help(
+        "Channels to announce, and --mconn's: hex bytes (e.g. 4020), or a list \
+         `0x40,0x20[:PRIORITY]` (MConnection priorities, default 1); needs --nodeinfo \
+         or --mconn. None by default, so a node completes the exchange and then drops \
+         us (\"no common channels\"), and no reactor traffic flows"
+    )),
+)]
 pub struct PipeArgs {
     #[command(flatten)]
     conn: ConnArgs,
+    #[command(flatten)]
+    wire: WireArgs,
     /// Exchange NodeInfo as CometBFT peers do before piping (the peer's is
     /// printed on stderr and must be valid and compatible)
     #[arg(long)]
@@ -72,7 +91,7 @@ pub fn run_async(
 /// (the bound address) on stderr, accept one connection and pipe it.
 pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     args.check()?;
-    let (identity, cfg) = conn::config(&args.conn, None)?;
+    let (identity, cfg) = conn::config(&args.conn, args.wire.config(), None)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| CliError::Listen { addr, source })?;
@@ -88,12 +107,13 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     pipe(tcp, &identity, &cfg, &args, local).await
 }
 
-/// `dial`: connect to `addr` (`ID@ADDR` or `ADDR`) and pipe the connection.
+/// `dial`: connect to `addr` ([`conn::peer_address`]'s forms) and pipe the
+/// connection.
 pub async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<(), CliError> {
     args.check()?;
-    let (host, id) = conn::split_id(&addr)?;
+    let (host, id) = conn::peer_address(&addr)?;
     let limit = conn::seconds("--connect-timeout", connect_timeout)?;
-    let (identity, cfg) = conn::config(&args.conn, id)?;
+    let (identity, cfg) = conn::config(&args.conn, args.wire.config(), id)?;
     let tcp = conn::connect(host.as_str(), limit).await?;
     pipe(tcp, &identity, &cfg, &args, None).await
 }

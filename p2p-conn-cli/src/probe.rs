@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo, Violation};
-use p2p_conn::{Error, NodeId};
+use p2p_conn::{Config, Error, NodeId};
 use p2p_conn_interop::cometbft_go::GoVersion;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -21,9 +21,13 @@ use crate::nodeinfo_step::{exchange, join, NodeInfoArgs};
 const PROBE_MONIKER: &str = "p2p-conn-probe";
 
 #[derive(clap::Args)]
+#[command(mut_arg("moniker", |a| a.help(format!(
+    "Moniker to announce [default: {PROBE_MONIKER}]"
+))))]
 pub struct ProbeArgs {
-    /// The node's p2p address: ID@HOST:PORT, or HOST:PORT (with or without
-    /// --peer-id)
+    /// The node's p2p address: ID@HOST:PORT or HOST:PORT (with or without
+    /// --peer-id), either also after tcp:// as config.toml and net_info
+    /// write it
     addr: String,
     /// Give up connecting (before the handshake) after this many seconds
     #[arg(long, default_value_t = conn::DEFAULT_CONNECT_TIMEOUT_SECS)]
@@ -69,8 +73,9 @@ struct Report {
     info: NodeInfo,
     /// Rules the node's NodeInfo broke (`Validate` and the ID check).
     violations: Vec<Violation>,
-    /// `--network` given and the node is on another one.
-    network_mismatch: Option<Violation>,
+    /// `--network` given and the node is on another one: the network
+    /// asked for, and the rule broken.
+    network_mismatch: Option<(String, Violation)>,
     handshake: Duration,
     exchange: Duration,
 }
@@ -135,7 +140,7 @@ pub fn run(args: ProbeArgs) -> ExitCode {
 /// The address to dial and the ID expected there (`ID@` or `--peer-id`,
 /// which must agree).
 fn target(args: &ProbeArgs) -> Result<(String, Option<NodeId>), Stop> {
-    let (host, dialed) = conn::split_id(&args.addr)?;
+    let (host, dialed) = conn::peer_address(&args.addr)?;
     Ok((host, conn::expected_id(args.conn.peer_id, dialed)?))
 }
 
@@ -147,6 +152,7 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
             peer_id: None,
             ..args.conn.clone()
         },
+        Config::default(),
         None,
     )?;
     let limit = conn::seconds("--connect-timeout", args.connect_timeout)?;
@@ -191,10 +197,11 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
     let _ = tokio::time::timeout(Duration::from_secs(1), conn.shutdown()).await;
     let mut violations = info.validate();
     violations.extend(info.check_id(node_id).err());
-    let network_mismatch = args.info.network.as_ref().and_then(|_| {
+    let network_mismatch = args.info.network.as_ref().and_then(|wanted| {
         ours.compatible_with(&info)
             .into_iter()
             .find(|v| v.rule == nodeinfo::Rule::Network)
+            .map(|v| (wanted.clone(), v))
     });
     Ok(Report {
         address: host,
@@ -284,8 +291,8 @@ impl Report {
     fn failure(&self) -> Option<NodeInfoFailure> {
         match (&self.violations[..], &self.network_mismatch) {
             ([], None) => None,
-            ([], Some(_)) => Some(NodeInfoFailure::Network(format!(
-                "the node is on network {:?}, not the one --network names",
+            ([], Some((wanted, _))) => Some(NodeInfoFailure::Network(format!(
+                "the node is on network {:?}, not {wanted:?} (--network)",
                 self.info.network
             ))),
             (broken, _) => Some(NodeInfoFailure::Rejected(format!(
@@ -318,7 +325,7 @@ impl Report {
             "tx_index": i.tx_index,
             "rpc_address": i.rpc_address,
             "claimed_id": i.id,
-            "violations": self.violations.iter().chain(&self.network_mismatch).map(|v| json!({
+            "violations": self.violations.iter().chain(self.network_mismatch.as_ref().map(|m| &m.1)).map(|v| json!({
                 "rule": v.rule.name(),
                 "detail": v.detail,
             })).collect::<Vec<_>>(),

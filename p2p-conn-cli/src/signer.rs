@@ -611,8 +611,10 @@ fn format_for_name(path: &std::path::Path) -> state_file::Format {
 /// `priv_validator_state.json` and p2p-conn's slot file, or show one.
 #[derive(clap::Subcommand)]
 pub enum StateCmd {
-    /// Copy a FilePV priv_validator_state.json (or any state file) into a
-    /// new p2p-conn slot state file (one fdatasync per signature instead of
+    /// Copy a state file into a new p2p-conn slot state file
+    ///
+    /// From a FilePV priv_validator_state.json (or any state file) to a new
+    /// p2p-conn slot state file (one fdatasync per signature instead of
     /// FilePV's new file, sync and rename). Stop the node (or signer) that
     /// uses FROM first, and never start one on FROM again
     Import {
@@ -624,8 +626,10 @@ pub enum StateCmd {
         #[arg(long)]
         to: PathBuf,
     },
-    /// Copy a state file (slot file or JSON) into a new FilePV
-    /// priv_validator_state.json, for FilePV, tmkms or another signer.
+    /// Copy a state file into a new FilePV priv_validator_state.json
+    ///
+    /// From a slot file or JSON state file, for FilePV, tmkms or another
+    /// signer.
     /// Stop the signer on FROM first
     Export {
         /// The state file to copy

@@ -4,11 +4,11 @@
 //! tendermint-p2p 0.41 (in this process).
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use p2p_conn_interop::cometbft_go::GoVersion;
+use p2p_conn_interop::cometbft_go::{self, GoVersion};
 use tendermint_p2p::secret_connection::{SecretConnection, Version};
 
 use super::measure::{Cpu, Latency, Mark, Row};
@@ -16,6 +16,28 @@ use super::producers::{self, Checker};
 use super::transfer::{run_threads, Threads, READ_CHUNK};
 use super::workload::{Verifier, Workload};
 use crate::error::CliError;
+
+/// The Go peer for `version` (`--baseline cometbft-go*`), built first if
+/// missing or stale. A build takes minutes (the CometBFT module and its
+/// dependencies), so it is announced on stderr, with its time when done;
+/// a peer already built is returned without a word.
+pub fn go_peer(version: GoVersion) -> Result<PathBuf, CliError> {
+    if cometbft_go::is_built(version) {
+        return Ok(cometbft_go::build(version)?);
+    }
+    eprintln!(
+        "building CometBFT's Go peer {} (first run only; up to a few minutes)...",
+        version.label()
+    );
+    let started = std::time::Instant::now();
+    let peer = cometbft_go::build(version)?;
+    eprintln!(
+        "built CometBFT's Go peer {} in {:.0} s",
+        version.label(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(peer)
+}
 
 /// CometBFT's Go `SecretConnection` at one of the lines the test suite
 /// proves, as `--baseline` names it: `cometbft-go` (v1.0.1, also

@@ -33,8 +33,6 @@ pub mod stability;
 pub mod transfer;
 pub mod workload;
 
-use p2p_conn_interop::cometbft_go;
-
 use baselines::Baseline;
 use report::Output;
 use workload::WorkloadArgs;
@@ -82,7 +80,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         .max(1);
     let cfg = args.work.config()?;
     let go_peer = match args.baseline.and_then(Baseline::go_version) {
-        Some(v) => Some(cometbft_go::build(v)?),
+        Some(v) => Some(baselines::go_peer(v)?),
         None => None,
     };
     if let Some(n) = args.handshakes {

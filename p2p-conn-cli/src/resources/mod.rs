@@ -41,7 +41,6 @@ use std::process::{Command, Stdio};
 
 use p2p_conn::proto::{Handshake, HandshakeParams};
 use p2p_conn::Identity;
-use p2p_conn_interop::cometbft_go;
 
 use crate::bench::baselines::GoBaseline;
 use crate::child::Listening;
@@ -138,7 +137,7 @@ pub fn run(args: ResourcesArgs) -> Result<(), CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("locating this program: {e}")))?;
     let go_peer = match args.baseline {
-        Some(b) if args.connections > 0 => Some(cometbft_go::build(b.0)?),
+        Some(b) if args.connections > 0 => Some(crate::bench::baselines::go_peer(b.0)?),
         _ => None,
     };
     if !args.json {

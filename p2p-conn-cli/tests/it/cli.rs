@@ -151,6 +151,52 @@ fn netcat_exchange_both_ways_with_half_close() {
     );
 }
 
+/// `dial` takes the `tcp://` forms config.toml and `net_info` use, with
+/// and without the node ID.
+#[test]
+fn dial_takes_tcp_addresses() {
+    let dir = scratch("dial-tcp");
+    let lkey = dir.join("l.json");
+    let lid = p2p_conn::Identity::generate();
+    p2p_conn::keyfile::save_new(&lid, &lkey).unwrap();
+    let lkey = lkey.to_str().unwrap();
+    for form in ["tcp://ADDR", "tcp://ID@ADDR"] {
+        let (listener, addr) = spawn_listener_any_port(&["--key", lkey], Feed::Now(Vec::new()));
+        let target = form
+            .replace("ID", &lid.node_id().to_string())
+            .replace("ADDR", &addr);
+        let d = spawn(&["dial", &target], b"hello").finish_within(Duration::from_secs(30));
+        let l = listener.finish_within(Duration::from_secs(30));
+        d.assert_ok(&target);
+        l.assert_ok(&target);
+        assert_eq!(l.stdout, b"hello", "{target}");
+    }
+}
+
+/// A `dial` address that cannot name a node is a usage error (exit 1, one
+/// line naming the address), before anything is dialed: never exit 3
+/// ("connect"), which a script reads as "node down".
+#[test]
+fn dial_refuses_malformed_addresses_as_usage() {
+    for addr in [
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":26656",
+        "127.0.0.1:99999",
+        "127.0.0.1:0",
+        "tcp://",
+        "tcp://127.0.0.1",
+        "http://127.0.0.1:26657",
+        "nothex@127.0.0.1:26656",
+    ] {
+        let out = spawn(&["dial", addr], b"").finish_within(Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{addr}: {err}");
+        assert_eq!(err.lines().count(), 1, "{addr}: {err}");
+        assert!(err.starts_with("error: "), "{addr}: {err}");
+    }
+}
+
 #[test]
 fn peer_id_mismatch_fails_with_one_line() {
     let port = free_port();
@@ -1111,4 +1157,104 @@ fn nodeinfo_flags_need_nodeinfo() {
             );
         }
     }
+}
+
+/// The lines of `help`'s `Commands:` list.
+fn command_list(help: &str) -> Vec<&str> {
+    help.lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+/// `p2p-conn --help` (and `state --help`) list each command in one short
+/// line, at most 80 columns; the detail is in the command's own `--help`.
+#[test]
+fn help_lists_each_command_in_one_short_line() {
+    for args in [&["--help"][..], &["-h"], &["state", "--help"]] {
+        let help = run_cli(args).stdout_text();
+        let list = command_list(&help);
+        assert!(list.len() >= 3, "{args:?}: no command list: {help}");
+        for line in list {
+            assert!(
+                line.chars().count() <= 80,
+                "{args:?}: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
+    // The detail is still there, one level down.
+    for (cmd, detail) in [
+        ("probe", "8 network mismatch"),
+        ("signer", "exits 1 if it cannot start"),
+        (
+            "listen",
+            "plus 9 for a connection that failed after the handshake",
+        ),
+    ] {
+        let help = run_cli(&[cmd, "--help"]).stdout_text();
+        assert!(help.contains(detail), "{cmd} --help: {help}");
+    }
+}
+
+/// The flags `help` lists, by their long names (`--help` included).
+fn listed_flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l
+                .strip_prefix("-v, ")
+                .or(l.strip_prefix("-h, "))
+                .unwrap_or(l);
+            let flag = l.strip_prefix("--")?.split([' ', '=']).next()?;
+            Some(format!("--{flag}"))
+        })
+        .collect()
+}
+
+/// Each connection command lists exactly the flags it uses: `probe` has no
+/// wire settings (it only talks to CometBFT nodes, on CometBFT's wire), and
+/// its help does not send the reader to `listen` and `dial`'s flags.
+#[test]
+fn each_connection_command_lists_only_its_flags() {
+    let conn = ["--key", "--handshake-timeout", "--peer-id"];
+    let wire = ["--frame-size", "--flush-size", "--read-buffer", "--backend"];
+    let info = ["--network", "--moniker", "--channels"];
+    let pipe = ["--nodeinfo", "--mconn", "--ping-interval", "--count-io"];
+    let common = ["--verbose", "--help"];
+    let cases: [(&str, Vec<&str>); 3] = [
+        (
+            "probe",
+            [&["--connect-timeout", "--json"][..], &conn, &info, &common].concat(),
+        ),
+        ("listen", [&conn[..], &wire, &info, &pipe, &common].concat()),
+        (
+            "dial",
+            [
+                &["--connect-timeout"][..],
+                &conn,
+                &wire,
+                &info,
+                &pipe,
+                &common,
+            ]
+            .concat(),
+        ),
+    ];
+    for (cmd, want) in cases {
+        let help = run_cli(&[cmd, "--help"]).stdout_text();
+        let mut listed = listed_flags(&help);
+        let mut want: Vec<String> = want.iter().map(|f| f.to_string()).collect();
+        listed.sort();
+        want.sort();
+        assert_eq!(listed, want, "{cmd} --help:\n{help}");
+    }
+    let help = run_cli(&["probe", "--help"]).stdout_text();
+    for other in ["--nodeinfo", "--mconn", "listen", "dial"] {
+        assert!(!help.contains(other), "probe --help names {other}:\n{help}");
+    }
+    // And a wire flag is refused, as any unknown flag (clap's exit 2).
+    let out = run_cli(&["probe", "127.0.0.1:9", "--frame-size", "1024"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }

@@ -102,3 +102,58 @@ fn bench_with_a_baseline_repeats_or_says_why_not() {
         out.stderr_lines()
     );
 }
+
+/// `bench --baseline cometbft-go` builds the Go peer on first use (minutes):
+/// it says so on stderr before it starts, and says nothing when the peer is
+/// built already. A fresh target folder and no `go` on PATH make the build
+/// start and fail at once.
+#[test]
+fn bench_says_when_it_builds_the_go_peer() {
+    let scratch = crate::common::process::scratch("bench-go-build");
+    let empty_path = scratch.join("bin");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args([
+            "bench",
+            "--mib",
+            "1",
+            "--baseline",
+            "cometbft-go",
+            "--repeat",
+            "1",
+        ])
+        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .env("PATH", &empty_path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(
+        lines[0], "building CometBFT's Go peer v1.0.1 (first run only; up to a few minutes)...",
+        "{err}"
+    );
+    assert!(lines[1].starts_with("error: the Go toolchain"), "{err}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    // Built already: not a word of it.
+    let test = "cli_bench::bench_says_when_it_builds_the_go_peer";
+    let version = p2p_conn_interop::cometbft_go::GoVersion::V1;
+    if p2p_conn_interop::go_peer::go_peer(version, test).is_none() {
+        return;
+    }
+    let out = run_cli(&[
+        "bench",
+        "--mib",
+        "1",
+        "--baseline",
+        "cometbft-go",
+        "--repeat",
+        "1",
+    ]);
+    let err = out.stderr_lines();
+    assert!(!err.iter().any(|l| l.contains("building")), "{err:?}");
+}

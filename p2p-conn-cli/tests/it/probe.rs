@@ -126,3 +126,130 @@ async fn probe_names_each_failing_stage() {
     assert_eq!(code, 3, "{v}");
     assert_eq!(v["stage"], "connect");
 }
+
+/// The forms config.toml (`persistent_peers`, `seeds`), `net_info` and the
+/// probe's own output use all name the same node: `ID@HOST:PORT`,
+/// `HOST:PORT`, and either behind `tcp://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_takes_every_address_form() {
+    for form in ["ID@ADDR", "ADDR", "tcp://ID@ADDR", "tcp://ADDR"] {
+        let (addr, id) =
+            scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+        let target = form
+            .replace("ID", &id.to_string())
+            .replace("ADDR", &addr.to_string());
+        let (code, v) = probe(vec![target.clone()]).await;
+        assert_eq!(code, 0, "{target}: {v}");
+        assert_eq!(v["node_id"], id.to_string(), "{target}");
+        assert_eq!(v["address"], addr.to_string(), "{target}");
+        let expected = if form.contains("ID@") {
+            Value::String(id.to_string())
+        } else {
+            Value::Null
+        };
+        assert_eq!(v["expected_id"], expected, "{target}");
+    }
+}
+
+/// An address that cannot name a node is a usage error (exit 1, stage
+/// `usage`), never a connect failure (exit 3), which a script would read
+/// as "node down".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_refuses_malformed_addresses_as_usage() {
+    let id = Identity::generate().node_id();
+    for addr in [
+        "127.0.0.1".to_string(),
+        "127.0.0.1:".into(),
+        ":26656".into(),
+        "127.0.0.1:99999".into(),
+        "127.0.0.1:0".into(),
+        "127.0.0.1:port".into(),
+        "tcp://".into(),
+        "tcp://127.0.0.1".into(),
+        "http://127.0.0.1:26657".into(),
+        "unix:///tmp/node.sock".into(),
+        format!("{id}@"),
+        format!("tcp://{id}@127.0.0.1"),
+        "nothex@127.0.0.1:26656".into(),
+    ] {
+        let (code, v) = probe(vec![addr.clone()]).await;
+        assert_eq!(code, 1, "{addr}: {v}");
+        assert_eq!(v["stage"], "usage", "{addr}: {v}");
+    }
+}
+
+/// A loopback listener that answers as an HTTP server (CometBFT's RPC
+/// port) does to the bytes of a handshake: `400 Bad Request`, then close.
+async fn http_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let _ = tcp
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                      Connection: close\r\n\r\n400 Bad Request",
+                )
+                .await;
+        }
+    });
+    addr
+}
+
+/// Pointed at an RPC port, the probe says that the peer answered in HTTP
+/// (and still exits 4, `handshake`), rather than only naming the byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_says_an_http_peer_is_probably_the_rpc_port() {
+    let addr = http_server().await;
+    let (code, v) = probe(vec![addr.to_string()]).await;
+    assert_eq!(code, 4, "{v}");
+    assert_eq!(v["stage"], "handshake");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.starts_with("handshake failed: "), "{error}");
+    assert!(error.contains("answered in HTTP"), "{error}");
+    assert!(error.contains("RPC port (26657)"), "{error}");
+
+    // dial words it the same way.
+    let out = tokio::task::spawn_blocking(move || {
+        run(
+            BIN.as_ref(),
+            &["dial", &addr.to_string()],
+            Duration::from_secs(30),
+        )
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("answered in HTTP"), "{err}");
+}
+
+/// A network mismatch names both networks: the one `--network` expected
+/// and the one the node announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_network_mismatch_names_both_networks() {
+    let (addr, _) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let (code, v) = probe(vec![addr.to_string(), "--network".into(), "foo".into()]).await;
+    assert_eq!(code, 8, "{v}");
+    assert_eq!(v["stage"], "network");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.contains("\"test-chain\""), "{error}");
+    assert!(error.contains("\"foo\""), "{error}");
+
+    // The text report says it on stderr, one line.
+    let (addr, _) = scripted_peer(|id| info_for(id).encode_delimited().unwrap(), Then::Hold).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let args = ["probe", &addr.to_string(), "--network", "foo"].map(String::from);
+        run(BIN.as_ref(), &args, Duration::from_secs(30))
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"test-chain\"") && err.contains("\"foo\""),
+        "{err}"
+    );
+}
