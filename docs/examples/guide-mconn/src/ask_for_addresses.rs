@@ -15,8 +15,8 @@ pub async fn ask_for_addresses(
     tx.send(0x00, PexMessage::Request.encode()).await?; // waits for room; try_send does not
     while let Some(event) = rx.recv().await {
         match event {
-            Received::Message { channel, data } if channel == 0x00 => {
-                // A whole message, reassembled.
+            Received::Message { data, .. } => {
+                // A whole message, reassembled (0x00 is our only channel).
                 if let PexMessage::Addrs(addrs) = PexMessage::decode(&data)? {
                     println!("{}", tx.stats()); // pings, pongs, bytes, one line per channel
                     tx.close(); // returns at once; `Closed` follows
