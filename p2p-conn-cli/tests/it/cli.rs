@@ -1117,6 +1117,10 @@ fn nodeinfo_flags_need_nodeinfo() {
             "--ping-interval needs --mconn",
         ),
         (
+            &["listen", "127.0.0.1:0", "--output", "raw"],
+            "--output needs --mconn",
+        ),
+        (
             &[
                 "dial",
                 "127.0.0.1:9",
@@ -1221,7 +1225,13 @@ fn each_connection_command_lists_only_its_flags() {
     let conn = ["--key", "--handshake-timeout", "--peer-id"];
     let wire = ["--frame-size", "--flush-size", "--read-buffer", "--backend"];
     let info = ["--network", "--moniker", "--channels"];
-    let pipe = ["--nodeinfo", "--mconn", "--ping-interval", "--count-io"];
+    let pipe = [
+        "--nodeinfo",
+        "--mconn",
+        "--ping-interval",
+        "--output",
+        "--count-io",
+    ];
     let common = ["--verbose", "--help"];
     let cases: [(&str, Vec<&str>); 3] = [
         (
