@@ -153,6 +153,15 @@ pub fn split_id(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
     })
 }
 
+/// `listen`'s address: `IP:PORT`, or `tcp://IP:PORT` as config.toml's
+/// `laddr` writes it.
+pub fn listen_address(addr: &str) -> Result<std::net::SocketAddr, String> {
+    addr.strip_prefix(TCP_SCHEME)
+        .unwrap_or(addr)
+        .parse()
+        .map_err(|e| format!("{e}: want IP:PORT or tcp://IP:PORT"))
+}
+
 /// Whether `addr` is `HOST:PORT` with a host and a port that can be dialed
 /// (1 to 65535).
 pub fn is_host_port(addr: &str) -> bool {

@@ -153,9 +153,14 @@ pub fn describe(e: &Error) -> String {
         ) => {
             format!("connection failed: {p}")
         }
-        Error::Protocol(ProtocolError::MalformedEphemeralMessage(m)) if is_http(m) => {
-            format!("handshake failed: {HTTP_PEER}")
-        }
+        Error::Protocol(p @ ProtocolError::MalformedEphemeralMessage(m)) => match http_start(m) {
+            Some(b) => format!(
+                "handshake failed: the peer answered in HTTP (its first byte is {b:#04x}, '{}', \
+                 not the handshake's 0x22): probably the RPC port (26657), not the P2P port (26656)",
+                char::from(b)
+            ),
+            None => format!("handshake failed: {p}"),
+        },
         Error::Protocol(p) => format!("handshake failed: {p}"),
         Error::HandshakeEof { .. } => e.to_string(),
         Error::Timeout(d) => format!("timeout: handshake did not finish within {d:?}"),
@@ -168,17 +173,16 @@ pub fn describe(e: &Error) -> String {
     }
 }
 
-/// Said of a peer whose first byte is `H`: what an HTTP server (a node's
-/// RPC port) sends first, `HTTP/1.1 400 Bad Request`, in answer to our
-/// ephemeral key (its third byte, 0x0a, ends a request line).
-pub const HTTP_PEER: &str = "the peer answered in HTTP (its first byte is 0x48, 'H', not the \
-     handshake's 0x22): probably the RPC port (26657), not the P2P port (26656)";
-
-/// Whether a malformed ephemeral-key message (the peer's first bytes, of
-/// which the library reads only the first before it fails) began with
-/// `H`: the library's detail names that byte, `length prefix 0x48`.
-fn is_http(detail: &str) -> bool {
-    detail.starts_with("length prefix 0x48,")
+/// The first byte of a malformed ephemeral-key message (the library reads
+/// only that one before it fails, and names it: `length prefix 0x48, ...`)
+/// if it is how an HTTP server (a node's RPC port) answers the bytes of
+/// our key, whose third byte, 0x0a, ends a request line: `H` of
+/// `HTTP/1.1 400 Bad Request` (CometBFT's RPC, Go's net/http), or `<` of
+/// an error page with no status line (an HTTP/0.9-style answer).
+fn http_start(detail: &str) -> Option<u8> {
+    let hex = detail.strip_prefix("length prefix 0x")?.get(..2)?;
+    let b = u8::from_str_radix(hex, 16).ok()?;
+    matches!(b, b'H' | b'<').then_some(b)
 }
 
 /// How the NodeInfo step failed; the stage (exit code) each means is
@@ -296,7 +300,20 @@ mod tests {
     #[test]
     fn an_http_answer_is_named() {
         let http = handshake_with(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
-        assert_eq!(http, format!("handshake failed: {HTTP_PEER}"));
+        assert_eq!(
+            http,
+            "handshake failed: the peer answered in HTTP (its first byte is 0x48, 'H', not \
+             the handshake's 0x22): probably the RPC port (26657), not the P2P port (26656)"
+        );
+        // An HTTP/0.9-style error page, no status line (Python's http.server
+        // answers a malformed request line so).
+        let html = handshake_with(b"<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n");
+        assert!(
+            html.starts_with(
+                "handshake failed: the peer answered in HTTP (its first byte is 0x3c, '<',"
+            ),
+            "{html}"
+        );
         let other = handshake_with(&[0xff; 64]);
         assert!(
             other.starts_with("handshake failed: malformed ephemeral-key message"),

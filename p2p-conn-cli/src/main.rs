@@ -82,8 +82,9 @@ enum Cmd {
     /// a connection that failed after the handshake (docs/guide.md, "Exit
     /// codes")
     Listen {
-        /// Address to listen on, e.g. 127.0.0.1:26656 (port 0: any free port,
-        /// printed in the `listening` line)
+        /// Address to listen on, e.g. 127.0.0.1:26656 or tcp://0.0.0.0:26656
+        /// (port 0: any free port, printed in the `listening` line)
+        #[arg(value_parser = conn::listen_address)]
         addr: SocketAddr,
         #[command(flatten)]
         args: PipeArgs,

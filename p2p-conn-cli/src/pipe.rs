@@ -51,9 +51,9 @@ pub struct PipeArgs {
     /// After the handshake (and --nodeinfo), speak CometBFT's MConnection
     /// on the --channels given: each read of stdin (a line, typed; up to 64
     /// KiB from a file) goes out as one message on the first channel, the
-    /// messages received on it go to stdout (other channels' are dropped),
-    /// pings are answered. At the end of stdin, what is queued is sent and
-    /// the connection closed; the peer's close ends it too
+    /// messages received go to stdout as --output says, pings are answered.
+    /// At the end of stdin, what is queued is sent and the connection
+    /// closed; the peer's close ends it too
     #[arg(long)]
     mconn: bool,
     /// With --mconn: ping the peer every SECS seconds instead of CometBFT's
@@ -61,6 +61,9 @@ pub struct PipeArgs {
     /// (answering the peer's pings does not depend on this)
     #[arg(long, value_name = "SECS")]
     ping_interval: Option<f64>,
+    /// With --mconn: how received messages go to stdout [default: lines]
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    output: Option<mconn::Output>,
     /// At the end, print on stderr how many read(2) calls stdin took and
     /// write(2) calls stdout took, with their bytes (`io stdin-reads=N
     /// stdin-bytes=B stdout-writes=N stdout-bytes=B`)
@@ -129,6 +132,9 @@ impl PipeArgs {
         }
         if self.ping_interval.is_some() && !self.mconn {
             return Err(CliError::usage("--ping-interval needs --mconn"));
+        }
+        if self.output.is_some() && !self.mconn {
+            return Err(CliError::usage("--output needs --mconn"));
         }
         // A bad --ping-interval fails here, before any connection.
         mconn::config(self.ping_interval)?;
@@ -239,7 +245,8 @@ async fn established(
     let copied = match &args.info.channels {
         Some(channels) if args.mconn => {
             let config = mconn::config(args.ping_interval)?;
-            mconn::pipe(conn, channels, config, &counts).await
+            let output = args.output.unwrap_or_default();
+            mconn::pipe(conn, channels, config, output, &counts).await
         }
         _ => {
             let (r, w) = conn.into_split();

@@ -254,7 +254,7 @@ impl Output<'_> {
                 .map(|c| format!(", {:.0} µs CPU each", c.total() * 1e6 / row.messages as f64))
                 .unwrap_or_default();
             println!(
-                "{:<34} {:>10.0} handshakes/s   ({} in {:.3} s{cpu})",
+                "{:<34} {:>10.0} handshakes/s   ({} handshakes, wall {:.3} s{cpu})",
                 row.name,
                 row.msgs_per_s(),
                 row.messages,
@@ -326,10 +326,10 @@ fn cpu_text(cpu_s_per_gib: Option<f64>) -> String {
 }
 
 /// One transfer row as text (what `bench` prints per run), with `note`
-/// after the time.
+/// after the wall time: `(wall 2.740 s, content verified)`.
 pub fn print_row(row: &Row, note: &str) {
     println!(
-        "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   ({:.3} s, {note})",
+        "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   (wall {:.3} s, {note})",
         row.name,
         row.mb_per_s(),
         row.msgs_per_s(),

@@ -173,6 +173,23 @@ fn dial_takes_tcp_addresses() {
     }
 }
 
+/// `listen` takes `tcp://HOST:PORT`, config.toml's `laddr` form, too.
+#[test]
+fn listen_takes_a_tcp_address() {
+    let args = ["listen", "tcp://127.0.0.1:0"];
+    let mut listener = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let line = listener.next_line(Instant::now() + LISTEN_LIMIT);
+    let addr = line
+        .strip_prefix("listening 127.0.0.1:")
+        .unwrap_or_else(|| listener.fail(&format!("first stderr line {line:?}")))
+        .to_string();
+    let d = spawn(&["dial", &format!("127.0.0.1:{addr}")], b"hi").finish_within(RUN_LIMIT);
+    d.assert_ok("dial");
+    let l = listener.finish_within(RUN_LIMIT);
+    l.assert_ok("listen");
+    assert_eq!(l.stdout, b"hi");
+}
+
 /// A `dial` address that cannot name a node is a usage error (exit 1, one
 /// line naming the address), before anything is dialed: never exit 3
 /// ("connect"), which a script reads as "node down".
@@ -1117,6 +1134,10 @@ fn nodeinfo_flags_need_nodeinfo() {
             "--ping-interval needs --mconn",
         ),
         (
+            &["listen", "127.0.0.1:0", "--output", "raw"],
+            "--output needs --mconn",
+        ),
+        (
             &[
                 "dial",
                 "127.0.0.1:9",
@@ -1221,7 +1242,13 @@ fn each_connection_command_lists_only_its_flags() {
     let conn = ["--key", "--handshake-timeout", "--peer-id"];
     let wire = ["--frame-size", "--flush-size", "--read-buffer", "--backend"];
     let info = ["--network", "--moniker", "--channels"];
-    let pipe = ["--nodeinfo", "--mconn", "--ping-interval", "--count-io"];
+    let pipe = [
+        "--nodeinfo",
+        "--mconn",
+        "--ping-interval",
+        "--output",
+        "--count-io",
+    ];
     let common = ["--verbose", "--help"];
     let cases: [(&str, Vec<&str>); 3] = [
         (

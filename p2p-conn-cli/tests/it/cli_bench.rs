@@ -157,3 +157,30 @@ fn bench_says_when_it_builds_the_go_peer() {
     let err = out.stderr_lines();
     assert!(!err.iter().any(|l| l.contains("building")), "{err:?}");
 }
+
+/// Each figure of a text row says what it is: the run's time is labelled
+/// wall time, beside the CPU time per GiB (or per handshake).
+#[test]
+fn bench_rows_label_the_wall_time() {
+    let out = run_cli(&["bench", "--mib", "1", "--size", "4096"]);
+    let text = out.stdout_text();
+    let row = text
+        .lines()
+        .find(|l| l.contains("MB/s"))
+        .unwrap_or_else(|| panic!("no row: {text}"));
+    let paren = &row[row.rfind('(').unwrap_or_else(|| panic!("{row}"))..];
+    let secs = paren
+        .strip_prefix("(wall ")
+        .and_then(|r| r.strip_suffix(" s, content verified)"))
+        .unwrap_or_else(|| panic!("unlabelled time: {row}"));
+    secs.parse::<f64>().unwrap_or_else(|e| panic!("{row}: {e}"));
+    assert!(row.contains(" s CPU/GiB"), "{row}");
+
+    let out = run_cli(&["bench", "--handshakes", "20"]);
+    let text = out.stdout_text();
+    let row = text
+        .lines()
+        .find(|l| l.contains("handshakes/s"))
+        .unwrap_or_else(|| panic!("no row: {text}"));
+    assert!(row.contains("(20 handshakes, wall "), "{row}");
+}

@@ -26,11 +26,11 @@ use p2p_conn_interop::mconn_peer::{
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// `dial --mconn --channels 0x20,0x21:3` to the Go peer's MConnection,
-/// which echoes and sends one 100 KiB message on 0x20: our line comes back
-/// and the 100 KiB message arrives whole on stdout (its length and digest
-/// as Go printed them); at the end of stdin we close, Go sees the end of
-/// stream, and `dial` exits 0.
+/// `dial --mconn --channels 0x20,0x21:3 --output raw` to the Go peer's
+/// MConnection, which echoes and sends one 100 KiB message on 0x20: our
+/// line comes back and the 100 KiB message arrives whole on stdout (its
+/// length and digest as Go printed them); at the end of stdin we close, Go
+/// sees the end of stream, and `dial` exits 0.
 fn dial_mconn_to_go(version: GoVersion, test: &str) {
     let Some(bin) = go_peer(version, test) else {
         return;
@@ -51,7 +51,15 @@ fn dial_mconn_to_go(version: GoVersion, test: &str) {
     let total = line.len() + 100 * 1024;
     let out = Proc::spawn(
         Path::new(BIN),
-        &["dial", &addr, "--mconn", "--channels", "0x20,0x21:3"],
+        &[
+            "dial",
+            &addr,
+            "--mconn",
+            "--channels",
+            "0x20,0x21:3",
+            "--output",
+            "raw",
+        ],
         Feed::UntilOutput(line.clone(), total),
     )
     .finish_within(LIMIT);
@@ -81,6 +89,83 @@ fn dial_mconn_to_go(version: GoVersion, test: &str) {
     );
 }
 
+/// One line of `--output lines`: `0x20 5 68656c6c6f`, channel, length
+/// and the message in hex.
+fn parse_line(line: &str) -> (u8, usize, Vec<u8>) {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let [channel, len, data] = fields[..] else {
+        panic!("not `CHANNEL LENGTH HEX`: {line:?}");
+    };
+    let channel = channel
+        .strip_prefix("0x")
+        .and_then(|c| u8::from_str_radix(c, 16).ok())
+        .unwrap_or_else(|| panic!("channel {channel:?} in {line:?}"));
+    let len: usize = len.parse().unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    let data = hex::decode(data).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+    assert_eq!(data.len(), len, "{line:?}");
+    (channel, len, data)
+}
+
+/// `dial --mconn` by default writes each message as one line, `0xCH LEN
+/// HEX`, so that messages can be told apart again, on every channel given:
+/// against the Go peer, which echoes our line on 0x20 and sends 100 KiB on
+/// 0x20 and 10 bytes on 0x21, stdout is three lines, each with Go's length
+/// and digest.
+fn dial_mconn_lines_to_go(version: GoVersion, test: &str) {
+    let Some(bin) = go_peer(version, test) else {
+        return;
+    };
+    let deadline = Instant::now() + LIMIT;
+    let go = MconnArgs {
+        channels: vec![GoChannel::new(0x20, 1), GoChannel::new(0x21, 3)],
+        echo: true,
+        sends: vec![
+            GoSend {
+                channel: 0x20,
+                size: 100 * 1024,
+                count: 1,
+            },
+            GoSend {
+                channel: 0x21,
+                size: 10,
+                count: 1,
+            },
+        ],
+        ..MconnArgs::default()
+    };
+    let (proc, addr) = go_mconn_listen(&bin, &go, deadline);
+    let line = b"hello over mconn\n".to_vec();
+    let one = |ch: &str, len: usize| ch.len() + 1 + len.to_string().len() + 1 + 2 * len + 1;
+    let total = one("0x20", line.len()) + one("0x20", 100 * 1024) + one("0x21", 10);
+    let out = Proc::spawn(
+        Path::new(BIN),
+        &["dial", &addr, "--mconn", "--channels", "0x20,0x21:3"],
+        Feed::UntilOutput(line.clone(), total),
+    )
+    .finish_within(LIMIT);
+    out.assert_ok(test);
+    let go_out = MconnOutput::collect(proc, deadline);
+    let text = String::from_utf8(out.stdout.clone()).expect("lines are ASCII");
+    assert!(text.ends_with('\n'), "{test}: {text:.200}");
+    let mut got: Vec<(u8, usize, Vec<u8>)> = text.lines().map(parse_line).collect();
+    got.sort_by_key(|m| (m.0, m.1));
+    assert_eq!(got.len(), 3, "{test}: {got:?}");
+    assert_eq!((got[0].0, &got[0].2), (0x20, &line), "{test}: our echo");
+    let mut want = go_out.sent();
+    want.sort_by_key(|d| (d.channel, d.len));
+    let digests: Vec<p2p_conn_interop::mconn_peer::Digest> = got[1..]
+        .iter()
+        .map(
+            |(channel, len, data)| p2p_conn_interop::mconn_peer::Digest {
+                channel: *channel,
+                len: *len,
+                sha256: hex_sha256(data),
+            },
+        )
+        .collect();
+    assert_eq!(digests, want, "{test}: Go's messages");
+}
+
 /// `listen --mconn --channels 0x20`, dialed by the Go peer's MConnection,
 /// which sends one 1000-byte message: it arrives on stdout (Go's digest),
 /// our line reaches Go, and at the end of stdin we close.
@@ -92,7 +177,15 @@ fn listen_mconn_from_go(version: GoVersion, test: &str) {
     let line = b"hi from listen\n".to_vec();
     let mut listen = Proc::spawn(
         Path::new(BIN),
-        &["listen", "127.0.0.1:0", "--mconn", "--channels", "0x20"],
+        &[
+            "listen",
+            "127.0.0.1:0",
+            "--mconn",
+            "--channels",
+            "0x20",
+            "--output",
+            "raw",
+        ],
         Feed::UntilOutput(line.clone(), 1000),
     );
     let first = listen.next_line(deadline);
@@ -216,6 +309,7 @@ p2p_conn_interop::per_release! {
     v0_38: V038, v1: V1;
     [
         dial_mconn_to_go,
+        dial_mconn_lines_to_go,
         listen_mconn_from_go,
         dial_mconn_stays_a_nodes_peer,
         dial_mconn_names_the_message_a_node_refused
