@@ -43,7 +43,8 @@ use scheduler::{Options, ProbeId, Report, Scheduler, Target};
 
 #[derive(clap::Args)]
 pub struct CrawlArgs {
-    /// Where to start: one or more p2p addresses, ID@HOST:PORT or HOST:PORT
+    /// Where to start: one or more p2p addresses, ID@HOST:PORT or HOST:PORT,
+    /// either after tcp://
     #[arg(required = true)]
     seeds: Vec<String>,
     /// Most nodes probed at once
@@ -98,15 +99,13 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     };
     let mut seeds = Vec::new();
     for s in &args.seeds {
+        // Checked here, as `dial` and `probe` check theirs: a seed that
+        // cannot be dialed is a usage error, not a row of the table.
         let (addr, id) = conn::split_id(s)?;
-        // HOST:PORT, checked here: a seed that cannot be dialed is a usage
-        // error, not a row of the table.
-        let port_ok = addr.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !port_ok {
+        if !conn::is_host_port(&addr) {
             return Err(CliError::usage(format!(
-                "seed {s:?}: want ID@HOST:PORT or HOST:PORT"
+                "seed {s:?}: want {} (a port from 1 to 65535)",
+                conn::ADDRESS_FORMS
             )));
         }
         seeds.push(Target { addr, id, depth: 0 });
@@ -130,6 +129,7 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     };
     let rt = conn::runtime()?;
     let started = Instant::now();
+    let started_at = crate::wall_clock::now();
     let crawl = rt.block_on(drive(Scheduler::new(seeds, opts), identity, timeout));
     rt.shutdown_background();
     let n = crawl.visits.len();
@@ -139,7 +139,11 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         started.elapsed().as_secs_f64()
     );
     if let (Some(path), Some(dot)) = (&args.graph, graph_format) {
-        let g = graph::Graph::of(&crawl);
+        let g = graph::Graph::of(&crawl).with_caption(format!(
+            "crawl of {} · {started_at} · {} dialed · by p2p-conn crawler {crawler_id}",
+            crawl.network.as_deref().unwrap_or("no network"),
+            crawl.visits.len(),
+        ));
         let text = if dot { g.dot() } else { g.svg() };
         std::fs::write(path, text).map_err(|source| {
             CliError::usage(format!("cannot write {}: {source}", path.display()))

@@ -15,24 +15,17 @@ fn ms(v: &Visit) -> Option<f64> {
         .map(|d| (d.as_secs_f64() * 1e4).round() / 10.0)
 }
 
-/// The node ID to show for a visit: the one that answered, else the one
-/// it was dialed under.
-fn shown_id(v: &Visit) -> Option<NodeId> {
-    v.report.as_ref().and_then(|r| r.node_id).or(v.target.id)
+/// The node ID a visit proved in the handshake, if it got that far (an ID
+/// it was only dialed under is `expected_id` in the JSON, not shown as the
+/// node's).
+fn proven_id(v: &Visit) -> Option<NodeId> {
+    v.report.as_ref().and_then(|r| r.node_id)
 }
 
-/// The status as the table shows it: `ok`, or the name and detail.
-fn status_text(v: &Visit) -> String {
-    match &v.report {
-        None => "running".into(),
-        Some(r) => match (r.status.detail(), &r.info) {
-            (Some(d), _) => format!("{}: {d}", r.status.name()),
-            (None, Some(i)) if r.status == super::scheduler::Status::OtherNetwork => {
-                format!("{} ({})", r.status.name(), i.network)
-            }
-            _ => r.status.name().to_string(),
-        },
-    }
+/// The status as the table shows it: one short word or two (the detail is
+/// the JSON's `detail`), so that one failed row cannot widen the column.
+fn status_text(v: &Visit) -> &'static str {
+    v.report.as_ref().map_or("running", |r| r.status.name())
 }
 
 /// The table: one row per dial, then a summary line.
@@ -46,7 +39,7 @@ pub fn table(crawl: &Crawl) -> String {
         "ADDRESS",
         "STATUS",
         "HS MS",
-        "PEERS",
+        "PEX ADDRS",
     ];
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for v in &crawl.visits {
@@ -59,13 +52,13 @@ pub fn table(crawl: &Crawl) -> String {
                 .to_string()
         };
         rows.push(vec![
-            shown_id(v).map_or(NONE.into(), |id| id.to_string()),
+            proven_id(v).map_or(NONE.into(), |id| id.to_string()),
             text(&|i| &i.moniker),
             text(&|i| &i.network),
             text(&|i| &i.version),
             text(&|i| &i.listen_addr),
             v.target.addr.clone(),
-            status_text(v),
+            status_text(v).to_string(),
             ms(v).map_or(NONE.into(), |m| format!("{m:.1}")),
             r.and_then(|r| r.addrs.as_ref())
                 .map_or(NONE.into(), |a| a.len().to_string()),
@@ -100,6 +93,21 @@ pub fn table(crawl: &Crawl) -> String {
         crawl.left.len(),
         crawl.network.as_deref().unwrap_or("unknown"),
     ));
+    let detailed = crawl
+        .visits
+        .iter()
+        .filter(|v| {
+            v.report
+                .as_ref()
+                .is_some_and(|r| r.status.detail().is_some())
+        })
+        .count();
+    if detailed > 0 {
+        out.push_str(&format!(
+            "{detailed} row{} with more to say: --json has each status's detail\n",
+            if detailed == 1 { "" } else { "s" }
+        ));
+    }
     out
 }
 
@@ -134,7 +142,7 @@ pub fn json(crawl: &Crawl, crawler_id: NodeId) -> Value {
                 "listen_addr": info.map(|i| &i.listen_addr),
                 "channels": info.map(|i| i.channels.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>()),
                 "handshake_ms": ms(v),
-                "peers_known": r.and_then(|r| r.addrs.as_ref()).map(Vec::len),
+                "pex_addrs": r.and_then(|r| r.addrs.as_ref()).map(Vec::len),
                 "ignored_messages": r.map_or(0, |r| r.ignored_messages),
             })
         })
@@ -145,7 +153,7 @@ pub fn json(crawl: &Crawl, crawler_id: NodeId) -> Value {
         .map(|e| {
             let from = &crawl.visits[e.from];
             json!({
-                "from": shown_id(from).map(|id| id.to_string()),
+                "from": proven_id(from).map(|id| id.to_string()),
                 "from_address": from.target.addr,
                 "to": e.addr.id,
                 "ip": e.addr.ip,
@@ -170,4 +178,85 @@ pub fn json(crawl: &Crawl, crawler_id: NodeId) -> Value {
         "edges": edges,
         "not_dialed": left,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crawl::scheduler::tests::{addr_of, run, Fake};
+    use crate::crawl::scheduler::{Options, Report, Status, Target};
+    use p2p_conn_mconn::pex::AddrPolicy;
+    use std::time::Duration;
+
+    /// A crawl of two answering nodes and a dial, made under node 0's ID,
+    /// whose handshake failed with a long reason.
+    fn crawl() -> (Fake, Crawl) {
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        let o = Options {
+            concurrency: 1,
+            timeout: Duration::from_secs(1),
+            max_nodes: 10,
+            network: None,
+            addr_policy: AddrPolicy::AcceptUnroutable,
+        };
+        let seed = Target {
+            addr: addr_of(0),
+            id: None,
+            depth: 0,
+        };
+        let (mut c, _, _) = run(&f, vec![seed], o);
+        c.visits.push(Visit {
+            target: Target {
+                addr: "127.0.0.1:26657".into(),
+                id: Some(f.nodes[0].id),
+                depth: 0,
+            },
+            report: Some(Report::failed(Status::HandshakeFailed(format!(
+                "handshake failed: malformed ephemeral-key message: {}",
+                "x".repeat(250)
+            )))),
+        });
+        (f, c)
+    }
+
+    #[test]
+    fn a_failed_row_is_short_and_claims_no_id() {
+        let (f, c) = crawl();
+        let t = table(&c);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].starts_with("NODE ID ") && lines[0].ends_with("PEX ADDRS"),
+            "{t}"
+        );
+        // Every row within a terminal's width of the header's.
+        for l in &lines[..4] {
+            assert!(l.len() < 200, "too wide ({}): {l}", l.len());
+        }
+        let failed = lines
+            .iter()
+            .find(|l| l.contains("127.0.0.1:26657"))
+            .expect("the failed row");
+        assert!(failed.starts_with("- "), "{failed}");
+        assert!(failed.contains(" handshake failed "), "{failed}");
+        assert!(!failed.contains("malformed"), "{failed}");
+        // The node's own row carries its ID.
+        let id0 = f.nodes[0].id.to_string();
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with(&id0)).count(),
+            1,
+            "{t}"
+        );
+        assert!(t.contains("1 row with more to say: --json"), "{t}");
+        // The JSON keeps the detail and the expected ID, and counts the
+        // PEX addresses under their own name.
+        let j = json(&c, f.nodes[1].id);
+        let nodes = j["nodes"].as_array().unwrap();
+        let bad = &nodes[2];
+        assert_eq!(bad["node_id"], Value::Null);
+        assert_eq!(bad["expected_id"], id0.as_str());
+        assert!(bad["detail"].as_str().unwrap().contains("malformed"));
+        assert_eq!(nodes[0]["pex_addrs"], 1);
+        assert!(nodes[0].get("peers_known").is_none());
+    }
 }

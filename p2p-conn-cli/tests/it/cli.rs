@@ -1089,17 +1089,44 @@ fn crawl_refuses_seeds_without_host_and_port() {
         ":26656",
         "127.0.0.1:99999",
         "127.0.0.1:0",
+        "tcp://127.0.0.1",
     ] {
         let out = spawn(&["crawl", seed], b"").finish_within(Duration::from_secs(10));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{seed}: {err}");
         assert_eq!(
             err.trim_end(),
-            format!("error: seed {seed:?}: want ID@HOST:PORT or HOST:PORT"),
+            format!(
+                "error: seed {seed:?}: want ID@HOST:PORT, HOST:PORT, or either after tcp:// \
+                 (a port from 1 to 65535)"
+            ),
             "{seed}"
         );
         assert!(out.stdout.is_empty(), "{seed}: a table was printed");
     }
+    // An RPC address is named as one.
+    let out =
+        spawn(&["crawl", "http://127.0.0.1:26657"], b"").finish_within(Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not a p2p address") && err.contains("RPC"),
+        "{err}"
+    );
+    // tcp:// is taken: a closed port is a row of the table, not an error.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let out =
+        spawn(&["crawl", &format!("tcp://{addr}")], b"").finish_within(Duration::from_secs(20));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(table.contains(&format!("{addr}  refused")), "{table}");
 }
 
 #[test]

@@ -74,7 +74,7 @@ fn check_every_node(net: &Network, v: &Value, test: &str) {
         assert_eq!(j["network"], net.chain_id.as_str());
         assert_eq!(j["address"], n.node.p2p_addr.as_str());
         assert!(j["handshake_ms"].as_f64().is_some(), "{j:#}");
-        assert!(j["peers_known"].as_u64().unwrap() >= 1, "{j:#}");
+        assert!(j["pex_addrs"].as_u64().unwrap() >= 1, "{j:#}");
     }
 }
 
@@ -214,7 +214,7 @@ fn crawl_maps_a_real_network() {
     assert_eq!(nodes3[1]["status"], "other network", "{v3:#}");
     assert_eq!(nodes3[1]["network"], net.chain_id.as_str());
     assert_eq!(nodes3[1]["moniker"], "node-0");
-    assert_eq!(nodes3[1]["peers_known"], Value::Null);
+    assert_eq!(nodes3[1]["pex_addrs"], Value::Null);
     assert_eq!(v3["edges"], serde_json::json!([]));
     assert_eq!(v3["network"], "other-chain");
 
@@ -235,11 +235,74 @@ fn crawl_maps_a_real_network() {
         assert!(why.contains("not routable"), "{test}: {e:#}");
     }
 
+    // A fifth crawl, the mistake of issue #31: node 0's ID given at its
+    // RPC port, and its p2p address without an ID. The table shows the
+    // failed dial with no ID and a short status; the picture draws node 0
+    // by the ID it proved, with the RPC address as a box of its own.
+    let n0 = &net.nodes[0].node;
+    let rpc = n0.rpc_laddr.trim_start_matches("tcp://");
+    let wrong = format!("{}@{rpc}", n0.node_id);
+    let svg5 = dir.join("wrong-port.svg");
+    let out5 = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--max-nodes",
+            "2",
+            "--graph",
+            svg5.to_str().unwrap(),
+            &wrong,
+            &n0.p2p_addr,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out5.status.success(), "{test}: crawl failed: {out5:?}");
+    let id5 = crawler_id(&out5.stderr);
+    let table5 = String::from_utf8_lossy(&out5.stdout).into_owned();
+    eprintln!("{table5}");
+    let failed = table5
+        .lines()
+        .find(|l| l.contains(rpc))
+        .unwrap_or_else(|| panic!("{test}: no row for {rpc}: {table5}"));
+    assert!(failed.starts_with("- "), "{test}: {failed}");
+    assert!(failed.contains(" handshake failed"), "{test}: {failed}");
+    assert!(failed.len() < 200, "{test}: {failed}");
+    let answered = table5
+        .lines()
+        .find(|l| l.starts_with(&n0.node_id))
+        .unwrap_or_else(|| panic!("{test}: no row for node 0: {table5}"));
+    assert!(answered.contains(" ok "), "{test}: {answered}");
+    let picture5 = std::fs::read_to_string(&svg5).expect("the SVG was written");
+    // Node 0's box: green, its moniker, its ID as the tooltip.
+    let boxes: Vec<&str> = picture5.split("<g><title>").skip(1).collect();
+    let node0 = boxes
+        .iter()
+        .find(|b| b.starts_with(&format!("{}</title>", n0.node_id)))
+        .unwrap_or_else(|| panic!("{test}: no box for node 0: {picture5}"));
+    assert!(
+        node0.contains("#d5f5d5") && node0.contains(">node-0<"),
+        "{node0}"
+    );
+    let rpc_box = boxes
+        .iter()
+        .find(|b| b.starts_with(rpc))
+        .unwrap_or_else(|| panic!("{test}: no box for {rpc}: {picture5}"));
+    assert!(
+        rpc_box.contains("#eeeeee") && rpc_box.contains("handshake failed"),
+        "{rpc_box}"
+    );
+    if let Some(keep) = std::env::var_os("CRAWL_TEST_SHOW") {
+        let _ = std::fs::write(
+            std::path::Path::new(&keep).join("wrong-port.svg"),
+            &picture5,
+        );
+    }
+
     // Give the nodes a moment to log our hang-ups, then read their logs.
     std::thread::sleep(Duration::from_secs(2));
     for n in &net.nodes {
         let log = n.node.log();
-        for who in [&id, &id2, &id3, &id4] {
+        for who in [&id, &id2, &id3, &id4, &id5] {
             let bad = complaints(&log, who);
             assert!(
                 bad.is_empty(),
