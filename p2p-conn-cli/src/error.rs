@@ -174,15 +174,15 @@ pub fn describe(e: &Error) -> String {
 }
 
 /// The first byte of a malformed ephemeral-key message (the library reads
-/// only that one before it fails, and names it: `length prefix 0x48, ...`)
-/// if it is how an HTTP server (a node's RPC port) answers the bytes of
-/// our key, whose third byte, 0x0a, ends a request line: `H` of
-/// `HTTP/1.1 400 Bad Request` (CometBFT's RPC, Go's net/http), or `<` of
-/// an error page with no status line (an HTTP/0.9-style answer).
+/// only that one before it fails, names it, `length prefix 0x48, ...`, and
+/// says when it is how an HTTP server answers) if the peer answered in
+/// HTTP.
 fn http_start(detail: &str) -> Option<u8> {
+    if !detail.contains("answered in HTTP") {
+        return None;
+    }
     let hex = detail.strip_prefix("length prefix 0x")?.get(..2)?;
-    let b = u8::from_str_radix(hex, 16).ok()?;
-    matches!(b, b'H' | b'<').then_some(b)
+    u8::from_str_radix(hex, 16).ok()
 }
 
 /// How the NodeInfo step failed; the stage (exit code) each means is

@@ -331,14 +331,24 @@ impl Reporter {
                 error,
                 retry_in,
             } => {
+                // The library names an HTTP answer; say which port to use.
+                let hint = error.contains("answered in HTTP").then_some(
+                    "--node takes the address in the node's priv_validator_laddr, not its RPC",
+                );
                 if out.json {
                     out.json(
                         "connect_failed",
-                        json!({ "attempt": attempt, "error": error, "retry_in_ms": ms(*retry_in) }),
+                        json!({
+                            "attempt": attempt,
+                            "error": error,
+                            "hint": hint,
+                            "retry_in_ms": ms(*retry_in),
+                        }),
                     );
                 } else if *attempt <= TOLD_ATTEMPTS {
+                    let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
                     out.text(&format!(
-                        "cannot connect to {address} (attempt {attempt}): {error}; retrying"
+                        "cannot connect to {address} (attempt {attempt}): {error}{hint}; retrying"
                     ));
                 }
                 self.still_disconnected(*attempt, error);

@@ -903,6 +903,55 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Pointed at an HTTP port (a node's RPC, a common mistake for
+/// `priv_validator_laddr`'s), the signer says that the peer answered in
+/// HTTP rather than only "length prefix 0x48".
+#[test]
+fn a_signer_pointed_at_an_http_port_says_so() {
+    let dir = scratch("signer-http");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("priv_validator_state.json");
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = http.local_addr().unwrap();
+    // Answers every connection as an HTTP server answers bytes it cannot
+    // read, then hangs up.
+    std::thread::spawn(move || {
+        for mut c in http.incoming().flatten() {
+            let mut buf = [0u8; 64];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let node = format!("tcp://{addr}");
+    let args = [
+        "signer",
+        "--node",
+        &node,
+        "--key",
+        key.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+        "--stats-every",
+        "0",
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    std::thread::sleep(Duration::from_millis(1_500));
+    sigterm(&signer);
+    let out = signer.finish(Instant::now() + LIMIT);
+    out.assert_ok("the signer, stopped by SIGTERM");
+    let text = stderr(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("cannot connect"))
+        .unwrap_or_else(|| panic!("no failed dial told: {text}"));
+    assert!(line.contains("answered in HTTP"), "{line}");
+    assert!(line.contains("priv_validator_laddr"), "{line}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Crash safety: a signer killed (`kill -9`) at a random moment around a
 /// signature (before, during or after its save, before or after the
 /// response left), then a fresh signer on the same state file asked for a

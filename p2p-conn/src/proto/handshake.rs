@@ -316,8 +316,20 @@ impl Handshake {
             State::EphLen => {
                 let b = self.input[0];
                 if b != 0x22 {
+                    // An HTTP server (a node's RPC port) answers our key's
+                    // bytes, whose third byte (0x0a) ends a request line,
+                    // with `HTTP/1.1 400 …` or, without a status line, an
+                    // error page (`<`): say so, for whoever reads the error.
+                    let http = if matches!(b, b'H' | b'<') {
+                        format!(
+                            "; the peer answered in HTTP ('{}'): an HTTP port, such as a node's RPC",
+                            char::from(b)
+                        )
+                    } else {
+                        String::new()
+                    };
                     return Err(ProtocolError::MalformedEphemeralMessage(format!(
-                        "length prefix {b:#04x}, expected 0x22 (34-byte BytesValue)"
+                        "length prefix {b:#04x}, expected 0x22 (34-byte BytesValue){http}"
                     )));
                 }
                 self.state = State::EphBody;
@@ -490,5 +502,31 @@ mod tests {
         );
         assert_eq!(a.outgoing(), b.outgoing());
         assert_ne!(a.outgoing(), c.outgoing());
+    }
+
+    /// An HTTP server's answer is named as one in the error (a node's RPC
+    /// port given for its p2p or privval port); any other first byte is
+    /// only the byte.
+    #[test]
+    fn an_http_answer_is_named_in_the_error() {
+        let id = Identity::from_seed(&[1; 32]);
+        let first = |b: u8| {
+            let mut hs = Handshake::with_ephemeral_secret(&id, HandshakeParams::default(), [9; 32]);
+            hs.read_buffer()[0] = b;
+            match hs.advance_read(1) {
+                Err(ProtocolError::MalformedEphemeralMessage(m)) => m,
+                other => panic!("{other:?}"),
+            }
+        };
+        for b in [b'H', b'<'] {
+            let m = first(b);
+            assert!(
+                m.starts_with(&format!("length prefix {b:#04x}, expected 0x22")),
+                "{m}"
+            );
+            assert!(m.contains("the peer answered in HTTP"), "{m}");
+        }
+        let m = first(0x16);
+        assert!(!m.contains("HTTP"), "{m}");
     }
 }
