@@ -25,6 +25,7 @@ mod nodeinfo_step;
 mod pipe;
 mod probe;
 mod profile;
+mod profile_svg;
 mod resources;
 mod signer;
 mod signer_metrics;

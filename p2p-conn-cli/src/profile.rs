@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::bench::breakdown::Breakdown;
 use crate::bench::measure::{Cpu, Mark, Row};
-use crate::bench::report::print_row;
+use crate::bench::report::{self, print_row};
 use crate::bench::transfer::run_ours;
 use crate::bench::workload::{
     progress, tokio_runtime, Adapter, Workload, WorkloadArgs, COUNT_PROGRESS, PROGRESS,
@@ -50,6 +50,10 @@ pub struct ProfileArgs {
     /// profiler has taken this many samples (or for at most 60 s)
     #[arg(long, default_value_t = TARGET_SAMPLES, conflicts_with = "mib")]
     samples: u64,
+    /// Draw the stacks as sampled (default: each run of tokio runtime,
+    /// thread start and call glue frames folded into one frame)
+    #[arg(long)]
+    raw_stacks: bool,
 }
 
 /// Below this many samples `profile` warns that the flamegraph's shares
@@ -131,11 +135,12 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
     } else {
         ("", String::new())
     };
-    println!(
+    let heading = format!(
         "p2p-conn profile: {rounds_of}{}{until}; sampling at {} Hz",
         args.work.describe(&w, &target),
         args.frequency,
     );
+    println!("{heading}");
     PROGRESS.store(0, Ordering::Relaxed);
     let bar = Progress::start((!rounds).then(|| w.bytes()));
     let guard = pprof::ProfilerGuardBuilder::default()
@@ -201,28 +206,12 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         }
     ));
     options.count_name = "samples".into();
-    let cannot_write =
-        |e: std::io::Error| CliError::failed(format!("cannot write {}: {e}", args.out.display()));
-    let file = std::fs::File::create(&args.out).map_err(cannot_write)?;
-    let mut file = std::io::BufWriter::new(file);
-    report
-        .flamegraph_with_options(&mut file, &mut options)
-        .map_err(|e| CliError::Profiler("cannot draw the flamegraph", e))?;
-    std::io::Write::flush(&mut file).map_err(cannot_write)?;
-    print_row(
-        &row,
-        if args.connect.is_some() {
-            "until the last byte was handed to the socket"
-        } else {
-            "content verified"
-        },
-    );
-    println!(
-        "flamegraph: {} ({samples} samples at {} Hz)",
-        args.out.display(),
-        args.frequency
-    );
-    if few {
+    let note = if args.connect.is_some() {
+        "until the last byte was handed to the socket"
+    } else {
+        "content verified"
+    };
+    let warning = few.then(|| {
         let how = if !rounds {
             "drop --mib to sample until --samples, or raise --mib"
         } else if timed_out.get() {
@@ -230,17 +219,64 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         } else {
             "raise --samples"
         };
-        let warning = few_samples_warning(samples, how);
+        few_samples_warning(samples, how)
+    });
+    let breakdown = match &row.breakdown {
+        Some(b) => b.text(&format!("breakdown, {}", row.name)),
+        None => format!(
+            "breakdown, {}: not measured (tokio-util's Framed makes the socket calls of the codec adapter)\n",
+            row.name
+        ),
+    };
+    // The SVG keeps what the terminal shows: the run, its figures, the
+    // breakdown, and the machine.
+    let mut footer = vec![heading, report::row_text(&row, note)];
+    footer.extend(warning.clone());
+    footer.extend(breakdown.lines().map(str::to_string));
+    footer.push(format!(
+        "{}; {}; stacks {}",
+        crate::profile_svg::cpu().unwrap_or_else(|| "CPU not known".into()),
+        crate::wall_clock::now(),
+        if args.raw_stacks {
+            "as sampled (--raw-stacks)"
+        } else {
+            "with runtime frames folded (--raw-stacks draws them)"
+        },
+    ));
+    let stacks = report
+        .data
+        .iter()
+        .map(|(frames, &count)| crate::profile_svg::Stack {
+            thread: frames.thread_name_or_id(),
+            frames: frames
+                .frames
+                .iter()
+                .rev()
+                .flat_map(|f| f.iter().rev())
+                .map(|s| s.name())
+                .collect(),
+            count: count.max(0) as u64,
+        });
+    let lines = crate::profile_svg::lines(stacks, args.raw_stacks);
+    let mut svg = Vec::new();
+    pprof::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
+        .map_err(|e| CliError::failed(format!("cannot draw the flamegraph: {e}")))?;
+    let svg = String::from_utf8_lossy(&svg);
+    let svg = crate::profile_svg::with_footer(&svg, &footer)
+        .ok_or_else(|| CliError::failed("cannot draw the flamegraph: not the SVG expected"))?;
+    std::fs::write(&args.out, svg)
+        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", args.out.display())))?;
+    print_row(&row, note);
+    println!(
+        "flamegraph: {} ({samples} samples at {} Hz)",
+        args.out.display(),
+        args.frequency
+    );
+    if let Some(warning) = warning {
         eprintln!("{warning}");
         println!("{warning}");
     }
-    match &row.breakdown {
-        Some(b) => print!("{}", b.text(&format!("breakdown, {}", row.name))),
-        None => println!(
-            "breakdown, {}: not measured (tokio-util's Framed makes the socket calls of the codec adapter)",
-            row.name
-        ),
-    }
+    print!("{breakdown}");
     Ok(())
 }
 

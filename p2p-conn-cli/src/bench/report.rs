@@ -328,7 +328,12 @@ fn cpu_text(cpu_s_per_gib: Option<f64>) -> String {
 /// One transfer row as text (what `bench` prints per run), with `note`
 /// after the wall time: `(wall 2.740 s, content verified)`.
 pub fn print_row(row: &Row, note: &str) {
-    println!(
+    println!("{}", row_text(row, note));
+}
+
+/// The line [`print_row`] prints.
+pub fn row_text(row: &Row, note: &str) -> String {
+    format!(
         "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   (wall {:.3} s, {note})",
         row.name,
         row.mb_per_s(),
@@ -336,7 +341,7 @@ pub fn print_row(row: &Row, note: &str) {
         cpu_text(row.cpu_s_per_gib()),
         latency_text(row.latency),
         row.elapsed.as_secs_f64()
-    );
+    )
 }
 
 #[cfg(test)]

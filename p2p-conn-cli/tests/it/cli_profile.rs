@@ -171,6 +171,75 @@ fn profile_draws_seal_and_write() {
         !names.iter().any(|n| n.contains("pprof::")),
         "the sampler's frames remain"
     );
+    // The runtime's frames are folded: no task harness or catch_unwind
+    // frame is drawn, the folded frame is.
+    let harness: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("std::panicking::") || n.starts_with("tokio::runtime::task::"))
+        .collect();
+    assert!(harness.is_empty(), "runtime frames drawn: {harness:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n == "[runtime, thread start and call glue]"),
+        "no folded frame"
+    );
+    // What the terminal showed is in the picture too.
+    let footer = svg
+        .split_once("<g id=\"footer\">")
+        .map(|(_, f)| f)
+        .unwrap_or_else(|| panic!("{} has no footer", svg_path.display()));
+    let shown: Vec<String> = footer
+        .split("<text ")
+        .skip(1)
+        .filter_map(|t| t.split_once('>'))
+        .filter_map(|(_, t)| t.split_once("</text>"))
+        .map(|(t, _)| {
+            t.replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .collect();
+    let shown = shown.join("\n");
+    assert!(
+        write_to_seal(&shown).is_some(),
+        "no ratio in the SVG: {shown}"
+    );
+    for row in ["seal time", "write time", "frames"] {
+        assert!(
+            shown.contains(&format!("\n  {row} ")),
+            "no {row:?} in the SVG: {shown}"
+        );
+    }
+    assert!(
+        shown.contains("p2p-conn (tokio) "),
+        "no result row in the SVG: {shown}"
+    );
+    assert!(shown.contains(" CPUs, with"), "no CPU in the SVG: {shown}");
+
+    // --raw-stacks draws the stacks as sampled: the harness is there.
+    let raw_path = dir.join("raw.svg");
+    run_cli(&[
+        "profile",
+        "--size",
+        "1024",
+        "--samples",
+        "100",
+        "--backend",
+        "ring",
+        "--raw-stacks",
+        "--out",
+        raw_path.to_str().unwrap(),
+    ]);
+    let raw = frame_names(&std::fs::read_to_string(&raw_path).unwrap());
+    assert!(
+        raw.iter().any(|n| n.starts_with("tokio::runtime::task::")),
+        "--raw-stacks lost the runtime's frames"
+    );
+    assert!(
+        !raw.iter().any(|n| n.starts_with("[runtime")),
+        "folded with --raw-stacks"
+    );
 }
 
 /// `profile --connect` against `p2p-conn listen`: sends to the listener and
