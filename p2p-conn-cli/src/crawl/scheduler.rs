@@ -10,10 +10,17 @@
 //! - At most `concurrency` probes at once, at most `max_nodes` dials in
 //!   all, and each probe ends at `now + timeout` (the driver aborts it when
 //!   [`Scheduler::handle_timeout`] says so).
-//! - One visit per node and per address: an address is dialed at most
-//!   once, a node ID is asked for addresses at most once
+//! - One visit per node: a node ID is asked for addresses at most once
 //!   ([`Scheduler::claim`] refuses a second probe that reaches a node
-//!   already claimed, before it sends anything). That is stricter than
+//!   already claimed, before it sends anything), and an address is dialed
+//!   once per ID it is reported with, up to [`MAX_IDS_PER_ADDR`] IDs.
+//!   Nothing is settled by a report alone, only by a probe that proves
+//!   an ID: a lying answer that puts a node's ID at a wrong address, or a
+//!   made-up ID at a node's address, does not stop a later true report of
+//!   that node from being followed, and one answer counts once per ID and
+//!   once per address. An address that answers under another ID than it
+//!   was given with is dialed again under the ID that answered (once per
+//!   address, not bounded by `MAX_IDS_PER_ADDR`). That is stricter than
 //!   CometBFT's PEX rules, which live in the library, `p2p_conn_mconn::pex`,
 //!   with where CometBFT states each: the one request goes through
 //!   [`Asks`] (one request out per peer, the request interval), and the
@@ -36,7 +43,8 @@
 //!   loopback addresses (local test networks). Seeds are dialed whatever
 //!   their address, as CometBFT dials its seeds.
 //! - An address reached under another ID than the one it was given with is
-//!   reported (`IdMismatch`, with the ID that answered) and not asked.
+//!   reported (`IdMismatch`, with the ID that answered) and not asked on
+//!   that connection; it is queued again under the ID that answered.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -74,6 +82,12 @@ pub struct Options {
     /// loopback ones.
     pub addr_policy: AddrPolicy,
 }
+
+/// Most IDs one address is queued under from reports (each node's answer
+/// counts once per address). Bounds how often a lying answer can make the
+/// crawl dial someone else's address; a dial that proves the ID at an
+/// address is not bounded by it.
+pub const MAX_IDS_PER_ADDR: usize = 3;
 
 /// The index of a visit in [`Crawl::visits`].
 pub type ProbeId = usize;
@@ -244,10 +258,12 @@ pub struct Scheduler {
     opts: Options,
     network: Option<String>,
     queue: VecDeque<Target>,
-    /// Addresses queued or dialed.
-    known_addrs: HashSet<String>,
-    /// IDs queued or dialed under.
-    known_ids: HashSet<NodeId>,
+    /// (address, ID) pairs queued or dialed.
+    known: HashSet<(String, Option<NodeId>)>,
+    /// How many IDs each address was queued or dialed under.
+    ids_of_addr: HashMap<String, usize>,
+    /// Addresses queued again under the ID that answered there.
+    retried: HashSet<String>,
     /// IDs claimed by a probe (asked, or about to be).
     claimed: HashSet<NodeId>,
     /// Our requests, by CometBFT's rules (one entry per probe asking).
@@ -275,8 +291,9 @@ impl Scheduler {
             network: opts.network.clone(),
             opts,
             queue: VecDeque::new(),
-            known_addrs: HashSet::new(),
-            known_ids: HashSet::new(),
+            known: HashSet::new(),
+            ids_of_addr: HashMap::new(),
+            retried: HashSet::new(),
             claimed: HashSet::new(),
             asks: Asks::new(),
             asked: HashMap::new(),
@@ -285,19 +302,35 @@ impl Scheduler {
             edges: Vec::new(),
         };
         for t in seeds {
-            s.enqueue(t);
+            s.enqueue(t, false);
         }
         s
     }
 
-    fn enqueue(&mut self, t: Target) -> bool {
-        if t.id.is_some_and(|id| self.known_ids.contains(&id)) {
+    /// Queues `t` unless its node is claimed already, the pair was queued
+    /// before, the address is queued without an ID (or `t` has none and
+    /// the address is queued with one), or (unless `proven`: the ID
+    /// answered at that address) the address has [`MAX_IDS_PER_ADDR`] IDs
+    /// already.
+    fn enqueue(&mut self, t: Target, proven: bool) -> bool {
+        if t.id.is_some_and(|id| self.claimed.contains(&id)) {
             return false;
         }
-        if !self.known_addrs.insert(addr_key(&t.addr)) {
+        let addr = addr_key(&t.addr);
+        let ids = self.ids_of_addr.get(&addr).copied().unwrap_or(0);
+        if !proven && ids >= MAX_IDS_PER_ADDR {
             return false;
         }
-        self.known_ids.extend(t.id);
+        // A dial without an ID covers every ID at that address (it proves
+        // whichever answers); so it is not queued beside one with an ID.
+        let bare = (addr.clone(), None);
+        if (t.id.is_none() && ids > 0) || (t.id.is_some() && self.known.contains(&bare)) {
+            return false;
+        }
+        if !self.known.insert((addr.clone(), t.id)) {
+            return false;
+        }
+        self.ids_of_addr.insert(addr, ids + 1);
         self.queue.push_back(t);
         true
     }
@@ -362,8 +395,7 @@ impl Scheduler {
             Some(_) => {}
             None => self.network = Some(info.network.clone()),
         }
-        // Known now under this ID too, so a report of it is not followed.
-        self.known_ids.insert(node_id);
+        // Claimed: a report of it is not followed any more.
         self.claimed.insert(node_id);
         if !info.channels.contains(&p2p_conn_mconn::pex::PEX_CHANNEL) {
             return Verdict::Stop(Status::NoPex);
@@ -411,20 +443,47 @@ impl Scheduler {
             }
             _ => None,
         };
+        // The address answered under another ID than it was given with
+        // (a wrong report, or a node that changed its key): dial it again
+        // under the ID that answered, which a later true report would
+        // otherwise not get past the pair already known.
+        // Once per address: a node that shows a new ID on every connection
+        // does not get dialed again and again.
+        if let (Status::IdMismatch { .. }, Some(actual)) = (&report.status, report.node_id) {
+            let t = &self.visits[pid].target;
+            if self.retried.insert(addr_key(&t.addr)) {
+                let again = Target {
+                    addr: t.addr.clone(),
+                    id: Some(actual),
+                    depth: t.depth,
+                };
+                self.enqueue(again, true);
+            }
+        }
         let depth = self.visits[pid].target.depth + 1;
         let follow_ok = report.status == Status::Ok;
+        // One answer counts once per ID and once per address (the first
+        // entry of each), so that one node's answer cannot fill an
+        // address's or an ID's share alone.
+        let mut ids_here: HashSet<NodeId> = HashSet::new();
+        let mut addrs_here: HashSet<String> = HashSet::new();
         for a in report.addrs.iter().flatten() {
             let invalid = match a.validate(self.opts.addr_policy) {
                 Ok(p) => {
                     if let Some(why) = &refused {
                         Some(format!("not followed: {why}"))
                     } else {
-                        if follow_ok {
-                            self.enqueue(Target {
-                                addr: p.socket_addr().to_string(),
-                                id: Some(p.id()),
-                                depth,
-                            });
+                        let addr = p.socket_addr().to_string();
+                        let first = ids_here.insert(p.id()) & addrs_here.insert(addr.clone());
+                        if follow_ok && first {
+                            self.enqueue(
+                                Target {
+                                    addr,
+                                    id: Some(p.id()),
+                                    depth,
+                                },
+                                false,
+                            );
                         }
                         None
                     }
@@ -863,10 +922,139 @@ pub(crate) mod tests {
         assert_eq!(r.status, Status::IdMismatch { expected: wrong });
         assert_eq!(r.node_id, Some(f.nodes[2].id));
         assert!(r.addrs.is_none());
-        // Node 1 then reports node 2 under its real ID: that address was
-        // dialed already, so node 2 is not dialed again nor asked.
-        assert!(!asked.contains_key(&f.nodes[2].id));
-        assert_eq!(c.visits.len(), 3);
+        // The address is dialed again under the ID that answered there
+        // (node 1's true report of it is then the same pair): node 2 is
+        // found and asked once.
+        assert_eq!(asked.get(&f.nodes[2].id), Some(&1), "{asked:?}");
+        let dials: Vec<_> = c
+            .visits
+            .iter()
+            .filter(|v| v.target.addr == addr_of(2))
+            .map(|v| v.target.id)
+            .collect();
+        assert_eq!(dials, vec![Some(wrong), Some(f.nodes[2].id)]);
+        assert_eq!(c.visits.len(), 4);
+    }
+
+    /// The hole found by a hostile-peer trial (issue #32): one lying node
+    /// next to the seed answers first, with honest nodes' IDs at wrong
+    /// addresses and honest addresses under made-up IDs. Every honest node
+    /// is still found and asked once, and the lies cost a bounded number
+    /// of dials.
+    #[test]
+    fn a_lying_answer_does_not_hide_honest_nodes() {
+        // Node 0 the seed, which knows the liar (node 1) and one honest
+        // node (2); nodes 2..14 honest, in a ring. The liar is the seed's
+        // first neighbour, so its answer comes before any honest report of
+        // nodes 3..14.
+        let mut f = Fake::new(14);
+        f.link(0, 1);
+        f.link(0, 2);
+        for i in 2..14 {
+            f.link(i, if i == 13 { 2 } else { i + 1 });
+        }
+        let liar_says: Vec<NetAddress> = (2..14)
+            .flat_map(|i| {
+                let honest = f.nodes[i].id.to_string();
+                [
+                    // Node i's ID at node i+1's address.
+                    NetAddress {
+                        id: honest.clone(),
+                        ip: "127.0.0.1".into(),
+                        port: 20000 + (i as u32 % 13) + 1,
+                    },
+                    // Node i's address under made-up IDs, three of them.
+                    NetAddress {
+                        id: Identity::generate().node_id().to_string(),
+                        ip: "127.0.0.1".into(),
+                        port: 20000 + i as u32,
+                    },
+                    NetAddress {
+                        id: Identity::generate().node_id().to_string(),
+                        ip: "127.0.0.1".into(),
+                        port: 20000 + i as u32,
+                    },
+                    // Node i's ID at an address where nothing listens.
+                    NetAddress {
+                        id: honest,
+                        ip: "127.0.0.1".into(),
+                        port: 30000 + i as u32,
+                    },
+                ]
+            })
+            .collect();
+        f.nodes[1].knows.clear();
+        f.extra.insert(1, liar_says);
+        let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
+        for i in 2..14 {
+            assert_eq!(
+                asked.get(&f.nodes[i].id),
+                Some(&1),
+                "honest node {i} not asked once: {:#?}",
+                c.visits
+                    .iter()
+                    .map(|v| (&v.target, v.report.as_ref().map(|r| &r.status)))
+                    .collect::<Vec<_>>()
+            );
+        }
+        // Each honest address: at most MAX_IDS_PER_ADDR reported IDs and one
+        // proven retry.
+        for i in 2..14 {
+            let n = c
+                .visits
+                .iter()
+                .filter(|v| v.target.addr == addr_of(i))
+                .count();
+            assert!(
+                n <= MAX_IDS_PER_ADDR + 1,
+                "node {i}'s address dialed {n} times"
+            );
+        }
+    }
+
+    /// A node that shows a new ID on every connection is dialed again under
+    /// the ID it showed once, not again and again.
+    #[test]
+    fn a_retry_under_the_answering_id_happens_once() {
+        let mut f = Fake::new(2);
+        f.link(0, 1);
+        // Node 0 reports node 1 under a made-up ID; node 1 answers as
+        // itself the first time. Then make it answer as a third ID: the
+        // fake has one ID per node, so model it with node 1 hanging up as
+        // another node would: here, its reported ID never matches.
+        let wrong = Identity::generate().node_id();
+        f.nodes[0].knows.clear();
+        f.extra.insert(
+            0,
+            vec![NetAddress {
+                id: wrong.to_string(),
+                ip: "127.0.0.1".into(),
+                port: 20001,
+            }],
+        );
+        let mut s = Scheduler::new(vec![f.seed(0)], opts());
+        let now = Instant::now();
+        let (p0, t0) = s.next(now).unwrap();
+        let r0 = f.probe(&mut s, p0, &t0, now).unwrap();
+        s.complete(p0, r0, now);
+        // The made-up ID's dial: answered by node 1.
+        let (p1, t1) = s.next(now).unwrap();
+        assert_eq!(t1.id, Some(wrong));
+        let r1 = f.probe(&mut s, p1, &t1, now).unwrap();
+        assert_eq!(r1.status, Status::IdMismatch { expected: wrong });
+        s.complete(p1, r1, now);
+        // Queued again under node 1's ID. Suppose it now shows yet another
+        // ID: that is not retried.
+        let (p2, t2) = s.next(now).unwrap();
+        assert_eq!(t2.id, Some(f.nodes[1].id));
+        let other = Identity::generate().node_id();
+        let mut r2 = Report::failed(Status::IdMismatch {
+            expected: f.nodes[1].id,
+        });
+        r2.node_id = Some(other);
+        s.complete(p2, r2, now);
+        assert!(s.next(now).is_none());
+        assert!(s.is_done());
     }
 
     #[test]
