@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use p2p_conn::{keyfile, Identity};
 
 mod bench;
+mod check;
 mod child;
 mod conn;
 mod crawl;
@@ -40,7 +41,7 @@ use pipe::PipeArgs;
 #[command(
     name = "p2p-conn",
     version,
-    about = "CometBFT secret connections: dial, listen, probe, crawl, signer, keys, bench",
+    about = "CometBFT secret connections: dial, listen, probe, crawl, check, signer, keys, bench",
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
         key tools, a probe and a crawler for live nodes, a test remote signer, benchmarks. \
         `p2p-conn COMMAND --help` says more of each (docs/guide.md: all of it)"
@@ -119,6 +120,13 @@ enum Cmd {
     /// its PexAddrs, hang up) and print a table of every node, or --json;
     /// --graph draws who knows whom (docs/guide.md, "Mapping a network")
     Crawl(crawl::CrawlArgs),
+    /// Check seed and peer lists (chain.json, config.toml, addresses)
+    ///
+    /// For each entry: reachable, the right node ID, the right network, its
+    /// version and release line, the handshake time, and for a seed a PEX
+    /// answer and a hang-up (seed mode). Exit 0 all pass, 10 any fails, 1
+    /// usage (docs/guide.md, "Checking seeds and peers")
+    Check(check::CheckArgs),
     /// A remote signer for a CometBFT validator, for tests and testnets
     ///
     /// A software key (in memory, in a file on disk): dials the node's
@@ -179,6 +187,7 @@ fn main() -> ExitCode {
         } => pipe::run_async(pipe::dial(addr, connect_timeout, args)),
         Cmd::Probe(args) => return probe::run(args),
         Cmd::Crawl(args) => crawl::run(args),
+        Cmd::Check(args) => return check::run(args),
         Cmd::Signer(args) => signer::run(args),
         Cmd::State(cmd) => signer::run_state(cmd),
         Cmd::Bench(args) => bench::run(args),

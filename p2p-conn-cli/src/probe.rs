@@ -218,19 +218,19 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
 /// What the version a node announces says about its release, as far as the
 /// lines p2p-conn is tested against ([`GoVersion::ALL`]) tell.
 #[derive(Debug, PartialEq, Eq)]
-struct ReleaseLine {
+pub struct ReleaseLine {
     /// The lines whose nodes announce this version, oldest first (`v0.38`,
     /// `v1`): the line its number names, and any line whose release
     /// announces it though it is another (v0.40.0 announces `0.39.0`).
     /// Empty when no tested line does.
-    lines: Vec<&'static str>,
+    pub lines: Vec<&'static str>,
     /// The tested releases that announce this version though they are
     /// another: `v0.40.0 announces 0.39.0`.
-    stale: Vec<String>,
+    pub stale: Vec<String>,
 }
 
 impl ReleaseLine {
-    fn of(version: &str) -> ReleaseLine {
+    pub fn of(version: &str) -> ReleaseLine {
         let mut lines = Vec::new();
         let mut stale = Vec::new();
         for v in GoVersion::ALL {

@@ -174,12 +174,13 @@ async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler
                 let s = Arc::clone(&s);
                 let identity = Arc::clone(&identity);
                 let h = tasks.spawn(async move {
-                    let r = probe::probe(&target, &identity, timeout, |id, info| {
-                        s.lock()
-                            .expect("scheduler lock")
-                            .claim(pid, id, info, Instant::now())
-                    })
-                    .await;
+                    let r =
+                        probe::probe(&target, &identity, timeout, Duration::ZERO, |id, info| {
+                            s.lock()
+                                .expect("scheduler lock")
+                                .claim(pid, id, info, Instant::now())
+                        })
+                        .await;
                     (pid, r)
                 });
                 aborts.insert(pid, h);

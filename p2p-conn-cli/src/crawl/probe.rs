@@ -65,10 +65,16 @@ const CLOSE_LIMIT: Duration = Duration::from_secs(1);
 /// a node that stops reading once our pongs fill its TCP window (only a
 /// flood of its pings could do that) holds the adapter's task and socket
 /// until it reads again or the socket fails.
+///
+/// With a `watch` above zero the connection stays open that long after
+/// the answer (pings answered, nothing sent), and the report says whether
+/// and when the node hung up ([`Report::closed_after_answer`]): a node in
+/// seed mode answers and hangs up at once.
 pub async fn probe(
     target: &Target,
     identity: &Identity,
     timeout: Duration,
+    watch: Duration,
     decide: impl FnOnce(NodeId, &NodeInfo) -> Verdict,
 ) -> Report {
     let tcp = match conn::connect(target.addr.as_str(), timeout).await {
@@ -128,8 +134,20 @@ pub async fn probe(
     }
 
     // MConnection: one request, then messages until the answer.
-    match ask(sc, timeout, &mut report.ignored_messages).await {
-        Ok(addrs) => report.addrs = Some(addrs),
+    let mut closed = None;
+    match ask(
+        sc,
+        timeout,
+        watch,
+        &mut report.ignored_messages,
+        &mut closed,
+    )
+    .await
+    {
+        Ok(addrs) => {
+            report.addrs = Some(addrs);
+            report.closed_after_answer = closed;
+        }
         Err(Unanswered::Timeout) => report.status = Status::Timeout,
         Err(Unanswered::Failed(why)) => report.status = Status::NoAnswer(why),
     }
@@ -149,12 +167,15 @@ enum Unanswered {
 /// `PexRequest`, and waits up to `timeout` for `PexAddrs`, counting any
 /// other message in `ignored` and answering none. Then it closes: the
 /// adapter sends what is queued (a pong at most) and shuts the stream down,
-/// waited for up to [`CLOSE_LIMIT`]. Dropped early (the scheduler's
+/// waited for up to [`CLOSE_LIMIT`] (after a `watch` of the connection, if
+/// asked: see [`probe`]). Dropped early (the scheduler's
 /// deadline), the sender and receiver close the connection the same way.
 async fn ask(
     sc: SecretConnection<TcpStream>,
     timeout: Duration,
+    watch: Duration,
     ignored: &mut u64,
+    closed_after: &mut Option<Duration>,
 ) -> Result<Vec<NetAddress>, Unanswered> {
     let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
     let (tx, mut rx) = MConnection::spawn(sc, &[pex], MConnConfig::default())
@@ -179,6 +200,20 @@ async fn ask(
     })
     .await
     .unwrap_or(Err(Unanswered::Timeout));
+    if answer.is_ok() && !watch.is_zero() {
+        let answered = Instant::now();
+        *closed_after = tokio::time::timeout(watch, async {
+            loop {
+                match rx.recv().await {
+                    Some(Received::Closed(_)) | None => break answered.elapsed(),
+                    Some(Received::Message { .. }) => *ignored += 1,
+                    Some(_) => {}
+                }
+            }
+        })
+        .await
+        .ok();
+    }
     tx.close();
     let _ = tokio::time::timeout(CLOSE_LIMIT, async {
         while let Some(event) = rx.recv().await {

@@ -192,6 +192,10 @@ pub struct Report {
     /// Messages other than `PexAddrs` received (a `PexRequest` of the node's
     /// own), not answered.
     pub ignored_messages: u64,
+    /// When the probe watched the connection after the answer (`check`
+    /// does, for seeds): how soon the node hung up, if it did within the
+    /// watch (a node in seed mode hangs up right after answering).
+    pub closed_after_answer: Option<Duration>,
 }
 
 impl Report {
@@ -204,6 +208,7 @@ impl Report {
             handshake: None,
             addrs: None,
             ignored_messages: 0,
+            closed_after_answer: None,
         }
     }
 }
@@ -659,6 +664,7 @@ pub(crate) mod tests {
                 handshake: Some(Duration::from_millis(1)),
                 addrs: None,
                 ignored_messages: 0,
+                closed_after_answer: None,
             };
             match s.claim(pid, n.id, &info, now) {
                 Verdict::Ask => r.addrs = Some(self.pex(i)),

@@ -1312,3 +1312,38 @@ fn each_connection_command_lists_only_its_flags() {
     let out = run_cli(&["probe", "127.0.0.1:9", "--frame-size", "1024"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
+
+/// `check` without inputs is clap's usage error (2); a file that is not a
+/// chain.json or a config.toml with peers is a usage error (1); an entry
+/// without a node ID fails (10) without anything being dialed.
+#[test]
+fn check_refuses_what_it_cannot_read() {
+    let out = spawn(&["check"], b"").finish_within(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    let dir = crate::common::process::scratch("check-usage");
+    let bad = dir.join("chain.json");
+    std::fs::write(&bad, "{\"chain_id\": \"x\"}").unwrap();
+    let out = spawn(&["check", bad.to_str().unwrap()], b"").finish_within(Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no \"peers\" object"), "{err}");
+    let toml = dir.join("config.toml");
+    std::fs::write(&toml, "[p2p]\nladdr = \"tcp://0.0.0.0:26656\"\n").unwrap();
+    let out = spawn(&["check", toml.to_str().unwrap()], b"").finish_within(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no seeds or persistent_peers"));
+    let out =
+        spawn(&["check", "--json", "127.0.0.1:9"], b"").finish_within(Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(10));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["entries"][0]["problems"][0],
+        "no node ID: an entry needs ID@HOST:PORT"
+    );
+    assert_eq!(
+        v["entries"][0]["status"],
+        serde_json::Value::Null,
+        "dialed: {v:#}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ mod common;
 // CometBFT's hard-coded keepalive timers with the CPU idle, so its name
 // sorts first and the other tests run beside the wait, not after it.
 mod after_pong_timeout;
+mod check;
 mod cli;
 mod cli_bench;
 mod cli_cometbft_go;
