@@ -878,9 +878,15 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             },
             s = stop.wait() => Ok(s),
         };
+        // Wait for the aborted tasks to end: a task running on another
+        // worker when aborted finishes its step (a request being served
+        // prints its `served` line) before it is dropped, and the final
+        // stats must come after every event.
         serving.abort_all();
+        while serving.join_next().await.is_some() {}
         if let Some(t) = ticker {
             t.abort();
+            let _ = t.await;
         }
         r
     });
