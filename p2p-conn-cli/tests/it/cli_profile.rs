@@ -35,6 +35,40 @@ fn frame_names(svg: &str) -> Vec<String> {
         .collect()
 }
 
+/// A flamegraph frame: its name, its place (fg:x, fg:w in samples) and
+/// its row (y: a frame's callees are drawn one row, 16 px, above it).
+struct Frame {
+    name: String,
+    x: u64,
+    w: u64,
+    y: u64,
+}
+
+/// Every frame of an inferno flamegraph SVG.
+fn svg_frames(svg: &str) -> Vec<Frame> {
+    svg.split("<g><title>")
+        .skip(1)
+        .filter_map(|g| {
+            let (title, rest) = g.split_once("</title>")?;
+            let attr = |k: &str| -> Option<&str> {
+                let at = rest.find(&format!(" {k}=\""))? + k.len() + 3;
+                rest[at..].split('"').next()
+            };
+            Some(Frame {
+                name: title
+                    .rsplit_once(" (")
+                    .map_or(title, |(n, _)| n)
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&"),
+                x: attr("fg:x")?.parse().ok()?,
+                w: attr("fg:w")?.parse().ok()?,
+                y: attr("y")?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 /// The ratio in "1 s of sealing needed X s of socket write".
 fn write_to_seal(text: &str) -> Option<f64> {
     let (_, rest) = text.split_once("1 s of sealing needed ")?;
@@ -171,13 +205,29 @@ fn profile_draws_seal_and_write() {
         !names.iter().any(|n| n.contains("pprof::")),
         "the sampler's frames remain"
     );
-    // The runtime's frames are folded: no task harness or catch_unwind
-    // frame is drawn, the folded frame is.
-    let harness: Vec<&String> = names
+    // The runtime's frames are folded: a task harness or catch_unwind
+    // frame is drawn only as a sample's innermost frame (time in the
+    // runtime itself), never with frames on top of it; the folded frame is
+    // drawn.
+    let all = svg_frames(&svg);
+    let harness: Vec<&Frame> = all
         .iter()
-        .filter(|n| n.starts_with("std::panicking::") || n.starts_with("tokio::runtime::task::"))
+        .filter(|f| {
+            f.name.starts_with("std::panicking::") || f.name.starts_with("tokio::runtime::task::")
+        })
         .collect();
-    assert!(harness.is_empty(), "runtime frames drawn: {harness:?}");
+    assert!(all.len() > 20);
+    for h in &harness {
+        let above = all
+            .iter()
+            .find(|f| f.y + 16 == h.y && f.x >= h.x && f.x < h.x + h.w);
+        assert!(
+            above.is_none(),
+            "runtime frame {} drawn under {:?}",
+            h.name,
+            above.map(|f| &f.name)
+        );
+    }
     assert!(
         names
             .iter()
