@@ -130,8 +130,39 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     let rt = conn::runtime()?;
     let started = Instant::now();
     let started_at = crate::wall_clock::now();
-    let crawl = rt.block_on(drive(Scheduler::new(seeds, opts), identity, timeout));
+    // What each visit's end is written to: the JSON as it goes; the edges
+    // the picture needs (the valid ones), only with --graph; nothing more
+    // is kept per node than its visit.
+    let mut json = match args.json {
+        true => Some(
+            output::JsonStream::start(std::io::BufWriter::new(std::io::stdout()), crawler_id)
+                .map_err(stdout_failed)?,
+        ),
+        false => None,
+    };
+    let mut drawn: Vec<scheduler::Edge> = Vec::new();
+    let mut failed_write = None;
+    let mut sink = |pid: ProbeId, v: &scheduler::Visit, edges: Vec<scheduler::Edge>| {
+        if let Some(j) = json.as_mut() {
+            if let Err(e) = j.node(pid, v, &edges) {
+                failed_write.get_or_insert(e);
+            }
+        }
+        if graph_format.is_some() {
+            drawn.extend(edges.into_iter().filter(|e| e.invalid.is_none()));
+        }
+    };
+    let mut crawl = rt.block_on(drive(
+        Scheduler::new(seeds, opts),
+        identity,
+        timeout,
+        &mut sink,
+    ));
     rt.shutdown_background();
+    if let Some(e) = failed_write {
+        return Err(stdout_failed(e));
+    }
+    crawl.edges = drawn;
     let n = crawl.visits.len();
     eprintln!(
         "crawled {n} address{} in {:.2} s",
@@ -150,17 +181,29 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         })?;
         eprintln!("graph written to {}", path.display());
     }
-    if args.json {
-        println!("{}", output::json(&crawl, crawler_id));
-    } else {
-        print!("{}", output::table(&crawl));
+    match json {
+        Some(j) => {
+            j.finish(&crawl).map_err(stdout_failed)?;
+        }
+        None => print!("{}", output::table(&crawl)),
     }
     Ok(())
 }
 
+fn stdout_failed(e: std::io::Error) -> CliError {
+    CliError::usage(format!("cannot write to stdout: {e}"))
+}
+
 /// Runs the crawl: probes as tasks, as many as the scheduler allows, each
 /// aborted at its deadline.
-async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler::Crawl {
+///
+/// Each visit's end goes to `sink` with what it reported, as it happens.
+async fn drive(
+    s: Scheduler,
+    identity: Identity,
+    timeout: Duration,
+    sink: &mut dyn FnMut(ProbeId, &scheduler::Visit, Vec<scheduler::Edge>),
+) -> scheduler::Crawl {
     let s = Arc::new(Mutex::new(s));
     let identity = Arc::new(identity);
     let bar = progress();
@@ -209,7 +252,9 @@ async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler
                 Some(Ok((pid, report))) => {
                     aborts.remove(&pid);
                     done += 1;
-                    s.lock().expect("scheduler lock").complete(pid, report, Instant::now());
+                    let mut g = s.lock().expect("scheduler lock");
+                    let edges = g.complete(pid, report, Instant::now());
+                    sink(pid, g.visit(pid), edges);
                 }
                 // Aborted at its deadline (already recorded), or a panic.
                 Some(Err(e)) if e.is_cancelled() => {}
@@ -217,7 +262,12 @@ async fn drive(s: Scheduler, identity: Identity, timeout: Duration) -> scheduler
                 None => {}
             },
             _ = tokio::time::sleep_until(wake) => {
-                let late = s.lock().expect("scheduler lock").handle_timeout(Instant::now());
+                let mut g = s.lock().expect("scheduler lock");
+                let late = g.handle_timeout(Instant::now());
+                for &pid in &late {
+                    sink(pid, g.visit(pid), Vec::new());
+                }
+                drop(g);
                 for pid in late {
                     done += 1;
                     if let Some(h) = aborts.remove(&pid) {

@@ -1,9 +1,11 @@
 //! The crawl's table and JSON document.
 
+use std::io::Write;
+
 use p2p_conn::NodeId;
 use serde_json::{json, Value};
 
-use super::scheduler::{Crawl, Visit};
+use super::scheduler::{Crawl, Edge, ProbeId, Visit};
 
 /// `—` for what is not known.
 const NONE: &str = "-";
@@ -60,8 +62,8 @@ pub fn table(crawl: &Crawl) -> String {
             v.target.addr.clone(),
             status_text(v).to_string(),
             ms(v).map_or(NONE.into(), |m| format!("{m:.1}")),
-            r.and_then(|r| r.addrs.as_ref())
-                .map_or(NONE.into(), |a| a.len().to_string()),
+            r.and_then(|r| r.answered)
+                .map_or(NONE.into(), |n| n.to_string()),
         ]);
     }
     let cols = head.len();
@@ -89,8 +91,8 @@ pub fn table(crawl: &Crawl) -> String {
     out.push_str(&format!(
         "{} dialed, {reachable} reachable, {answered} answered PEX, {} reported addresses, {} not dialed (--max-nodes); network {}\n",
         crawl.visits.len(),
-        crawl.edges.len(),
-        crawl.left.len(),
+        crawl.reported,
+        crawl.left.len() + crawl.not_queued,
         crawl.network.as_deref().unwrap_or("unknown"),
     ));
     let detailed = crawl
@@ -113,71 +115,101 @@ pub fn table(crawl: &Crawl) -> String {
 
 fn counts(crawl: &Crawl) -> (usize, usize) {
     let done = || crawl.visits.iter().filter_map(|v| v.report.as_ref());
-    let answered = done().filter(|r| r.addrs.is_some()).count();
+    let answered = done().filter(|r| r.answered.is_some()).count();
     let reachable = done().filter(|r| r.status.reachable()).count();
     (answered, reachable)
 }
 
-/// The same as data: one JSON document with the nodes (one per dial), the
-/// edges (each reported address, from the node that reported it) and the
-/// targets left undialed.
-pub fn json(crawl: &Crawl, crawler_id: NodeId) -> Value {
-    let nodes: Vec<Value> = crawl
-        .visits
-        .iter()
-        .map(|v| {
-            let r = v.report.as_ref();
-            let info = r.and_then(|r| r.info.as_ref());
-            json!({
-                "address": v.target.addr,
-                "expected_id": v.target.id.map(|id| id.to_string()),
-                "depth": v.target.depth,
-                "node_id": r.and_then(|r| r.node_id).map(|id| id.to_string()),
-                "status": r.map_or("running", |r| r.status.name()),
-                "detail": r.and_then(|r| r.status.detail()),
-                "reachable": r.is_some_and(|r| r.status.reachable()),
-                "moniker": info.map(|i| &i.moniker),
-                "network": info.map(|i| &i.network),
-                "version": info.map(|i| &i.version),
-                "listen_addr": info.map(|i| &i.listen_addr),
-                "channels": info.map(|i| i.channels.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>()),
-                "handshake_ms": ms(v),
-                "pex_addrs": r.and_then(|r| r.addrs.as_ref()).map(Vec::len),
-                "ignored_messages": r.map_or(0, |r| r.ignored_messages),
-            })
-        })
-        .collect();
-    let edges: Vec<Value> = crawl
-        .edges
+/// One node's record in `--json`: what the dial found, and the addresses
+/// its answer held (`reported`: each with the reason when it was not
+/// followed). `probe` is the dial's index (dial order).
+pub fn node_json(pid: ProbeId, v: &Visit, edges: &[Edge]) -> Value {
+    let r = v.report.as_ref();
+    let info = r.and_then(|r| r.info.as_ref());
+    let reported: Vec<Value> = edges
         .iter()
         .map(|e| {
-            let from = &crawl.visits[e.from];
             json!({
-                "from": proven_id(from).map(|id| id.to_string()),
-                "from_address": from.target.addr,
-                "to": e.addr.id,
+                "id": e.addr.id,
                 "ip": e.addr.ip,
                 "port": e.addr.port,
                 "invalid": e.invalid,
             })
         })
         .collect();
-    let left: Vec<Value> = crawl
-        .left
-        .iter()
-        .map(|t| json!({"address": t.addr, "id": t.id.map(|id| id.to_string()), "depth": t.depth}))
-        .collect();
-    let (answered, reachable) = counts(crawl);
     json!({
-        "crawler_id": crawler_id.to_string(),
-        "network": crawl.network,
-        "dialed": crawl.visits.len(),
-        "reachable": reachable,
-        "answered": answered,
-        "nodes": nodes,
-        "edges": edges,
-        "not_dialed": left,
+        "probe": pid,
+        "address": v.target.addr,
+        "expected_id": v.target.id.map(|id| id.to_string()),
+        "depth": v.target.depth,
+        "node_id": r.and_then(|r| r.node_id).map(|id| id.to_string()),
+        "status": r.map_or("running", |r| r.status.name()),
+        "detail": r.and_then(|r| r.status.detail()),
+        "reachable": r.is_some_and(|r| r.status.reachable()),
+        "moniker": info.map(|i| &i.moniker),
+        "network": info.map(|i| &i.network),
+        "version": info.map(|i| &i.version),
+        "listen_addr": info.map(|i| &i.listen_addr),
+        "channels": info.map(|i| i.channels.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>()),
+        "handshake_ms": ms(v),
+        "pex_addrs": r.and_then(|r| r.answered),
+        "ignored_messages": r.map_or(0, |r| r.ignored_messages),
+        "reported": reported,
     })
+}
+
+/// `--json`, written as the crawl goes: one JSON document whose `nodes`
+/// array gets each node's record ([`node_json`]) when its visit ends (in
+/// the order visits end), so that what is held in memory does not grow
+/// with the answers; the totals (`network`, `dialed`, `reachable`,
+/// `answered`, `reported`, `not_queued`) and `not_dialed` follow the
+/// array.
+pub struct JsonStream<W: Write> {
+    out: W,
+    first: bool,
+}
+
+impl<W: Write> JsonStream<W> {
+    /// Writes the document's start.
+    pub fn start(mut out: W, crawler_id: NodeId) -> std::io::Result<Self> {
+        write!(out, "{{\"crawler_id\":\"{crawler_id}\",\"nodes\":[")?;
+        Ok(JsonStream { out, first: true })
+    }
+
+    /// Writes one node's record.
+    pub fn node(&mut self, pid: ProbeId, v: &Visit, edges: &[Edge]) -> std::io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",")?;
+        }
+        self.first = false;
+        self.out.write_all(b"\n")?;
+        serde_json::to_writer(&mut self.out, &node_json(pid, v, edges))?;
+        Ok(())
+    }
+
+    /// Writes the totals and the rest, and ends the document.
+    pub fn finish(mut self, crawl: &Crawl) -> std::io::Result<W> {
+        let (answered, reachable) = counts(crawl);
+        let left: Vec<Value> = crawl
+            .left
+            .iter()
+            .map(|t| json!({"address": t.addr, "id": t.id.map(|id| id.to_string()), "depth": t.depth}))
+            .collect();
+        let tail = json!({
+            "network": crawl.network,
+            "dialed": crawl.visits.len(),
+            "reachable": reachable,
+            "answered": answered,
+            "reported": crawl.reported,
+            "not_queued": crawl.not_queued,
+            "not_dialed": left,
+        });
+        // The tail object's members, after the array.
+        let tail = tail.to_string();
+        write!(self.out, "\n],{}\n", &tail[1..])?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]
@@ -220,6 +252,50 @@ mod tests {
         (f, c)
     }
 
+    /// The whole document as `--json` streams it (edges from `c.edges`).
+    fn streamed(c: &Crawl, id: NodeId) -> Value {
+        let mut out = JsonStream::start(Vec::new(), id).unwrap();
+        for (pid, v) in c.visits.iter().enumerate() {
+            let mine: Vec<Edge> = c.edges.iter().filter(|e| e.from == pid).cloned().collect();
+            out.node(pid, v, &mine).unwrap();
+        }
+        let bytes = out.finish(c).unwrap();
+        serde_json::from_slice(&bytes).expect("one JSON document")
+    }
+
+    /// The streamed document parses, holds every node with what it
+    /// reported, and the totals.
+    #[test]
+    fn the_streamed_json_is_one_document() {
+        let (f, c) = crawl();
+        let j = streamed(&c, f.nodes[0].id);
+        assert_eq!(j["crawler_id"], f.nodes[0].id.to_string());
+        let nodes = j["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(nodes[0]["probe"], 0);
+        assert_eq!(nodes[0]["reported"][0]["id"], f.nodes[1].id.to_string());
+        assert_eq!(nodes[0]["reported"][0]["invalid"], Value::Null);
+        assert_eq!(j["dialed"], 3);
+        assert_eq!(j["reported"], c.reported);
+        assert_eq!(j["network"], "chain-a");
+        assert_eq!(j["not_dialed"], json!([]));
+        // An empty crawl is a document too.
+        let empty = Crawl {
+            network: None,
+            visits: vec![],
+            edges: vec![],
+            reported: 0,
+            left: vec![],
+            not_queued: 0,
+        };
+        let bytes = JsonStream::start(Vec::new(), f.nodes[0].id)
+            .unwrap()
+            .finish(&empty)
+            .unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["nodes"], json!([]));
+    }
+
     #[test]
     fn a_failed_row_is_short_and_claims_no_id() {
         let (f, c) = crawl();
@@ -250,7 +326,7 @@ mod tests {
         assert!(t.contains("1 row with more to say: --json"), "{t}");
         // The JSON keeps the detail and the expected ID, and counts the
         // PEX addresses under their own name.
-        let j = json(&c, f.nodes[1].id);
+        let j = streamed(&c, f.nodes[1].id);
         let nodes = j["nodes"].as_array().unwrap();
         let bad = &nodes[2];
         assert_eq!(bad["node_id"], Value::Null);

@@ -145,6 +145,7 @@ pub async fn probe(
     .await
     {
         Ok(addrs) => {
+            report.answered = Some(addrs.len());
             report.addrs = Some(addrs);
             report.closed_after_answer = closed;
         }

@@ -187,8 +187,11 @@ pub struct Report {
     pub info: Option<NodeInfo>,
     /// How long the secret-connection handshake took.
     pub handshake: Option<Duration>,
-    /// The addresses of its `PexAddrs` (`Some` once it came).
+    /// The addresses of its `PexAddrs` (`Some` once it came), until
+    /// [`Scheduler::complete`] turns them into [`Edge`]s and drops them.
     pub addrs: Option<Vec<NetAddress>>,
+    /// How many addresses its `PexAddrs` held (`Some` once it came).
+    pub answered: Option<usize>,
     /// Messages other than `PexAddrs` received (a `PexRequest` of the node's
     /// own), not answered.
     pub ignored_messages: u64,
@@ -207,6 +210,7 @@ impl Report {
             info: None,
             handshake: None,
             addrs: None,
+            answered: None,
             ignored_messages: 0,
             closed_after_answer: None,
         }
@@ -251,10 +255,16 @@ pub struct Crawl {
     pub network: Option<String>,
     /// In dial order.
     pub visits: Vec<Visit>,
-    /// Every address reported, in the order received.
+    /// Reported addresses, as the driver kept them (the scheduler keeps
+    /// none: [`Scheduler::complete`] hands each visit's to its caller).
     pub edges: Vec<Edge>,
+    /// How many addresses were reported in all.
+    pub reported: usize,
     /// Targets queued but never dialed (`max_nodes` reached).
     pub left: Vec<Target>,
+    /// Reported targets not queued because the queue already held as many
+    /// as `max_nodes` leaves room to dial.
+    pub not_queued: usize,
 }
 
 /// The scheduler; see the module docs.
@@ -278,7 +288,8 @@ pub struct Scheduler {
     /// Running probes and their deadlines.
     running: HashMap<ProbeId, Instant>,
     visits: Vec<Visit>,
-    edges: Vec<Edge>,
+    reported: usize,
+    not_queued: usize,
 }
 
 /// The key an address is known by: the socket address when it parses
@@ -304,7 +315,8 @@ impl Scheduler {
             asked: HashMap::new(),
             running: HashMap::new(),
             visits: Vec::new(),
-            edges: Vec::new(),
+            reported: 0,
+            not_queued: 0,
         };
         for t in seeds {
             s.enqueue(t, false);
@@ -319,6 +331,12 @@ impl Scheduler {
     /// already.
     fn enqueue(&mut self, t: Target, proven: bool) -> bool {
         if t.id.is_some_and(|id| self.claimed.contains(&id)) {
+            return false;
+        }
+        // No more queued than can still be dialed: what a crawl keeps is
+        // bounded by `max_nodes`, whatever the answers hold.
+        if self.visits.len() + self.queue.len() >= self.opts.max_nodes {
+            self.not_queued += 1;
             return false;
         }
         let addr = addr_key(&t.addr);
@@ -416,12 +434,14 @@ impl Scheduler {
         }
     }
 
-    /// A probe ended at `now` with `report`: record it and queue what it
-    /// reported. A report for a probe that has already timed out is
-    /// dropped.
-    pub fn complete(&mut self, pid: ProbeId, mut report: Report, now: Instant) {
+    /// A probe ended at `now` with `report`: record it, queue what it
+    /// reported, and return what it reported as edges (the scheduler keeps
+    /// the count only, and drops the report's addresses). A report for a
+    /// probe that has already timed out is dropped (no edges).
+    pub fn complete(&mut self, pid: ProbeId, mut report: Report, now: Instant) -> Vec<Edge> {
+        let mut edges = Vec::new();
         if self.running.remove(&pid).is_none() {
-            return;
+            return edges;
         }
         // The node's answer, by the library's rules; the connection is over,
         // so the request is forgotten (the claim keeps the node from being
@@ -495,13 +515,22 @@ impl Scheduler {
                 }
                 Err(e) => Some(e.to_string()),
             };
-            self.edges.push(Edge {
+            edges.push(Edge {
                 from: pid,
                 addr: a.clone(),
                 invalid,
             });
         }
+        self.reported += edges.len();
+        report.answered = report.answered.or(report.addrs.as_ref().map(Vec::len));
+        report.addrs = None;
         self.visits[pid].report = Some(report);
+        edges
+    }
+
+    /// Visit `pid` (dialed, running or done).
+    pub fn visit(&self, pid: ProbeId) -> &Visit {
+        &self.visits[pid]
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must run next: the
@@ -549,8 +578,10 @@ impl Scheduler {
         Crawl {
             network: self.network,
             visits: self.visits,
-            edges: self.edges,
+            edges: Vec::new(),
+            reported: self.reported,
             left: self.queue.into_iter().collect(),
+            not_queued: self.not_queued,
         }
     }
 }
@@ -663,11 +694,16 @@ pub(crate) mod tests {
                 info: Some(info.clone()),
                 handshake: Some(Duration::from_millis(1)),
                 addrs: None,
+                answered: None,
                 ignored_messages: 0,
                 closed_after_answer: None,
             };
             match s.claim(pid, n.id, &info, now) {
-                Verdict::Ask => r.addrs = Some(self.pex(i)),
+                Verdict::Ask => {
+                    let a = self.pex(i);
+                    r.answered = Some(a.len());
+                    r.addrs = Some(a);
+                }
                 Verdict::Stop(st) => r.status = st,
             }
             Some(r)
@@ -689,6 +725,7 @@ pub(crate) mod tests {
         let mut asked: HashMap<NodeId, usize> = HashMap::new();
         let mut most = 0;
         let mut hung: Vec<ProbeId> = Vec::new();
+        let mut edges: Vec<Edge> = Vec::new();
         for _ in 0..10_000 {
             while let Some(p) = s.next(now) {
                 running.push_back(p);
@@ -703,7 +740,7 @@ pub(crate) mod tests {
                         if r.addrs.is_some() {
                             *asked.entry(r.node_id.unwrap()).or_default() += 1;
                         }
-                        s.complete(pid, r, now);
+                        edges.extend(s.complete(pid, r, now));
                     }
                     None => hung.push(pid),
                 },
@@ -717,7 +754,10 @@ pub(crate) mod tests {
             }
         }
         assert!(s.is_done(), "the crawl did not end");
-        (s.finish(), asked, most)
+        let mut c = s.finish();
+        assert_eq!(c.reported, edges.len());
+        c.edges = edges;
+        (c, asked, most)
     }
 
     fn opts() -> Options {
@@ -823,8 +863,11 @@ pub(crate) mod tests {
         let (c, asked, _) = run(&f, vec![f.seed(0)], o);
         assert_eq!(c.visits.len(), 5);
         assert_eq!(asked.len(), 5);
-        // What was queued but not dialed is kept.
-        assert_eq!(c.left.len(), 16);
+        // No more is queued than can be dialed: the 16 others reported
+        // are counted, not kept.
+        assert_eq!(c.left.len(), 0);
+        assert_eq!(c.not_queued, 16);
+        assert_eq!(c.reported, 20 + 4);
     }
 
     #[test]

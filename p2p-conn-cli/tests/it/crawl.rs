@@ -119,17 +119,24 @@ fn crawl_maps_a_real_network() {
         net.nodes.last().unwrap().node.node_id.as_str()
     );
     // Every edge leaves a visited node; the line's links are among them.
-    let edges: HashSet<(String, String)> = v["edges"]
-        .as_array()
-        .unwrap()
+    let edges: HashSet<(String, String)> = nodes
         .iter()
-        .map(|e| {
-            (
-                e["from"].as_str().unwrap().into(),
-                e["to"].as_str().unwrap().into(),
-            )
+        .flat_map(|n| {
+            let from = n["node_id"].as_str().unwrap().to_string();
+            n["reported"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |e| (from.clone(), e["id"].as_str().unwrap().to_string()))
         })
         .collect();
+    // The total counts every reported address, each in its node's record.
+    let listed: usize = nodes
+        .iter()
+        .map(|n| n["reported"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(v["reported"], listed, "{v:#}");
+    assert_eq!(v["dialed"], nodes.len());
     for i in 0..net.nodes.len() - 1 {
         let (a, b) = (&net.nodes[i].node.node_id, &net.nodes[i + 1].node.node_id);
         assert!(
@@ -215,7 +222,10 @@ fn crawl_maps_a_real_network() {
     assert_eq!(nodes3[1]["network"], net.chain_id.as_str());
     assert_eq!(nodes3[1]["moniker"], "node-0");
     assert_eq!(nodes3[1]["pex_addrs"], Value::Null);
-    assert_eq!(v3["edges"], serde_json::json!([]));
+    for n in nodes3 {
+        assert_eq!(n["reported"], serde_json::json!([]), "{v3:#}");
+    }
+    assert_eq!(v3["reported"], 0);
     assert_eq!(v3["network"], "other-chain");
 
     // A fourth crawl, without --allow-unroutable: node 0 answers, and the
@@ -228,7 +238,7 @@ fn crawl_maps_a_real_network() {
     let nodes4 = v4["nodes"].as_array().unwrap();
     assert_eq!(nodes4.len(), 1, "{v4:#}");
     assert_eq!(nodes4[0]["status"], "ok", "{v4:#}");
-    let edges4 = v4["edges"].as_array().unwrap();
+    let edges4 = nodes4[0]["reported"].as_array().unwrap();
     assert!(!edges4.is_empty(), "{v4:#}");
     for e in edges4 {
         let why = e["invalid"].as_str().unwrap_or_default();
