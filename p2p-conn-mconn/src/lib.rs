@@ -70,7 +70,8 @@
 //!   no clock.
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
 //!   no address book, no PEX reactor loop: [`pex`] has the rules as verdicts,
-//!   and the caller acts on them.
+//!   and the caller acts on them; [`blocksync`] only the status messages
+//!   (which blocks a node holds), not block sync.
 //! - No `tracing` events from the core (it does not know the peer); the
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
@@ -80,6 +81,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod blocksync;
 mod channel;
 #[cfg(feature = "tokio")]
 mod connection;

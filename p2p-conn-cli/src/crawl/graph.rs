@@ -150,8 +150,11 @@ impl Graph {
                         match (&r.status, &r.info) {
                             (Status::OtherNetwork, Some(i)) => format!("network {}", i.network),
                             (Status::Ok, _) => {
-                                let n = r.addrs.as_ref().map_or(0, Vec::len);
-                                format!("{n} PEX address{}", if n == 1 { "" } else { "es" })
+                                let n = r.answered.unwrap_or(0);
+                                let blocks = r
+                                    .blocks
+                                    .map_or(String::new(), |b| format!(" · h {}", b.height));
+                                format!("{n} PEX addr{}{blocks}", if n == 1 { "" } else { "s" })
                             }
                             (s, _) => s.name().to_string(),
                         },
@@ -690,6 +693,13 @@ mod tests {
                 .kind
         };
         assert_eq!(kind_of(0), Kind::Answered, "{kinds:?}");
+        // Node 0 reported node 1: its box counts the answer.
+        let v0 = g
+            .vertices
+            .iter()
+            .find(|v| stands_for(v, &f.nodes[0].id.to_string()))
+            .unwrap();
+        assert!(v0.sub.ends_with("· 1 PEX addr"), "{}", v0.sub);
         assert_eq!(kind_of(3), Kind::OtherNetwork);
         assert_eq!(kind_of(5), Kind::Unreachable);
     }

@@ -71,6 +71,10 @@ pub struct CrawlArgs {
     /// or FILE.dot (Graphviz DOT)
     #[arg(long)]
     graph: Option<PathBuf>,
+    /// List only the nodes whose blocks include height H (from each
+    /// node's blocksync status)
+    #[arg(long, value_name = "H")]
+    has_height: Option<i64>,
     /// node_key.json to authenticate with (default: a fresh ephemeral
     /// identity for this crawl)
     #[arg(long)]
@@ -159,7 +163,7 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         &mut sink,
     ));
     rt.shutdown_background();
-    if let Some(e) = failed_write {
+    if let Some(e) = failed_write.take() {
         return Err(stdout_failed(e));
     }
     crawl.edges = drawn;
@@ -185,7 +189,7 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         Some(j) => {
             j.finish(&crawl).map_err(stdout_failed)?;
         }
-        None => print!("{}", output::table(&crawl)),
+        None => print!("{}", output::table(&crawl, args.has_height)),
     }
     Ok(())
 }

@@ -30,8 +30,9 @@ fn status_text(v: &Visit) -> &'static str {
     v.report.as_ref().map_or("running", |r| r.status.name())
 }
 
-/// The table: one row per dial, then a summary line.
-pub fn table(crawl: &Crawl) -> String {
+/// The table: one row per dial (with `has_height`, only the nodes whose
+/// blocks include that height), then a summary line.
+pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
     let head = [
         "NODE ID",
         "MONIKER",
@@ -41,10 +42,20 @@ pub fn table(crawl: &Crawl) -> String {
         "ADDRESS",
         "STATUS",
         "HS MS",
+        "BLOCKS",
         "PEX ADDRS",
     ];
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
-    for v in &crawl.visits {
+    let serves = |v: &&Visit| match has_height {
+        None => true,
+        Some(h) => v
+            .report
+            .as_ref()
+            .and_then(|r| r.blocks)
+            .is_some_and(|b| b.has(h)),
+    };
+    let shown: Vec<&Visit> = crawl.visits.iter().filter(serves).collect();
+    for v in &shown {
         let r = v.report.as_ref();
         let info = r.and_then(|r| r.info.as_ref());
         let text = |f: &dyn Fn(&p2p_conn::nodeinfo::NodeInfo) -> &str| {
@@ -62,6 +73,8 @@ pub fn table(crawl: &Crawl) -> String {
             v.target.addr.clone(),
             status_text(v).to_string(),
             ms(v).map_or(NONE.into(), |m| format!("{m:.1}")),
+            r.and_then(|r| r.blocks)
+                .map_or(NONE.into(), |b| format!("{}-{}", b.base, b.height)),
             r.and_then(|r| r.answered)
                 .map_or(NONE.into(), |n| n.to_string()),
         ]);
@@ -104,6 +117,13 @@ pub fn table(crawl: &Crawl) -> String {
                 .is_some_and(|r| r.status.detail().is_some())
         })
         .count();
+    if let Some(h) = has_height {
+        out.push_str(&format!(
+            "{} node{} can serve height {h} (--has-height): the rows above\n",
+            shown.len(),
+            if shown.len() == 1 { "" } else { "s" }
+        ));
+    }
     if detailed > 0 {
         out.push_str(&format!(
             "{detailed} row{} with more to say: --json has each status's detail\n",
@@ -153,6 +173,8 @@ pub fn node_json(pid: ProbeId, v: &Visit, edges: &[Edge]) -> Value {
         "channels": info.map(|i| i.channels.iter().map(|c| format!("{c:02x}")).collect::<Vec<_>>()),
         "handshake_ms": ms(v),
         "pex_addrs": r.and_then(|r| r.answered),
+        "height": r.and_then(|r| r.blocks).map(|b| b.height),
+        "base": r.and_then(|r| r.blocks).map(|b| b.base),
         "ignored_messages": r.map_or(0, |r| r.ignored_messages),
         "reported": reported,
     })
@@ -216,7 +238,7 @@ impl<W: Write> JsonStream<W> {
 mod tests {
     use super::*;
     use crate::crawl::scheduler::tests::{addr_of, run, Fake};
-    use crate::crawl::scheduler::{Options, Report, Status, Target};
+    use crate::crawl::scheduler::{Blocks, Options, Report, Status, Target};
     use p2p_conn_mconn::pex::AddrPolicy;
     use std::time::Duration;
 
@@ -296,10 +318,43 @@ mod tests {
         assert_eq!(v["nodes"], json!([]));
     }
 
+    /// `--has-height`: only the rows of nodes whose blocks include it, and
+    /// the heights in the BLOCKS column and the JSON.
+    #[test]
+    fn has_height_lists_the_nodes_that_can_serve_it() {
+        let (f, mut c) = crawl();
+        let set = |c: &mut Crawl, i: usize, base, height| {
+            c.visits[i].report.as_mut().unwrap().blocks = Some(Blocks { height, base });
+        };
+        set(&mut c, 0, 1, 500);
+        set(&mut c, 1, 300, 520);
+        let all = table(&c, None);
+        assert!(all.lines().next().unwrap().contains(" BLOCKS "), "{all}");
+        assert!(
+            all.contains(" 1-500 ") && all.contains(" 300-520 "),
+            "{all}"
+        );
+        let some = table(&c, Some(200));
+        let id = |i: usize| f.nodes[i].id.to_string();
+        assert!(some.lines().any(|l| l.starts_with(&id(0))), "{some}");
+        assert!(!some.lines().any(|l| l.starts_with(&id(1))), "{some}");
+        assert!(!some.contains("127.0.0.1:26657"), "{some}");
+        assert!(some.contains("1 node can serve height 200"), "{some}");
+        assert!(table(&c, Some(510)).contains("1 node can serve height 510"));
+        assert!(table(&c, Some(9999)).contains("0 nodes can serve"));
+        let j = node_json(1, &c.visits[1], &[]);
+        assert_eq!(
+            (j["base"].clone(), j["height"].clone()),
+            (json!(300), json!(520))
+        );
+        assert!(Blocks { height: 5, base: 0 }.has(1));
+        assert!(!Blocks { height: 5, base: 0 }.has(0));
+    }
+
     #[test]
     fn a_failed_row_is_short_and_claims_no_id() {
         let (f, c) = crawl();
-        let t = table(&c);
+        let t = table(&c, None);
         let lines: Vec<&str> = t.lines().collect();
         assert!(
             lines[0].starts_with("NODE ID ") && lines[0].ends_with("PEX ADDRS"),

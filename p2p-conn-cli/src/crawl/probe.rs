@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 use p2p_conn::io::tokio::{self as ptokio, SecretConnection};
 use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError};
 use p2p_conn::{Config, Identity, NodeId};
+use p2p_conn_mconn::blocksync::{BlocksyncMessage, BLOCKSYNC_CHANNEL, MAX_STATUS_MESSAGE_SIZE};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
 use p2p_conn_mconn::{ChannelDescriptor, MConnCloseReason, MConnConfig, MConnection, Received};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::scheduler::{Report, Status, Target, Verdict};
+use super::scheduler::{Blocks, Report, Status, Target, Verdict};
 use crate::conn;
 use crate::error::describe;
 use crate::error::CliError;
@@ -31,6 +32,11 @@ pub const CRAWL_LISTEN_ADDR: &str = "0.0.0.0:0";
 
 /// Bound on the polite close (flush and FIN) after the answer.
 const CLOSE_LIMIT: Duration = Duration::from_secs(1);
+
+/// How long to wait for a node's blocksync status once its PEX answer is
+/// in (it sends one on connect, before the answer, so this is rarely
+/// spent).
+const STATUS_WAIT: Duration = Duration::from_secs(1);
 
 /// Visits one node: TCP connect (within `timeout`), the secret-connection
 /// handshake (within `timeout`), the NodeInfo exchange, then one
@@ -127,7 +133,13 @@ pub async fn probe(
     ours.protocol_version.block = theirs.protocol_version.block;
     ours.moniker = CRAWL_MONIKER.to_string();
     ours.listen_addr = CRAWL_LISTEN_ADDR.to_string();
-    ours.channels = vec![PEX_CHANNEL];
+    // Blocksync too when the node has it: it then tells us its range.
+    let blocks = theirs.channels.contains(&BLOCKSYNC_CHANNEL);
+    ours.channels = if blocks {
+        vec![PEX_CHANNEL, BLOCKSYNC_CHANNEL]
+    } else {
+        vec![PEX_CHANNEL]
+    };
     if let Err(e) = nodeinfo::tokio::write(&mut sc, &ours).await {
         report.status = Status::NodeInfoRefused(nodeinfo_error(e));
         return report;
@@ -135,12 +147,18 @@ pub async fn probe(
 
     // MConnection: one request, then messages until the answer.
     let mut closed = None;
-    match ask(
-        sc,
+    let mut range = None;
+    let asked = Asked {
         timeout,
         watch,
+        blocks,
+    };
+    match ask(
+        sc,
+        &asked,
         &mut report.ignored_messages,
         &mut closed,
+        &mut range,
     )
     .await
     {
@@ -148,11 +166,22 @@ pub async fn probe(
             report.answered = Some(addrs.len());
             report.addrs = Some(addrs);
             report.closed_after_answer = closed;
+            report.blocks = range;
         }
         Err(Unanswered::Timeout) => report.status = Status::Timeout,
         Err(Unanswered::Failed(why)) => report.status = Status::NoAnswer(why),
     }
     report
+}
+
+/// What [`ask`] asks for and how long it waits.
+struct Asked {
+    /// Bound on the wait for the PEX answer.
+    timeout: Duration,
+    /// How long to watch the connection after the answer.
+    watch: Duration,
+    /// Whether to ask for the node's blocksync status too.
+    blocks: bool,
 }
 
 /// Why [`ask`] has no addresses.
@@ -173,20 +202,46 @@ enum Unanswered {
 /// deadline), the sender and receiver close the connection the same way.
 async fn ask(
     sc: SecretConnection<TcpStream>,
-    timeout: Duration,
-    watch: Duration,
+    asked: &Asked,
     ignored: &mut u64,
     closed_after: &mut Option<Duration>,
+    range: &mut Option<Blocks>,
 ) -> Result<Vec<NetAddress>, Unanswered> {
-    let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
-    let (tx, mut rx) = MConnection::spawn(sc, &[pex], MConnConfig::default())
+    let mut channels =
+        vec![ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE)];
+    if asked.blocks {
+        // Status messages only: a node sends nothing larger unasked.
+        channels.push(
+            ChannelDescriptor::new(BLOCKSYNC_CHANNEL)
+                .with_recv_message_capacity(MAX_STATUS_MESSAGE_SIZE),
+        );
+    }
+    let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default())
         .map_err(|e| Unanswered::Failed(e.to_string()))?;
-    let answer = tokio::time::timeout(timeout, async {
+    // A blocksync status, if the message is one.
+    let status = |channel: u8, data: &[u8]| match (channel, BlocksyncMessage::decode(data)) {
+        (BLOCKSYNC_CHANNEL, Ok(BlocksyncMessage::StatusResponse { height, base })) => {
+            Some(Blocks { height, base })
+        }
+        _ => None,
+    };
+    let answer = tokio::time::timeout(asked.timeout, async {
         tx.send(PEX_CHANNEL, PexMessage::Request.encode())
             .await
             .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        if asked.blocks {
+            tx.send(BLOCKSYNC_CHANNEL, BlocksyncMessage::StatusRequest.encode())
+                .await
+                .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        }
         loop {
             match rx.recv().await {
+                Some(Received::Message { channel, data }) if channel == BLOCKSYNC_CHANNEL => {
+                    match status(channel, &data) {
+                        Some(b) => *range = Some(b),
+                        None => *ignored += 1,
+                    }
+                }
                 Some(Received::Message { data, .. }) => match PexMessage::decode(&data) {
                     Ok(PexMessage::Addrs(addrs)) => break Ok(addrs),
                     Ok(PexMessage::Request) => *ignored += 1,
@@ -201,6 +256,27 @@ async fn ask(
     })
     .await
     .unwrap_or(Err(Unanswered::Timeout));
+    // The status comes on connect, before the answer; if it has not, wait
+    // a little for the one our request asked for.
+    if answer.is_ok() && asked.blocks && range.is_none() {
+        let _ = tokio::time::timeout(STATUS_WAIT, async {
+            while let Some(event) = rx.recv().await {
+                match event {
+                    Received::Message { channel, data } => match status(channel, &data) {
+                        Some(b) => {
+                            *range = Some(b);
+                            break;
+                        }
+                        None => *ignored += 1,
+                    },
+                    Received::Closed(_) => break,
+                    _ => {}
+                }
+            }
+        })
+        .await;
+    }
+    let watch = asked.watch;
     if answer.is_ok() && !watch.is_zero() {
         let answered = Instant::now();
         *closed_after = tokio::time::timeout(watch, async {

@@ -195,6 +195,9 @@ pub struct Report {
     /// Messages other than `PexAddrs` received (a `PexRequest` of the node's
     /// own), not answered.
     pub ignored_messages: u64,
+    /// The blocks the node holds, from its blocksync status (when it lists
+    /// channel `0x40` and answered).
+    pub blocks: Option<Blocks>,
     /// When the probe watched the connection after the answer (`check`
     /// does, for seeds): how soon the node hung up, if it did within the
     /// watch (a node in seed mode hangs up right after answering).
@@ -212,8 +215,26 @@ impl Report {
             addrs: None,
             answered: None,
             ignored_messages: 0,
+            blocks: None,
             closed_after_answer: None,
         }
+    }
+}
+
+/// The blocks a node holds: `base` to `height` (its blocksync status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocks {
+    /// The newest block.
+    pub height: i64,
+    /// The oldest block kept.
+    pub base: i64,
+}
+
+impl Blocks {
+    /// Whether the node can serve block `h`. A base of 0 (a store that has
+    /// never pruned, as some lines report it) counts as 1.
+    pub fn has(&self, h: i64) -> bool {
+        self.base.max(1) <= h && h <= self.height
     }
 }
 
@@ -696,6 +717,7 @@ pub(crate) mod tests {
                 addrs: None,
                 answered: None,
                 ignored_messages: 0,
+                blocks: None,
                 closed_after_answer: None,
             };
             match s.claim(pid, n.id, &info, now) {

@@ -75,6 +75,19 @@ fn check_every_node(net: &Network, v: &Value, test: &str) {
         assert_eq!(j["address"], n.node.p2p_addr.as_str());
         assert!(j["handshake_ms"].as_f64().is_some(), "{j:#}");
         assert!(j["pex_addrs"].as_u64().unwrap() >= 1, "{j:#}");
+        // Its blocks, from its blocksync status: nothing pruned, a height
+        // no greater than its RPC says after the crawl.
+        let height = j["height"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{test}: no height: {j:#}"));
+        assert!(height >= 1, "{j:#}");
+        assert!(j["base"].as_i64().unwrap() <= 1, "{j:#}");
+        let rpc = n.height().expect("the node's RPC height");
+        assert!(
+            height <= rpc,
+            "{test}: node {}: crawl saw {height}, RPC {rpc}",
+            n.index
+        );
     }
 }
 
@@ -85,6 +98,8 @@ fn crawl_maps_a_real_network() {
         return;
     };
     net.wait_line(LINK_LIMIT);
+    // Blocks to report: the chain past its first ones.
+    net.wait_height(2, LINK_LIMIT);
     let dir = scratch(test);
     let svg = dir.join("net.svg");
     let seed = net.nodes[0].address();
@@ -162,6 +177,31 @@ fn crawl_maps_a_real_network() {
             "{test}: SVG lacks {}",
             n.moniker
         );
+    }
+
+    // --has-height: every node holds block 1; none holds a block far
+    // beyond the chain's height.
+    for (h, rows) in [(1, net.nodes.len()), (1_000_000_000, 0)] {
+        let out = run(
+            BIN.as_ref(),
+            &[
+                "crawl",
+                "--allow-unroutable",
+                "--has-height",
+                &h.to_string(),
+                &seed,
+            ],
+            CRAWL_LIMIT,
+        );
+        assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let shown = net
+            .nodes
+            .iter()
+            .filter(|n| text.lines().any(|l| l.starts_with(&n.node.node_id)))
+            .count();
+        assert_eq!(shown, rows, "{test}: --has-height {h}: {text}");
+        assert!(text.contains(&format!("can serve height {h}")), "{text}");
     }
 
     // A second crawl (another ID): the table and DOT.
@@ -351,6 +391,8 @@ fn crawl_maps_a_v1_network() {
         return;
     };
     net.wait_line(LINK_LIMIT);
+    // Blocks to report: the chain past its first ones.
+    net.wait_height(2, LINK_LIMIT);
     let seed = net.nodes[0].address();
     let out = run(
         BIN.as_ref(),
