@@ -102,11 +102,7 @@ impl NetNode {
     /// Its latest block height (`/status`); `None` while the RPC does not
     /// answer.
     pub fn height(&self) -> Option<i64> {
-        let status = self.node.rpc("/status")?;
-        status["result"]["sync_info"]["latest_block_height"]
-            .as_str()?
-            .parse()
-            .ok()
+        self.node.height()
     }
 }
 

@@ -445,6 +445,16 @@ impl Node {
         rpc_get(port, path)
     }
 
+    /// Its latest block height (`/status`); `None` while the RPC does not
+    /// answer.
+    pub fn height(&self) -> Option<i64> {
+        let status = self.rpc("/status")?;
+        status["result"]["sync_info"]["latest_block_height"]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+
     /// Its peers, from its own RPC `net_info`; `None` while the RPC does
     /// not answer (or answers something else).
     pub fn peers(&self) -> Option<Vec<NetPeer>> {

@@ -16,7 +16,9 @@
 //!   [`output`] (table, `--json`) and [`graph`] (`--graph`, DOT or SVG).
 //!
 //! # Not provided
-//! - No address book and no re-crawl: one pass, one request per node.
+//! - No re-crawl: one pass, one request per node (`--addrbook` writes
+//!   what it found as a CometBFT address book; a seed keeping a book
+//!   fresh is another command's job).
 //! - Host names in the seeds are resolved by the system; reported
 //!   addresses must be IP addresses.
 //! - Nodes that do not accept inbound peers (full, private, behind NAT)
@@ -75,6 +77,10 @@ pub struct CrawlArgs {
     /// node's blocksync status)
     #[arg(long, value_name = "H")]
     has_height: Option<i64>,
+    /// Also write the nodes reached as a CometBFT addrbook.json, which a
+    /// node loads at start (p2p.addr_book_file)
+    #[arg(long, value_name = "FILE")]
+    addrbook: Option<PathBuf>,
     /// node_key.json to authenticate with (default: a fresh ephemeral
     /// identity for this crawl)
     #[arg(long)]
@@ -184,6 +190,29 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
             CliError::usage(format!("cannot write {}: {source}", path.display()))
         })?;
         eprintln!("graph written to {}", path.display());
+    }
+    if let Some(path) = &args.addrbook {
+        let mut key = [0u8; 24];
+        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut key);
+        let (book, skipped) = output::addrbook(&crawl, &hex::encode(key));
+        let n = book["addrs"].as_array().map_or(0, Vec::len);
+        let text = serde_json::to_string_pretty(&book).expect("JSON");
+        // Written beside it and renamed into place, as CometBFT writes its
+        // own: a node never loads half a book.
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| CliError::usage(format!("cannot write {}: {e}", path.display())))?;
+        let note = if skipped > 0 {
+            format!(" ({skipped} left out: dialed by host name, not IP)")
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "address book of {n} node{} written to {}{note}",
+            if n == 1 { "" } else { "s" },
+            path.display()
+        );
     }
     match json {
         Some(j) => {

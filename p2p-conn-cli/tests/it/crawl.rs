@@ -431,3 +431,101 @@ fn crawl_maps_a_v1_network() {
         );
     }
 }
+
+/// `crawl --addrbook`: a fresh node of `release`, with no seeds and no
+/// persistent peers, whose only knowledge of the network is the
+/// `addrbook.json` a crawl of that network wrote, loads it, dials a peer
+/// from it and syncs the chain.
+fn a_node_starts_from_the_crawls_addrbook(release: GoVersion, test: &str) {
+    let Some(net) = Network::start(&[release, release], test) else {
+        return;
+    };
+    net.wait_line(LINK_LIMIT);
+    net.wait_height(2, LINK_LIMIT);
+    let dir = scratch(test);
+    let book = dir.join("addrbook.json");
+    let out = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--addrbook",
+            book.to_str().unwrap(),
+            &net.nodes[0].address(),
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("address book of 2 nodes written"),
+        "{stderr}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&book).unwrap()).unwrap();
+    let in_book: Vec<String> = v["addrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["addr"]["id"].as_str().unwrap().to_string())
+        .collect();
+    for n in &net.nodes {
+        assert!(in_book.contains(&n.node.node_id), "{test}: {v:#}");
+    }
+
+    let bin = p2p_conn_interop::cometbft_node::node_binary(release, test).expect("built above");
+    let genesis = net.nodes[0].node.home.join("config/genesis.json");
+    let extra = [
+        ("", "moniker", "\"fresh\"".to_string()),
+        ("p2p", "persistent_peers", "\"\"".into()),
+        ("p2p", "seeds", "\"\"".into()),
+        ("p2p", "pex", "true".into()),
+        (
+            "p2p",
+            "addr_book_file",
+            format!("{:?}", book.display().to_string()),
+        ),
+    ];
+    let fresh = p2p_conn_interop::cometbft_node::Node::start_with(&bin, &extra, Some(&genesis));
+    let want = net
+        .nodes
+        .iter()
+        .map(|n| n.height().unwrap_or(0))
+        .max()
+        .unwrap();
+    let deadline = std::time::Instant::now() + LINK_LIMIT;
+    let (peers, height) = loop {
+        let peers = fresh.peers().unwrap_or_default();
+        let height = fresh.height().unwrap_or(0);
+        if peers.iter().any(|p| in_book.contains(&p.id)) && height >= want {
+            break (peers, height);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{test}: the fresh node found no peer of its book or did not sync to {want} (height {height}, peers {peers:?}); log:\n{}",
+            fresh.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!(
+        "{test}: the fresh {} node reached {} peer(s) from the book and height {height}",
+        release.label(),
+        peers.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_v038_node_starts_from_the_crawls_addrbook() {
+    a_node_starts_from_the_crawls_addrbook(
+        GoVersion::V038,
+        "a_v038_node_starts_from_the_crawls_addrbook",
+    );
+}
+
+#[test]
+fn a_v1_node_starts_from_the_crawls_addrbook() {
+    a_node_starts_from_the_crawls_addrbook(
+        GoVersion::V1,
+        "a_v1_node_starts_from_the_crawls_addrbook",
+    );
+}
