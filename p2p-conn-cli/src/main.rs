@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use p2p_conn::{keyfile, Identity};
 
+mod addrbook;
 mod bench;
 mod check;
 mod child;
@@ -22,6 +23,7 @@ mod crawl;
 mod error;
 mod exit;
 mod mconn;
+mod metrics_http;
 mod nodeinfo_step;
 mod pipe;
 mod probe;

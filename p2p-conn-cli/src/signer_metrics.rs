@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use p2p_conn_privval::endpoint::{EndpointStats, KindStats, RequestKind, StatsHandle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Signatures the median is taken over (celestia-core's window).
 pub const WINDOW: usize = 50;
@@ -242,63 +241,20 @@ fn escape(label: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Serve GET /metrics on `listener` until dropped: one response per
-/// connection, requests read up to 8 KiB within 5 s.
+/// Serve GET /metrics on `listener` until dropped (see
+/// [`crate::metrics_http`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     nodes: Vec<(StatsHandle, String)>,
     watch: Arc<SignWatch>,
 ) {
-    let nodes = Arc::new(nodes);
-    loop {
-        let Ok((mut conn, _)) = listener.accept().await else {
-            continue;
-        };
-        let (nodes, watch) = (nodes.clone(), watch.clone());
-        tokio::spawn(async move {
-            let mut req = Vec::with_capacity(512);
-            let read = async {
-                let mut buf = [0u8; 1024];
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
-                    let n = conn.read(&mut buf).await?;
-                    if n == 0 {
-                        break;
-                    }
-                    req.extend_from_slice(&buf[..n]);
-                }
-                Ok::<_, std::io::Error>(())
-            };
-            if tokio::time::timeout(Duration::from_secs(5), read)
-                .await
-                .is_err()
-            {
-                return;
-            }
-            let line = req.split(|&b| b == b'\n').next().unwrap_or_default();
-            let line = String::from_utf8_lossy(line);
-            let mut parts = line.split_whitespace();
-            let (status, body) = match (parts.next(), parts.next()) {
-                (Some("GET"), Some("/metrics")) => ("200 OK", render(&nodes, &watch)),
-                (Some("GET"), Some(_)) => ("404 Not Found", "GET /metrics\n".to_string()),
-                _ => ("405 Method Not Allowed", "GET /metrics\n".to_string()),
-            };
-            let head = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = conn.write_all(head.as_bytes()).await;
-            let _ = conn.write_all(body.as_bytes()).await;
-            let _ = conn.shutdown().await;
-        });
-    }
+    crate::metrics_http::serve(listener, Arc::new(move || render(&nodes, &watch))).await
 }
 
 /// Bind `addr` for [`serve`] (called before anything is served, so a
 /// taken port stops the signer at start).
 pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let l = std::net::TcpListener::bind(addr)?;
-    l.set_nonblocking(true)?;
-    Ok(l)
+    crate::metrics_http::bind(addr)
 }
 
 #[cfg(test)]

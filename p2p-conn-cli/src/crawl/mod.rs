@@ -192,17 +192,11 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         eprintln!("graph written to {}", path.display());
     }
     if let Some(path) = &args.addrbook {
-        let mut key = [0u8; 24];
-        rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut key);
-        let (book, skipped) = output::addrbook(&crawl, &hex::encode(key));
-        let n = book["addrs"].as_array().map_or(0, Vec::len);
-        let text = serde_json::to_string_pretty(&book).expect("JSON");
-        // Written beside it and renamed into place, as CometBFT writes its
-        // own: a node never loads half a book.
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
+        let (entries, skipped) = output::addrbook(&crawl);
+        let book = crate::addrbook::to_json(&crate::addrbook::new_key(), &entries);
+        crate::addrbook::write_atomic(path, &book)
             .map_err(|e| CliError::usage(format!("cannot write {}: {e}", path.display())))?;
+        let n = entries.len();
         let note = if skipped > 0 {
             format!(" ({skipped} left out: dialed by host name, not IP)")
         } else {

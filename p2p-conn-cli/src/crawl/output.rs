@@ -234,20 +234,15 @@ impl<W: Write> JsonStream<W> {
     }
 }
 
-/// `--addrbook`: the nodes reached, on the crawl's network, as a CometBFT
-/// `addrbook.json` (the format `p2p/pex/file.go` loads at a node's start,
-/// v0.34 to v1): `key` (the book's bucket key, `key_hex`, 48 hex digits as
-/// CometBFT makes it) and `addrs`, one per node ID (its first address
-/// reached), each in the "new" table (`bucket_type` 1: the node has not
-/// tried it) in one of its 256 buckets, its own source (as a node records
-/// an inbound peer), no attempts and zero times (Go's zero `time.Time`).
-/// Also the count of nodes left out because the address dialed is a host
-/// name, not an IP address (a book holds IP addresses).
-pub fn addrbook(crawl: &Crawl, key_hex: &str) -> (Value, usize) {
-    const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+/// `--addrbook`: the nodes reached, on the crawl's network, one per node
+/// ID (its first address reached), as [`crate::addrbook`] entries, all in
+/// the new table (the node that loads the book has not tried them); and
+/// the count left out because the address dialed is a host name, not an
+/// IP address (a book holds IP addresses).
+pub fn addrbook(crawl: &Crawl) -> (Vec<crate::addrbook::BookEntry>, usize) {
     let mut seen = std::collections::HashSet::new();
     let mut skipped = 0;
-    let mut addrs = Vec::new();
+    let mut entries = Vec::new();
     for v in &crawl.visits {
         let Some(r) = v.report.as_ref() else {
             continue;
@@ -258,35 +253,20 @@ pub fn addrbook(crawl: &Crawl, key_hex: &str) -> (Value, usize) {
         if r.status == super::scheduler::Status::OtherNetwork || !seen.insert(id) {
             continue;
         }
-        let Ok(sock) = v.target.addr.parse::<std::net::SocketAddr>() else {
+        let Ok(addr) = v.target.addr.parse::<std::net::SocketAddr>() else {
             skipped += 1;
             continue;
         };
-        let na = json!({"id": id.to_string(), "ip": sock.ip().to_string(), "port": sock.port()});
-        addrs.push(json!({
-            "addr": na,
-            "src": na,
-            "buckets": [bucket_of(&sock.to_string())],
-            "attempts": 0,
-            "bucket_type": 1,
-            "last_attempt": ZERO_TIME,
-            "last_success": ZERO_TIME,
-            "last_ban_time": ZERO_TIME,
-        }));
+        entries.push(crate::addrbook::BookEntry {
+            id,
+            addr,
+            good: false,
+            attempts: 0,
+            last_attempt: None,
+            last_success: None,
+        });
     }
-    (json!({"key": key_hex, "addrs": addrs}), skipped)
-}
-
-/// A "new" bucket (0 to 255) for an address: FNV-1a of its text. Any index
-/// in range loads; a node files the address by its own hash when it next
-/// adds it.
-fn bucket_of(addr: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in addr.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h % 256
+    (entries, skipped)
 }
 
 #[cfg(test)]
@@ -406,14 +386,14 @@ mod tests {
         assert!(!Blocks { height: 5, base: 0 }.has(0));
     }
 
-    /// The book has each node reached once, by the ID it proved, in a
-    /// bucket in range, in CometBFT's field names; a failed dial is not in
-    /// it.
+    /// The book has each node reached once, by the ID it proved, in the
+    /// file's field names; a failed dial is not in it.
     #[test]
     fn the_addrbook_holds_the_nodes_reached() {
         let (f, c) = crawl();
-        let (book, skipped) = addrbook(&c, &"ab".repeat(24));
+        let (entries, skipped) = addrbook(&c);
         assert_eq!(skipped, 0);
+        let book = crate::addrbook::to_json(&"ab".repeat(24), &entries);
         assert_eq!(book["key"], "ab".repeat(24));
         let addrs = book["addrs"].as_array().unwrap();
         assert_eq!(addrs.len(), 2, "{book:#}");

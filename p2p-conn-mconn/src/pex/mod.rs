@@ -24,6 +24,8 @@
 //!   a peer a `PexRequest` now ([`AskVerdict`]), and whether a `PexAddrs`
 //!   answers one ([`AddrsVerdict`]).
 //! - [`answer_len`] and [`fit_answer`] size an answer.
+//! - [`book::Book`] keeps a network's addresses for a seed: learned, tried,
+//!   good or bad, and what to hand a peer that asks.
 //! - What makes CometBFT stop and ban a peer is one [`Violation`], with the
 //!   ban's length ([`BAN_TIME`]).
 //!
@@ -110,6 +112,7 @@ use thiserror::Error;
 mod addr;
 mod answer;
 mod asks;
+pub mod book;
 mod requests;
 mod violation;
 
