@@ -30,6 +30,7 @@ mod probe;
 mod profile;
 mod profile_svg;
 mod resources;
+mod seed;
 mod signer;
 mod signer_metrics;
 mod stdio;
@@ -43,7 +44,7 @@ use pipe::PipeArgs;
 #[command(
     name = "p2p-conn",
     version,
-    about = "CometBFT secret connections: dial, listen, probe, crawl, check, signer, keys, bench",
+    about = "CometBFT secret connections: dial, listen, probe, crawl, check, seed, signer, keys, bench",
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
         key tools, a probe and a crawler for live nodes, a test remote signer, benchmarks. \
         `p2p-conn COMMAND --help` says more of each (docs/guide.md: all of it)"
@@ -129,6 +130,13 @@ enum Cmd {
     /// answer and a hang-up (seed mode). Exit 0 all pass, 10 any fails, 1
     /// usage (docs/guide.md, "Checking seeds and peers")
     Check(check::CheckArgs),
+    /// A seed node: answer each node's PexRequest, hang up, keep the book
+    ///
+    /// CometBFT's seed mode: a node that dials it gets a sample of good
+    /// addresses and is hung up on; the book is re-crawled on a schedule
+    /// and saved as a CometBFT addrbook.json (docs/guide.md, "Running a
+    /// seed")
+    Seed(seed::SeedArgs),
     /// A remote signer for a CometBFT validator, for tests and testnets
     ///
     /// A software key (in memory, in a file on disk): dials the node's
@@ -190,6 +198,7 @@ fn main() -> ExitCode {
         Cmd::Probe(args) => return probe::run(args),
         Cmd::Crawl(args) => crawl::run(args),
         Cmd::Check(args) => return check::run(args),
+        Cmd::Seed(args) => seed::run(args),
         Cmd::Signer(args) => signer::run(args),
         Cmd::State(cmd) => signer::run_state(cmd),
         Cmd::Bench(args) => bench::run(args),

@@ -24,6 +24,7 @@ mod doc_examples;
 mod mconn_cli;
 mod nodeinfo_cometbft_go;
 mod probe;
+mod seed;
 mod signer_cometbft_node;
 
 /// Three tests at a time unless `RUST_TEST_THREADS` (or `--test-threads`)
