@@ -20,6 +20,7 @@ mod cli_resources;
 mod cli_signer;
 mod cometbft_node;
 mod crawl;
+mod crawl_hostile;
 mod doc_examples;
 mod mconn_cli;
 mod nodeinfo_cometbft_go;

@@ -237,7 +237,8 @@ fn the_seed_bounds_inbound_connections() {
         .and_then(|a| a.split('@').nth(1))
         .unwrap_or_else(|| seed.fail(&format!("first line {line:?}")))
         .to_string();
-    let _first = std::net::TcpStream::connect(&addr).unwrap();
+    let mut first = std::net::TcpStream::connect(&addr).unwrap();
+    let stalled_at = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     let mut second = std::net::TcpStream::connect(&addr).unwrap();
     second
@@ -256,6 +257,17 @@ fn the_seed_bounds_inbound_connections() {
         "{text}"
     );
     assert!(text.contains("p2p_conn_seed_inbound_open 1"), "{text}");
+    // The stalled handshake is given up after its bound (10 s), not held.
+    first
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut sink = Vec::new();
+    let _ = first.read_to_end(&mut sink);
+    let held = stalled_at.elapsed();
+    assert!(
+        held >= Duration::from_secs(9) && held < Duration::from_secs(20),
+        "the stalled connection was held {held:?}"
+    );
     kill(Pid::from_raw(seed.id() as i32), Signal::SIGTERM).unwrap();
     seed.finish(Instant::now() + Duration::from_secs(20))
         .assert_ok("the seed, stopped by SIGTERM");
