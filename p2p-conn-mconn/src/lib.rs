@@ -71,7 +71,8 @@
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
 //!   no address book, no PEX reactor loop: [`pex`] has the rules as verdicts,
 //!   and the caller acts on them; [`blocksync`] only the status messages
-//!   (which blocks a node holds), not block sync.
+//!   (which blocks a node holds), not block sync; [`statesync`] only the
+//!   snapshot listing, not state sync.
 //! - No `tracing` events from the core (it does not know the peer); the
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
@@ -89,6 +90,7 @@ mod core;
 mod packet;
 pub mod pex;
 mod ratelimit;
+pub mod statesync;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

@@ -26,10 +26,10 @@
 //! - **Forgetting** ([`Book::evict_bad`]): bad entries are dropped.
 //! - **Answering** ([`Book::selection`]): what a seed sends a peer, as
 //!   many addresses as CometBFT's `GetSelection` sends for a book this size
-//!   ([`answer_len`](super::answer_len)), good ones first (shuffled), then
+//!   ([`answer_len`]), good ones first (shuffled), then
 //!   new ones that have not failed, never bad ones and never the asking
 //!   peer's own, cut to what one `PexAddrs` carries
-//!   ([`fit_answer`](super::fit_answer)).
+//!   ([`fit_answer`]).
 //!
 //! # Not provided
 //! CometBFT's bucket structure (new and old tables keyed by source group):
