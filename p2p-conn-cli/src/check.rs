@@ -420,7 +420,11 @@ async fn visit_all(
                 // The probe's own bound covers connect, handshake and the
                 // answer; this one the whole visit.
                 let limit = 2 * timeout + watch + Duration::from_secs(2);
-                let visit = probe::probe(&target, &identity, timeout, watch, |id, info| {
+                let opts = probe::ProbeOptions {
+                    watch,
+                    ..probe::ProbeOptions::new(timeout)
+                };
+                let visit = probe::probe(&target, &identity, &opts, |id, info| {
                     if id != key.1 {
                         return Verdict::Stop(Status::IdMismatch { expected: key.1 });
                     }

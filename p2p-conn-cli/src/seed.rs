@@ -619,18 +619,18 @@ async fn rounds(
                         depth: 0,
                     };
                     let network = s.network.clone();
-                    let visit =
-                        probe::probe(&target, &s.identity, timeout, Duration::ZERO, |id, info| {
-                            if id != pa.id() {
-                                Verdict::Stop(Status::IdMismatch { expected: pa.id() })
-                            } else if info.network != network {
-                                Verdict::Stop(Status::OtherNetwork)
-                            } else if !info.channels.contains(&PEX_CHANNEL) {
-                                Verdict::Stop(Status::NoPex)
-                            } else {
-                                Verdict::Ask
-                            }
-                        });
+                    let opts = probe::ProbeOptions::new(timeout);
+                    let visit = probe::probe(&target, &s.identity, &opts, |id, info| {
+                        if id != pa.id() {
+                            Verdict::Stop(Status::IdMismatch { expected: pa.id() })
+                        } else if info.network != network {
+                            Verdict::Stop(Status::OtherNetwork)
+                        } else if !info.channels.contains(&PEX_CHANNEL) {
+                            Verdict::Stop(Status::NoPex)
+                        } else {
+                            Verdict::Ask
+                        }
+                    });
                     let limit = 2 * timeout + Duration::from_secs(3);
                     let report = tokio::time::timeout(limit, visit).await.ok();
                     (pa, report)

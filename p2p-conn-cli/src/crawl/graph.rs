@@ -154,7 +154,14 @@ impl Graph {
                                 let blocks = r
                                     .blocks
                                     .map_or(String::new(), |b| format!(" · h {}", b.height));
-                                format!("{n} PEX addr{}{blocks}", if n == 1 { "" } else { "s" })
+                                let snaps = match r.snapshots.as_ref().map(Vec::len) {
+                                    Some(k) if k > 0 => format!(" · {k} snap"),
+                                    _ => String::new(),
+                                };
+                                format!(
+                                    "{n} PEX addr{}{blocks}{snaps}",
+                                    if n == 1 { "" } else { "s" }
+                                )
                             }
                             (s, _) => s.name().to_string(),
                         },

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use p2p_conn::{keyfile, Identity};
 use p2p_conn_mconn::pex::AddrPolicy;
@@ -73,6 +73,10 @@ pub struct CrawlArgs {
     /// or FILE.dot (Graphviz DOT)
     #[arg(long)]
     graph: Option<PathBuf>,
+    /// Also ask each node that lists the state-sync channel for its
+    /// snapshots (up to 1 s more per such node)
+    #[arg(long)]
+    snapshots: bool,
     /// List only the nodes whose blocks include height H (from each
     /// node's blocksync status)
     #[arg(long, value_name = "H")]
@@ -162,10 +166,14 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
             drawn.extend(edges.into_iter().filter(|e| e.invalid.is_none()));
         }
     };
+    let probing = probe::ProbeOptions {
+        snapshots: args.snapshots,
+        ..probe::ProbeOptions::new(timeout)
+    };
     let mut crawl = rt.block_on(drive(
         Scheduler::new(seeds, opts),
         identity,
-        timeout,
+        probing,
         &mut sink,
     ));
     rt.shutdown_background();
@@ -228,7 +236,7 @@ fn stdout_failed(e: std::io::Error) -> CliError {
 async fn drive(
     s: Scheduler,
     identity: Identity,
-    timeout: Duration,
+    opts: probe::ProbeOptions,
     sink: &mut dyn FnMut(ProbeId, &scheduler::Visit, Vec<scheduler::Edge>),
 ) -> scheduler::Crawl {
     let s = Arc::new(Mutex::new(s));
@@ -244,13 +252,12 @@ async fn drive(
                 let s = Arc::clone(&s);
                 let identity = Arc::clone(&identity);
                 let h = tasks.spawn(async move {
-                    let r =
-                        probe::probe(&target, &identity, timeout, Duration::ZERO, |id, info| {
-                            s.lock()
-                                .expect("scheduler lock")
-                                .claim(pid, id, info, Instant::now())
-                        })
-                        .await;
+                    let r = probe::probe(&target, &identity, &opts, |id, info| {
+                        s.lock()
+                            .expect("scheduler lock")
+                            .claim(pid, id, info, Instant::now())
+                    })
+                    .await;
                     (pid, r)
                 });
                 aborts.insert(pid, h);
@@ -271,7 +278,7 @@ async fn drive(
             g.poll_timeout()
         };
         let wake = deadline.map_or_else(
-            || tokio::time::Instant::now() + timeout,
+            || tokio::time::Instant::now() + opts.timeout,
             tokio::time::Instant::from_std,
         );
         tokio::select! {

@@ -55,6 +55,15 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
             .is_some_and(|b| b.has(h)),
     };
     let shown: Vec<&Visit> = crawl.visits.iter().filter(serves).collect();
+    // A SNAPSHOTS column when they were asked for (`--snapshots`): how
+    // many, and the newest height.
+    let asked = crawl
+        .visits
+        .iter()
+        .any(|v| v.report.as_ref().is_some_and(|r| r.snapshots.is_some()));
+    if asked {
+        rows[0].push("SNAPSHOTS".into());
+    }
     for v in &shown {
         let r = v.report.as_ref();
         let info = r.and_then(|r| r.info.as_ref());
@@ -78,8 +87,20 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
             r.and_then(|r| r.answered)
                 .map_or(NONE.into(), |n| n.to_string()),
         ]);
+        if asked {
+            let cell = match r.and_then(|r| r.snapshots.as_ref()) {
+                None => NONE.to_string(),
+                Some(list) if list.is_empty() => "0".to_string(),
+                Some(list) => format!(
+                    "{} (newest {})",
+                    list.len(),
+                    list.iter().map(|s| s.height).max().unwrap_or(0)
+                ),
+            };
+            rows.last_mut().expect("a row").push(cell);
+        }
     }
-    let cols = head.len();
+    let cols = rows[0].len();
     let width: Vec<usize> = (0..cols)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -174,6 +195,16 @@ pub fn node_json(pid: ProbeId, v: &Visit, edges: &[Edge]) -> Value {
         "handshake_ms": ms(v),
         "pex_addrs": r.and_then(|r| r.answered),
         "height": r.and_then(|r| r.blocks).map(|b| b.height),
+        "snapshots": r.and_then(|r| r.snapshots.as_ref()).map(|list| {
+            list.iter()
+                .map(|s| json!({
+                    "height": s.height,
+                    "format": s.format,
+                    "chunks": s.chunks,
+                    "hash": hex::encode(&s.hash),
+                }))
+                .collect::<Vec<_>>()
+        }),
         "base": r.and_then(|r| r.blocks).map(|b| b.base),
         "ignored_messages": r.map_or(0, |r| r.ignored_messages),
         "reported": reported,
@@ -406,6 +437,36 @@ mod tests {
             assert!(a["buckets"][0].as_u64().unwrap() < 256);
             assert_eq!(a["last_success"], "0001-01-01T00:00:00Z");
         }
+    }
+
+    /// With snapshots asked for, a SNAPSHOTS column (count and newest
+    /// height, `0` when none came, `-` when not asked) and the JSON list.
+    #[test]
+    fn snapshots_are_listed_when_asked() {
+        let (_, mut c) = crawl();
+        assert!(!table(&c, None).contains("SNAPSHOTS"));
+        let snap = |height| p2p_conn_mconn::statesync::Snapshot {
+            height,
+            format: 1,
+            chunks: 3,
+            hash: vec![0xab, 0xcd],
+            metadata_len: 0,
+        };
+        c.visits[0].report.as_mut().unwrap().snapshots = Some(vec![snap(300), snap(200)]);
+        c.visits[1].report.as_mut().unwrap().snapshots = Some(vec![]);
+        let t = table(&c, None);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with(" SNAPSHOTS"), "{t}");
+        assert!(lines[1].ends_with(" 2 (newest 300)"), "{t}");
+        assert!(lines[2].ends_with(" 0"), "{t}");
+        assert!(lines[3].ends_with(" -"), "{t}");
+        let j = node_json(0, &c.visits[0], &[]);
+        assert_eq!(
+            j["snapshots"][0],
+            json!({"height": 300, "format": 1, "chunks": 3, "hash": "abcd"})
+        );
+        assert_eq!(node_json(1, &c.visits[1], &[])["snapshots"], json!([]));
+        assert_eq!(node_json(2, &c.visits[2], &[])["snapshots"], Value::Null);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use p2p_conn::nodeinfo::{self, NodeInfo, NodeInfoError};
 use p2p_conn::{Config, Identity, NodeId};
 use p2p_conn_mconn::blocksync::{BlocksyncMessage, BLOCKSYNC_CHANNEL, MAX_STATUS_MESSAGE_SIZE};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
+use p2p_conn_mconn::statesync::{Snapshot, StatesyncMessage, RECENT_SNAPSHOTS, SNAPSHOT_CHANNEL};
 use p2p_conn_mconn::{ChannelDescriptor, MConnCloseReason, MConnConfig, MConnection, Received};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -29,6 +30,40 @@ pub const CRAWL_MONIKER: &str = "p2p-conn-crawl";
 /// IP", logged at debug level only): so the address is dropped, never
 /// dialed and never gossiped (v0.38.26 and v1.0.1 alike).
 pub const CRAWL_LISTEN_ADDR: &str = "0.0.0.0:0";
+
+/// How a probe goes.
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeOptions {
+    /// Bound on the connect, the handshake, and the wait for the answer.
+    pub timeout: Duration,
+    /// How long to keep the connection after the answer, to see whether
+    /// the node hangs up (zero: not at all).
+    pub watch: Duration,
+    /// Also ask for the node's state-sync snapshots, when it lists the
+    /// snapshot channel (`0x60`): one `SnapshotsRequest` after the PEX
+    /// answer, then up to [`SNAPSHOT_WAIT`] for the listing.
+    pub snapshots: bool,
+}
+
+impl ProbeOptions {
+    /// A crawl's probe: `timeout`, no watch, no snapshots.
+    pub fn new(timeout: Duration) -> ProbeOptions {
+        ProbeOptions {
+            timeout,
+            watch: Duration::ZERO,
+            snapshots: false,
+        }
+    }
+}
+
+/// How long a probe waits for a node's snapshot listing: CometBFT sends
+/// nothing when it has no snapshot, so the wait is the price of asking.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
+
+/// The most bytes of one snapshot message taken (CometBFT allows 4 MB, for
+/// large metadata; a crawler keeps none of it): past it the connection
+/// ends, after the PEX answer is in.
+pub const SNAPSHOT_MESSAGE_LIMIT: usize = 1 << 20;
 
 /// Bound on the polite close (flush and FIN) after the answer.
 const CLOSE_LIMIT: Duration = Duration::from_secs(1);
@@ -79,10 +114,10 @@ const STATUS_WAIT: Duration = Duration::from_secs(1);
 pub async fn probe(
     target: &Target,
     identity: &Identity,
-    timeout: Duration,
-    watch: Duration,
+    opts: &ProbeOptions,
     decide: impl FnOnce(NodeId, &NodeInfo) -> Verdict,
 ) -> Report {
+    let (timeout, watch) = (opts.timeout, opts.watch);
     let tcp = match conn::connect(target.addr.as_str(), timeout).await {
         Ok(tcp) => tcp,
         Err(CliError::Connect { source, .. })
@@ -135,11 +170,14 @@ pub async fn probe(
     ours.listen_addr = CRAWL_LISTEN_ADDR.to_string();
     // Blocksync too when the node has it: it then tells us its range.
     let blocks = theirs.channels.contains(&BLOCKSYNC_CHANNEL);
-    ours.channels = if blocks {
-        vec![PEX_CHANNEL, BLOCKSYNC_CHANNEL]
-    } else {
-        vec![PEX_CHANNEL]
-    };
+    let snapshots = opts.snapshots && theirs.channels.contains(&SNAPSHOT_CHANNEL);
+    ours.channels = vec![PEX_CHANNEL];
+    if blocks {
+        ours.channels.push(BLOCKSYNC_CHANNEL);
+    }
+    if snapshots {
+        ours.channels.push(SNAPSHOT_CHANNEL);
+    }
     if let Err(e) = nodeinfo::tokio::write(&mut sc, &ours).await {
         report.status = Status::NodeInfoRefused(nodeinfo_error(e));
         return report;
@@ -148,25 +186,29 @@ pub async fn probe(
     // MConnection: one request, then messages until the answer.
     let mut closed = None;
     let mut range = None;
+    let mut listed = None;
     let asked = Asked {
         timeout,
         watch,
         blocks,
+        snapshots,
     };
-    match ask(
+    let got = ask(
         sc,
         &asked,
         &mut report.ignored_messages,
         &mut closed,
         &mut range,
+        &mut listed,
     )
-    .await
-    {
+    .await;
+    match got {
         Ok(addrs) => {
             report.answered = Some(addrs.len());
             report.addrs = Some(addrs);
             report.closed_after_answer = closed;
             report.blocks = range;
+            report.snapshots = listed;
         }
         Err(Unanswered::Timeout) => report.status = Status::Timeout,
         Err(Unanswered::Failed(why)) => report.status = Status::NoAnswer(why),
@@ -182,6 +224,8 @@ struct Asked {
     watch: Duration,
     /// Whether to ask for the node's blocksync status too.
     blocks: bool,
+    /// Whether to ask for its snapshots after the answer.
+    snapshots: bool,
 }
 
 /// Why [`ask`] has no addresses.
@@ -206,6 +250,7 @@ async fn ask(
     ignored: &mut u64,
     closed_after: &mut Option<Duration>,
     range: &mut Option<Blocks>,
+    listed: &mut Option<Vec<Snapshot>>,
 ) -> Result<Vec<NetAddress>, Unanswered> {
     let mut channels =
         vec![ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE)];
@@ -214,6 +259,12 @@ async fn ask(
         channels.push(
             ChannelDescriptor::new(BLOCKSYNC_CHANNEL)
                 .with_recv_message_capacity(MAX_STATUS_MESSAGE_SIZE),
+        );
+    }
+    if asked.snapshots {
+        channels.push(
+            ChannelDescriptor::new(SNAPSHOT_CHANNEL)
+                .with_recv_message_capacity(SNAPSHOT_MESSAGE_LIMIT),
         );
     }
     let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default())
@@ -241,6 +292,10 @@ async fn ask(
                         Some(b) => *range = Some(b),
                         None => *ignored += 1,
                     }
+                }
+                // A state-syncing node's own SnapshotsRequest: not answered.
+                Some(Received::Message { channel, .. }) if channel == SNAPSHOT_CHANNEL => {
+                    *ignored += 1
                 }
                 Some(Received::Message { data, .. }) => match PexMessage::decode(&data) {
                     Ok(PexMessage::Addrs(addrs)) => break Ok(addrs),
@@ -275,6 +330,45 @@ async fn ask(
             }
         })
         .await;
+    }
+    // Snapshots, asked once the answer is in: the listing comes as one
+    // message per snapshot, or nothing when there is none.
+    if answer.is_ok() && asked.snapshots {
+        let mut found = Vec::new();
+        if tx
+            .send(
+                SNAPSHOT_CHANNEL,
+                StatesyncMessage::SnapshotsRequest.encode(),
+            )
+            .await
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(SNAPSHOT_WAIT, async {
+                while let Some(event) = rx.recv().await {
+                    match event {
+                        Received::Message { channel, data } if channel == SNAPSHOT_CHANNEL => {
+                            match StatesyncMessage::decode(&data, SNAPSHOT_MESSAGE_LIMIT) {
+                                Ok(StatesyncMessage::SnapshotsResponse(s)) => {
+                                    found.push(s);
+                                    if found.len() >= RECENT_SNAPSHOTS {
+                                        break;
+                                    }
+                                }
+                                _ => *ignored += 1,
+                            }
+                        }
+                        Received::Message { channel, data } => match status(channel, &data) {
+                            Some(b) => *range = Some(b),
+                            None => *ignored += 1,
+                        },
+                        Received::Closed(_) => break,
+                        _ => {}
+                    }
+                }
+            })
+            .await;
+        }
+        *listed = Some(found);
     }
     let watch = asked.watch;
     if answer.is_ok() && !watch.is_zero() {

@@ -198,6 +198,10 @@ pub struct Report {
     /// The blocks the node holds, from its blocksync status (when it lists
     /// channel `0x40` and answered).
     pub blocks: Option<Blocks>,
+    /// The state-sync snapshots it listed, when asked (`crawl --snapshots`
+    /// and the node lists channel `0x60`): `Some` once asked, empty when
+    /// none came within the wait.
+    pub snapshots: Option<Vec<p2p_conn_mconn::statesync::Snapshot>>,
     /// When the probe watched the connection after the answer (`check`
     /// does, for seeds): how soon the node hung up, if it did within the
     /// watch (a node in seed mode hangs up right after answering).
@@ -216,6 +220,7 @@ impl Report {
             answered: None,
             ignored_messages: 0,
             blocks: None,
+            snapshots: None,
             closed_after_answer: None,
         }
     }
@@ -718,6 +723,7 @@ pub(crate) mod tests {
                 answered: None,
                 ignored_messages: 0,
                 blocks: None,
+                snapshots: None,
                 closed_after_answer: None,
             };
             match s.claim(pid, n.id, &info, now) {

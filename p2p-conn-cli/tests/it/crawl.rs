@@ -204,6 +204,28 @@ fn crawl_maps_a_real_network() {
         assert!(text.contains(&format!("can serve height {h}")), "{text}");
     }
 
+    // --snapshots: every node lists the state-sync channel and is asked
+    // once; the kvstore application offers no snapshot, so each answers
+    // nothing, which the crawl reports as an empty list, not a failure.
+    let snaps = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--json",
+            "--snapshots",
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(snaps.status.success(), "{test}: crawl failed: {snaps:?}");
+    let id_snaps = crawler_id(&snaps.stderr);
+    let vs: Value = serde_json::from_slice(&snaps.stdout).unwrap();
+    for n in vs["nodes"].as_array().unwrap() {
+        assert_eq!(n["status"], "ok", "{n:#}");
+        assert_eq!(n["snapshots"], serde_json::json!([]), "{n:#}");
+    }
+
     // A second crawl (another ID): the table and DOT.
     let dot = dir.join("net.dot");
     let out2 = run(
@@ -352,7 +374,7 @@ fn crawl_maps_a_real_network() {
     std::thread::sleep(Duration::from_secs(2));
     for n in &net.nodes {
         let log = n.node.log();
-        for who in [&id, &id2, &id3, &id4, &id5] {
+        for who in [&id, &id2, &id3, &id4, &id5, &id_snaps] {
             let bad = complaints(&log, who);
             assert!(
                 bad.is_empty(),
