@@ -69,8 +69,8 @@
 //! - Without feature `tokio`, no I/O adapter: the core reads no socket and
 //!   no clock.
 //! - No peer manager or switch (dialing, reconnecting, peer sets, reactors),
-//!   no address book, no PEX reactor loop: [`pex`] has the rules as verdicts,
-//!   and the caller acts on them; [`blocksync`] only the status messages
+//!   no PEX reactor loop: [`pex`] has the rules as verdicts and a seed's
+//!   address book ([`pex::book`]), and the caller acts on them; [`blocksync`] only the status messages
 //!   (which blocks a node holds), not block sync; [`statesync`] only the
 //!   snapshot listing, not state sync.
 //! - No `tracing` events from the core (it does not know the peer); the
