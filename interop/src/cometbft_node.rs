@@ -92,6 +92,19 @@ pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
     if out.is_file() {
         return Ok(out);
     }
+    go_install(PACKAGE, "cometbft", version, &out, &what)
+}
+
+/// `go install PACKAGE@VERSION` of a main package of CometBFT's module,
+/// its binary `name` placed at `out`.
+fn go_install(
+    package: &str,
+    name: &str,
+    version: GoVersion,
+    out: &Path,
+    what: &str,
+) -> Result<PathBuf, BuildError> {
+    let out = out.to_path_buf();
     let version = version.label();
     let failed = |doing: &str, e: &dyn std::fmt::Display| {
         BuildError::Failed(format!("{what}: {doing}: {e}"))
@@ -111,7 +124,7 @@ pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
         // from Go's build cache (a v0.38.26 node built in 49 s after the
         // peer against 182 s from an empty cache, on a busy 2-core machine).
         .arg("-trimpath")
-        .arg(format!("{PACKAGE}@{version}"))
+        .arg(format!("{package}@{version}"))
         .env("GOBIN", &gobin)
         // Use the installed toolchain; never download another one.
         .env("GOTOOLCHAIN", "local")
@@ -121,14 +134,50 @@ pub fn build(version: GoVersion) -> Result<PathBuf, BuildError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BuildError::GoMissing),
         Err(e) => Err(failed("running go", &e)),
         Ok(o) if !o.status.success() => Err(failed(
-            &format!("go install {PACKAGE}@{version} ({})", o.status),
+            &format!("go install {package}@{version} ({})", o.status),
             &String::from_utf8_lossy(&o.stderr).trim(),
         )),
-        Ok(_) => std::fs::rename(gobin.join("cometbft"), &out)
+        Ok(_) => std::fs::rename(gobin.join(name), &out)
             .map_err(|e| failed(&format!("placing {out:?}"), &e)),
     };
     let _ = std::fs::remove_dir_all(&gobin);
     placed.map(|()| out)
+}
+
+/// CometBFT's end-to-end test node (`test/e2e/node`): CometBFT with its
+/// e2e application built in, which takes state-sync snapshots every
+/// `snapshot_interval` blocks and has CometBFT prune blocks older than
+/// `retain_blocks` (the kvstore application of `cometbft start` does
+/// neither).
+const E2E_PACKAGE: &str = "github.com/cometbft/cometbft/test/e2e/node";
+
+/// The e2e node of `version` for `test` (beside its `cometbft`, in
+/// `target/cometbft-node/<version>/e2e-node`), built once; `None` (after a
+/// notice) when Go is not installed, unless `CI=true`.
+pub fn e2e_node_binary(version: GoVersion, test: &str) -> Option<PathBuf> {
+    static BUILT: [OnceLock<Result<PathBuf, BuildError>>; GoVersion::ALL.len()] =
+        [const { OnceLock::new() }; GoVersion::ALL.len()];
+    let built = BUILT[version.index()].get_or_init(|| {
+        let out = binary_path(version).with_file_name("e2e-node");
+        if out.is_file() {
+            return Ok(out);
+        }
+        if let Some(dir) = out.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let what = format!("cometbft {} e2e node", version.label());
+        go_install(E2E_PACKAGE, "node", version, &out, &what)
+    });
+    let e = match built {
+        Ok(path) => return Some(path.clone()),
+        Err(e) => e,
+    };
+    let must_run = std::env::var("CI").as_deref() == Ok("true");
+    if must_run || !matches!(e, BuildError::GoMissing) {
+        panic!("{test}: {e} (the e2e node tests need it)");
+    }
+    eprintln!("skipping {test}: {e}");
+    None
 }
 
 /// A `cometbft` binary and the release it is (see [`node_binary`]).
@@ -337,11 +386,35 @@ impl Node {
         Node::launch(bin, &[], None, level)
     }
 
+    /// A node of CometBFT's e2e application (see [`e2e_node_binary`]): its
+    /// home made by `bin` as [`start_with`](Self::start_with) makes one,
+    /// run by `e2e` with an application config of `app` (`(key, value)`,
+    /// values written as given: `snapshot_interval`, `retain_blocks`, ...;
+    /// the chain ID, the built-in protocol and its data folder are set).
+    pub fn start_e2e(
+        bin: &NodeBinary,
+        e2e: &Path,
+        app: &[(&str, String)],
+        extra: &[(&str, &str, String)],
+    ) -> Node {
+        Node::launch_with(bin, extra, None, "info", Some((e2e, app)))
+    }
+
     fn launch(
         bin: &NodeBinary,
         extra: &[(&str, &str, String)],
         genesis: Option<&Path>,
         log_level: &str,
+    ) -> Node {
+        Node::launch_with(bin, extra, genesis, log_level, None)
+    }
+
+    fn launch_with(
+        bin: &NodeBinary,
+        extra: &[(&str, &str, String)],
+        genesis: Option<&Path>,
+        log_level: &str,
+        e2e: Option<(&Path, &[(&str, String)])>,
     ) -> Node {
         let Home {
             home,
@@ -362,14 +435,34 @@ impl Node {
 
         let log_path = home.join("node.log");
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut cmd = Command::new(bin);
-        cmd.arg("start")
-            .arg("--home")
-            .arg(&home)
-            .arg("--proxy_app=kvstore")
-            .arg(format!("--log_level={log_level}"))
-            .stdin(Stdio::null())
-            .stdout(log);
+        let mut cmd = match e2e {
+            None => {
+                let mut cmd = Command::new(bin);
+                cmd.arg("start")
+                    .arg("--home")
+                    .arg(&home)
+                    .arg("--proxy_app=kvstore")
+                    .arg(format!("--log_level={log_level}"));
+                cmd
+            }
+            Some((e2e_bin, app)) => {
+                // The e2e node reads its CometBFT config from
+                // $CMTHOME/config and its application's from the file.
+                let mut toml = format!(
+                    "chain_id = {network:?}\nprotocol = \"builtin\"\ndir = {:?}\n",
+                    home.join("app").display().to_string()
+                );
+                for (k, v) in app {
+                    toml.push_str(&format!("{k} = {v}\n"));
+                }
+                let app_file = home.join("app.toml");
+                std::fs::write(&app_file, toml).unwrap();
+                let mut cmd = Command::new(e2e_bin);
+                cmd.arg(&app_file).env("CMTHOME", &home);
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(log);
         let mut node = Node {
             proc: Mutex::new(Some(Proc::start(&mut cmd, Feed::none()))),
             home,
@@ -384,8 +477,15 @@ impl Node {
         let deadline = Instant::now() + START_LIMIT;
         // The whole `Started node` line (up to its line end), once the p2p
         // listener is up too.
+        // `cometbft start` logs `Started node` with the node's NodeInfo; the
+        // e2e node, which starts the node itself, only the service's start.
+        let marker = if e2e.is_some() {
+            "msg=\"Starting Node service\""
+        } else {
+            STARTED
+        };
         let started = |log: String| {
-            let line = log.lines().find(|line| line.contains(STARTED))?;
+            let line = log.lines().find(|line| line.contains(marker))?;
             let end = log.find(line)? + line.len();
             (log[end..].starts_with('\n') && listening(p2p_port)).then(|| line.to_string())
         };

@@ -551,3 +551,116 @@ fn a_v1_node_starts_from_the_crawls_addrbook() {
         "a_v1_node_starts_from_the_crawls_addrbook",
     );
 }
+
+/// A node of CometBFT's e2e application (its own chain, one validator)
+/// that takes a snapshot every 3 blocks and keeps the last 5 blocks:
+/// `crawl --snapshots` reports the pruned range (base above 1) from its
+/// blocksync status and the snapshots its state-sync reactor lists.
+fn crawl_reports_pruning_and_snapshots(release: GoVersion, test: &str) {
+    let Some(bin) = p2p_conn_interop::cometbft_node::node_binary(release, test) else {
+        return;
+    };
+    let Some(e2e) = p2p_conn_interop::cometbft_node::e2e_node_binary(release, test) else {
+        return;
+    };
+    let app = [
+        ("snapshot_interval", "3".to_string()),
+        ("retain_blocks", "5".to_string()),
+        ("persist_interval", "1".to_string()),
+    ];
+    let mut extra = vec![("consensus", "timeout_commit", "\"300ms\"".to_string())];
+    if release == GoVersion::V1 {
+        // v1 prunes in a background service, every 10 s by default.
+        extra.push(("storage.pruning", "interval", "\"1s\"".to_string()));
+    }
+    let node = p2p_conn_interop::cometbft_node::Node::start_e2e(&bin, &e2e, &app, &extra);
+    // Past the first prunes (the RPC's earliest block above 1) and several
+    // snapshots.
+    let earliest = || {
+        node.rpc("/status")?["result"]["sync_info"]["earliest_block_height"]
+            .as_str()?
+            .parse::<i64>()
+            .ok()
+    };
+    let deadline = std::time::Instant::now() + LINK_LIMIT;
+    while node.height().unwrap_or(0) < 14 || earliest().unwrap_or(0) <= 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{test}: no height 14 pruned (earliest {:?}); log:\n{}",
+            earliest(),
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let seed = format!("{}@{}", node.node_id, node.p2p_addr);
+    let out = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--snapshots",
+            "--json",
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &v["nodes"][0];
+    assert_eq!(n["status"], "ok", "{test}: {n:#}");
+    let (base, height) = (n["base"].as_i64().unwrap(), n["height"].as_i64().unwrap());
+    assert!(height >= 14, "{test}: {n:#}");
+    assert!(base > 1 && base > height - 10, "{test}: not pruned: {n:#}");
+    let snaps = n["snapshots"].as_array().expect("snapshots listed");
+    assert!(snaps.len() >= 3, "{test}: {n:#}");
+    for s in snaps {
+        let h = s["height"].as_u64().unwrap();
+        assert_eq!(h % 3, 0, "{test}: {s:#}");
+        assert!(h as i64 <= height);
+        assert_eq!(s["hash"].as_str().unwrap().len(), 64, "{s:#}");
+        assert!(s["chunks"].as_u64().unwrap() >= 1);
+    }
+    eprintln!(
+        "{test}: blocks {base}-{height}, {} snapshots, newest {}",
+        snaps.len(),
+        snaps
+            .iter()
+            .filter_map(|s| s["height"].as_u64())
+            .max()
+            .unwrap()
+    );
+    // The table's columns say the same.
+    let t = run(
+        BIN.as_ref(),
+        &[
+            "crawl",
+            "--allow-unroutable",
+            "--snapshots",
+            "--has-height",
+            "2",
+            &seed,
+        ],
+        CRAWL_LIMIT,
+    );
+    let text = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        text.contains("0 nodes can serve height 2"),
+        "{test}: pruned block 2 listed: {text}"
+    );
+}
+
+#[test]
+fn crawl_reports_a_v038_nodes_pruning_and_snapshots() {
+    crawl_reports_pruning_and_snapshots(
+        GoVersion::V038,
+        "crawl_reports_a_v038_nodes_pruning_and_snapshots",
+    );
+}
+
+#[test]
+fn crawl_reports_a_v1_nodes_pruning_and_snapshots() {
+    crawl_reports_pruning_and_snapshots(
+        GoVersion::V1,
+        "crawl_reports_a_v1_nodes_pruning_and_snapshots",
+    );
+}
