@@ -125,6 +125,7 @@ struct Counters {
     answered: AtomicU64,
     addrs_sent: AtomicU64,
     other_network: AtomicU64,
+    unsolicited: AtomicU64,
     failed_inbound: AtomicU64,
     tries: AtomicU64,
     reached: AtomicU64,
@@ -533,46 +534,48 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
     let Ok((tx, mut rx)) = MConnection::spawn(sc, &[pex], MConnConfig::default()) else {
         return false;
     };
+    // The peer's first message must be its request; anything else (its
+    // addresses unasked, something that does not decode, the end) ends
+    // the visit.
+    let first = tokio::time::timeout(REQUEST_WAIT, rx.recv()).await;
+    let request = match first {
+        Ok(Some(Received::Message { data, .. })) => match PexMessage::decode(&data) {
+            Ok(PexMessage::Request) => true,
+            // Addresses unasked: CometBFT stops such a peer
+            // (`Violation::Unsolicited`); none is taken.
+            Ok(PexMessage::Addrs(_)) => {
+                seed.counters.unsolicited.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    };
+    let verdict = request.then(|| {
+        seed.requests
+            .lock()
+            .expect("requests")
+            .on_request(peer, Direction::Inbound, Instant::now())
+    });
     let mut answered = false;
-    let _ = tokio::time::timeout(REQUEST_WAIT, async {
-        while let Some(event) = rx.recv().await {
-            let Received::Message { data, .. } = event else {
-                break;
-            };
-            // Addresses a peer sends unasked are not taken.
-            if !matches!(PexMessage::decode(&data), Ok(PexMessage::Request)) {
-                continue;
-            }
-            let verdict = seed.requests.lock().expect("requests").on_request(
-                peer,
-                Direction::Inbound,
-                Instant::now(),
-            );
-            match verdict {
-                RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer => {
-                    let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
-                    let addrs = seed
-                        .book
-                        .lock()
-                        .expect("book")
-                        .selection(Some(&peer), seed_bits);
-                    let n = addrs.len() as u64;
-                    if tx
-                        .send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode())
-                        .await
-                        .is_ok()
-                    {
-                        answered = true;
-                        seed.counters.answered.fetch_add(1, Ordering::Relaxed);
-                        seed.counters.addrs_sent.fetch_add(n, Ordering::Relaxed);
-                    }
-                    break;
-                }
-                _ => break,
-            }
+    if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
+        let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
+        let addrs = seed
+            .book
+            .lock()
+            .expect("book")
+            .selection(Some(&peer), seed_bits);
+        let n = addrs.len() as u64;
+        if tx
+            .send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode())
+            .await
+            .is_ok()
+        {
+            answered = true;
+            seed.counters.answered.fetch_add(1, Ordering::Relaxed);
+            seed.counters.addrs_sent.fetch_add(n, Ordering::Relaxed);
         }
-    })
-    .await;
+    }
     // Flush the answer and hang up (CometBFT's FlushStop).
     tx.close();
     let _ = tokio::time::timeout(Duration::from_secs(2), async {

@@ -211,6 +211,18 @@ fn crawl_survives_hostile_peers() {
                 // Every other dial found nothing: refused at once.
                 assert_eq!(nodes.len(), 40, "{m:?}");
                 assert!(nodes[1..].iter().all(|n| n["status"] == "refused"), "{v:#}");
+                // Only what was given or learned is dialed: each address
+                // is one the seed's answer held.
+                let reported: std::collections::HashSet<String> = first["reported"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| format!("{}:{}", a["ip"].as_str().unwrap(), a["port"]))
+                    .collect();
+                for n in &nodes[1..] {
+                    let a = n["address"].as_str().unwrap();
+                    assert!(reported.contains(a), "{m:?}: dialed {a}, never reported");
+                }
                 assert!(v["not_queued"].as_u64().unwrap() > 0, "{m:?}: {v:#}");
             }
             Mischief::NewIdEachTime => {
