@@ -55,7 +55,7 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
             .is_some_and(|b| b.has(h)),
     };
     let shown: Vec<&Visit> = crawl.visits.iter().filter(serves).collect();
-    // A SNAPSHOTS column when they were asked for (`--snapshots`): how
+    // A SNAPSHOTS column when they were asked for (not `--no-snapshots`): how
     // many, and the newest height.
     let asked = crawl
         .visits

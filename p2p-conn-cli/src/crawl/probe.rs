@@ -40,8 +40,9 @@ pub struct ProbeOptions {
     /// the node hangs up (zero: not at all).
     pub watch: Duration,
     /// Also ask for the node's state-sync snapshots, when it lists the
-    /// snapshot channel (`0x60`): one `SnapshotsRequest` after the PEX
-    /// answer, then up to [`SNAPSHOT_WAIT`] for the listing.
+    /// snapshot channel (`0x60`): one `SnapshotsRequest` with the PEX
+    /// request, and up to [`SNAPSHOT_WAIT`] past the answer for the rest
+    /// of the listing.
     pub snapshots: bool,
 }
 
@@ -56,9 +57,11 @@ impl ProbeOptions {
     }
 }
 
-/// How long a probe waits for a node's snapshot listing: CometBFT sends
-/// nothing when it has no snapshot, so the wait is the price of asking.
-pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(1);
+/// How long a probe waits, past the PEX answer, for the rest of a node's
+/// snapshot listing (asked with the PEX request, so it mostly comes with
+/// the answer): CometBFT sends nothing when it has no snapshot, so the
+/// wait is the price of asking.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_millis(300);
 
 /// The most bytes of one snapshot message taken (CometBFT allows 4 MB, for
 /// large metadata; a crawler keeps none of it): past it the connection
@@ -276,6 +279,7 @@ async fn ask(
         }
         _ => None,
     };
+    let mut found: Vec<Snapshot> = Vec::new();
     let answer = tokio::time::timeout(asked.timeout, async {
         tx.send(PEX_CHANNEL, PexMessage::Request.encode())
             .await
@@ -285,6 +289,14 @@ async fn ask(
                 .await
                 .map_err(|e| Unanswered::Failed(e.to_string()))?;
         }
+        if asked.snapshots {
+            tx.send(
+                SNAPSHOT_CHANNEL,
+                StatesyncMessage::SnapshotsRequest.encode(),
+            )
+            .await
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        }
         loop {
             match rx.recv().await {
                 Some(Received::Message { channel, data }) if channel == BLOCKSYNC_CHANNEL => {
@@ -293,9 +305,17 @@ async fn ask(
                         None => *ignored += 1,
                     }
                 }
-                // A state-syncing node's own SnapshotsRequest: not answered.
-                Some(Received::Message { channel, .. }) if channel == SNAPSHOT_CHANNEL => {
-                    *ignored += 1
+                // Its listing, or a state-syncing node's own
+                // SnapshotsRequest (not answered).
+                Some(Received::Message { channel, data }) if channel == SNAPSHOT_CHANNEL => {
+                    match StatesyncMessage::decode(&data, SNAPSHOT_MESSAGE_LIMIT) {
+                        Ok(StatesyncMessage::SnapshotsResponse(s))
+                            if found.len() < RECENT_SNAPSHOTS =>
+                        {
+                            found.push(s)
+                        }
+                        _ => *ignored += 1,
+                    }
                 }
                 Some(Received::Message { data, .. }) => match PexMessage::decode(&data) {
                     Ok(PexMessage::Addrs(addrs)) => break Ok(addrs),
@@ -331,18 +351,11 @@ async fn ask(
         })
         .await;
     }
-    // Snapshots, asked once the answer is in: the listing comes as one
-    // message per snapshot, or nothing when there is none.
+    // The listing was asked with the PEX request and mostly comes with its
+    // answer (one message per snapshot, or nothing when there is none):
+    // what is still on its way gets [`SNAPSHOT_WAIT`].
     if answer.is_ok() && asked.snapshots {
-        let mut found = Vec::new();
-        if tx
-            .send(
-                SNAPSHOT_CHANNEL,
-                StatesyncMessage::SnapshotsRequest.encode(),
-            )
-            .await
-            .is_ok()
-        {
+        if found.len() < RECENT_SNAPSHOTS {
             let _ = tokio::time::timeout(SNAPSHOT_WAIT, async {
                 while let Some(event) = rx.recv().await {
                     match event {
@@ -368,7 +381,7 @@ async fn ask(
             })
             .await;
         }
-        *listed = Some(found);
+        *listed = Some(std::mem::take(&mut found));
     }
     let watch = asked.watch;
     if answer.is_ok() && !watch.is_zero() {

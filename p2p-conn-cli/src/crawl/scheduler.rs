@@ -198,9 +198,9 @@ pub struct Report {
     /// The blocks the node holds, from its blocksync status (when it lists
     /// channel `0x40` and answered).
     pub blocks: Option<Blocks>,
-    /// The state-sync snapshots it listed, when asked (`crawl --snapshots`
-    /// and the node lists channel `0x60`): `Some` once asked, empty when
-    /// none came within the wait.
+    /// The state-sync snapshots it listed, when asked (`crawl` without
+    /// `--no-snapshots`, and the node lists channel `0x60`): `Some` once
+    /// asked, empty when none came within the wait.
     pub snapshots: Option<Vec<p2p_conn_mconn::statesync::Snapshot>>,
     /// When the probe watched the connection after the answer (`check`
     /// does, for seeds): how soon the node hung up, if it did within the

@@ -204,18 +204,28 @@ fn crawl_maps_a_real_network() {
         assert!(text.contains(&format!("can serve height {h}")), "{text}");
     }
 
-    // --snapshots: every node lists the state-sync channel and is asked
+    // Snapshots: every node lists the state-sync channel and is asked
     // once; the kvstore application offers no snapshot, so each answers
     // nothing, which the crawl reports as an empty list, not a failure.
-    let snaps = run(
+    // With --no-snapshots nobody is asked (null).
+    let unasked = run(
         BIN.as_ref(),
         &[
             "crawl",
             "--allow-unroutable",
             "--json",
-            "--snapshots",
+            "--no-snapshots",
             &seed,
         ],
+        CRAWL_LIMIT,
+    );
+    let vu: Value = serde_json::from_slice(&unasked.stdout).unwrap();
+    for n in vu["nodes"].as_array().unwrap() {
+        assert_eq!(n["snapshots"], Value::Null, "{n:#}");
+    }
+    let snaps = run(
+        BIN.as_ref(),
+        &["crawl", "--allow-unroutable", "--json", &seed],
         CRAWL_LIMIT,
     );
     assert!(snaps.status.success(), "{test}: crawl failed: {snaps:?}");
@@ -595,13 +605,7 @@ fn crawl_reports_pruning_and_snapshots(release: GoVersion, test: &str) {
     let seed = format!("{}@{}", node.node_id, node.p2p_addr);
     let out = run(
         BIN.as_ref(),
-        &[
-            "crawl",
-            "--allow-unroutable",
-            "--snapshots",
-            "--json",
-            &seed,
-        ],
+        &["crawl", "--allow-unroutable", "--json", &seed],
         CRAWL_LIMIT,
     );
     assert!(out.status.success(), "{test}: crawl failed: {out:?}");
@@ -632,14 +636,7 @@ fn crawl_reports_pruning_and_snapshots(release: GoVersion, test: &str) {
     // The table's columns say the same.
     let t = run(
         BIN.as_ref(),
-        &[
-            "crawl",
-            "--allow-unroutable",
-            "--snapshots",
-            "--has-height",
-            "2",
-            &seed,
-        ],
+        &["crawl", "--allow-unroutable", "--has-height", "2", &seed],
         CRAWL_LIMIT,
     );
     let text = String::from_utf8_lossy(&t.stdout);
