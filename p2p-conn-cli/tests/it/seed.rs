@@ -1,5 +1,6 @@
-//! `p2p-conn seed` with real CometBFT nodes on loopback: the seed learns
-//! a network from one of its nodes, and a fresh node of each line given,
+//! `p2p-conn seed` with real CometBFT nodes on loopback, every line the
+//! README names: the seed learns a network from one of its nodes, and a
+//! fresh node of each line given,
 //! whose only `seeds` entry is the seed (no persistent peers, an empty
 //! address book), finds the network's peers through it and syncs to the
 //! current height. The seed's book is saved as an `addrbook.json`, and no
@@ -177,13 +178,35 @@ fn bootstrap(layout: &[GoVersion], fresh: &[GoVersion], test: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A v0.38.26 and a v0.40.0 node join the mixed network through the seed.
+/// A v0.38.26, a v0.39.4 and a v0.40.0 node join the mixed network
+/// through the seed.
 #[test]
-fn fresh_nodes_of_two_lines_join_through_the_seed() {
+fn fresh_nodes_of_three_lines_join_through_the_seed() {
     bootstrap(
         &LAYOUT,
-        &[GoVersion::V038, GoVersion::V040],
-        "fresh_nodes_of_two_lines_join_through_the_seed",
+        &[GoVersion::V038, GoVersion::V039, GoVersion::V040],
+        "fresh_nodes_of_three_lines_join_through_the_seed",
+    );
+}
+
+/// v0.34.35 and v0.37.18 cannot follow the mixed network's chain (see
+/// `cometbft_network`), so each line gets a network of its own, and a
+/// fresh node of that line joins it through the seed.
+#[test]
+fn a_fresh_v034_node_joins_through_the_seed() {
+    bootstrap(
+        &[GoVersion::V034, GoVersion::V034],
+        &[GoVersion::V034],
+        "a_fresh_v034_node_joins_through_the_seed",
+    );
+}
+
+#[test]
+fn a_fresh_v037_node_joins_through_the_seed() {
+    bootstrap(
+        &[GoVersion::V037, GoVersion::V037],
+        &[GoVersion::V037],
+        "a_fresh_v037_node_joins_through_the_seed",
     );
 }
 
