@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 
 use crate::conn;
 use crate::crawl::probe;
-use crate::crawl::scheduler::{Report, Status, Target, Verdict};
+use crate::crawl::scheduler::{Report, Status, Target};
 use crate::error::CliError;
 use crate::probe::ReleaseLine;
 
@@ -424,24 +424,9 @@ async fn visit_all(
                     watch,
                     ..probe::ProbeOptions::new(timeout)
                 };
+                // A seed is asked; a peer, once checked, is not.
                 let visit = probe::probe(&target, &identity, &opts, |id, info| {
-                    if id != key.1 {
-                        return Verdict::Stop(Status::IdMismatch { expected: key.1 });
-                    }
-                    if network.as_deref().is_some_and(|n| n != info.network) {
-                        return Verdict::Stop(Status::OtherNetwork);
-                    }
-                    if !info.channels.contains(&p2p_conn_mconn::pex::PEX_CHANNEL) {
-                        return match role {
-                            Role::Seed => Verdict::Stop(Status::NoPex),
-                            Role::Peer => Verdict::Stop(Status::Ok),
-                        };
-                    }
-                    match role {
-                        Role::Seed => Verdict::Ask,
-                        // All checked; a peer is not asked.
-                        Role::Peer => Verdict::Stop(Status::Ok),
-                    }
+                    probe::expected(key.1, network.as_deref(), role == Role::Seed, id, info)
                 });
                 let report = tokio::time::timeout(limit, visit)
                     .await
@@ -542,25 +527,7 @@ pub fn table(outcomes: &[Outcome], network: Option<&str>) -> String {
             o.problems.join("; "),
         ]);
     }
-    let cols = head.len();
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            line.push_str(cell);
-            if c + 1 < cols {
-                line.extend(std::iter::repeat_n(
-                    ' ',
-                    width[c] - cell.chars().count() + 2,
-                ));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let mut out = crate::columns::render(&rows);
     let failed = outcomes.iter().filter(|o| !o.problems.is_empty()).count();
     out.push_str(&format!(
         "{} entries, {} ok, {failed} failed; network {}\n",

@@ -18,6 +18,7 @@ mod addrbook;
 mod bench;
 mod check;
 mod child;
+mod columns;
 mod conn;
 mod crawl;
 mod error;

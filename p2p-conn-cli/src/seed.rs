@@ -50,7 +50,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::addrbook::{self, BookEntry};
 use crate::conn;
 use crate::crawl::probe;
-use crate::crawl::scheduler::{Status, Target, Verdict};
+use crate::crawl::scheduler::{Status, Target};
 use crate::error::CliError;
 
 /// The moniker the seed announces.
@@ -624,15 +624,7 @@ async fn rounds(
                     let network = s.network.clone();
                     let opts = probe::ProbeOptions::new(timeout);
                     let visit = probe::probe(&target, &s.identity, &opts, |id, info| {
-                        if id != pa.id() {
-                            Verdict::Stop(Status::IdMismatch { expected: pa.id() })
-                        } else if info.network != network {
-                            Verdict::Stop(Status::OtherNetwork)
-                        } else if !info.channels.contains(&PEX_CHANNEL) {
-                            Verdict::Stop(Status::NoPex)
-                        } else {
-                            Verdict::Ask
-                        }
+                        probe::expected(pa.id(), Some(&network), true, id, info)
                     });
                     let limit = 2 * timeout + Duration::from_secs(3);
                     let report = tokio::time::timeout(limit, visit).await.ok();

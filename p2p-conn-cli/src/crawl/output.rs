@@ -100,27 +100,7 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
             rows.last_mut().expect("a row").push(cell);
         }
     }
-    let cols = rows[0].len();
-    let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == cols {
-                line.push_str(cell);
-            } else {
-                line.push_str(cell);
-                line.extend(std::iter::repeat_n(
-                    ' ',
-                    width[c] - cell.chars().count() + 2,
-                ));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let mut out = crate::columns::render(&rows);
     let (answered, reachable) = counts(crawl);
     out.push_str(&format!(
         "{} dialed, {reachable} reachable, {answered} answered PEX, {} reported addresses, {} not dialed (--max-nodes); network {}\n",

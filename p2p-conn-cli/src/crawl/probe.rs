@@ -231,6 +231,31 @@ struct Asked {
     snapshots: bool,
 }
 
+/// The verdict, for [`probe`]'s `decide`, on a node dialed as `expected`
+/// that must be on `network` (when given): stop if it authenticated as
+/// another ID or is on another network; else, when `ask`, ask it if it has
+/// PEX (`NoPex` if not); when not asking, stop with everything checked
+/// (`Ok`). `check` and `seed` decide by it; `crawl` by its scheduler.
+pub fn expected(
+    expected: NodeId,
+    network: Option<&str>,
+    ask: bool,
+    id: NodeId,
+    info: &NodeInfo,
+) -> Verdict {
+    if id != expected {
+        Verdict::Stop(Status::IdMismatch { expected })
+    } else if network.is_some_and(|n| n != info.network) {
+        Verdict::Stop(Status::OtherNetwork)
+    } else if !ask {
+        Verdict::Stop(Status::Ok)
+    } else if !info.channels.contains(&PEX_CHANNEL) {
+        Verdict::Stop(Status::NoPex)
+    } else {
+        Verdict::Ask
+    }
+}
+
 /// Why [`ask`] has no addresses.
 enum Unanswered {
     /// No `PexAddrs` within the timeout.

@@ -66,3 +66,24 @@ pub fn check_still_peer(
         "{test}: net_info lists {peers:?}, not {our_id}"
     );
 }
+
+/// What a node's log must not say about the peer `id`: CometBFT's PEX
+/// reactor (`p2p/pex/pex_reactor.go`, v0.38 to v1) stops a peer with
+/// `StopPeerForError` ("Stopping peer for error", from `switch.go`) and
+/// bans its address when it asks again within 10 s ("sent next PEX request
+/// too soon") or sends addresses unasked ("unsolicited pexAddrsMessage");
+/// `AddPeer` logs "Failed to get peer NetAddress" when an inbound peer's
+/// listen address does not parse. A stop for `EOF` is us hanging up.
+pub fn complaints(log: &str, id: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains(id))
+        .filter(|l| {
+            (l.contains("Stopping peer for error") && !l.contains("err=EOF"))
+                || l.contains("too soon")
+                || l.contains("unsolicited")
+                || l.contains("Failed to get peer NetAddress")
+                || l.to_lowercase().contains("ban")
+        })
+        .map(str::to_string)
+        .collect()
+}

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::common::complaints;
 use crate::common::process::{run, scratch};
 use p2p_conn_interop::cometbft_go::GoVersion;
 use p2p_conn_interop::cometbft_network::{Network, LAYOUT};
@@ -56,21 +57,6 @@ fn problems<'a>(v: &'a Value, source: &str) -> (&'a Value, Vec<String>) {
         .map(|p| p.as_str().unwrap().to_string())
         .collect();
     (e, p)
-}
-
-/// What a node's log must not say about the checker (as in crawl.rs).
-fn complaints(log: &str, id: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.contains(id))
-        .filter(|l| {
-            (l.contains("Stopping peer for error") && !l.contains("err=EOF"))
-                || l.contains("too soon")
-                || l.contains("unsolicited")
-                || l.contains("Failed to get peer NetAddress")
-                || l.to_lowercase().contains("ban")
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 fn check_network(net: &Network, test: &str) {

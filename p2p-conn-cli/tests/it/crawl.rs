@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::common::complaints;
 use crate::common::process::{run, scratch};
 use p2p_conn_interop::cometbft_go::GoVersion;
 use p2p_conn_interop::cometbft_network::{Network, LAYOUT};
@@ -32,27 +33,6 @@ fn crawler_id(stderr: &[u8]) -> String {
         .unwrap_or_else(|| panic!("no `crawler id` line: {text}"))
         .trim()
         .to_string()
-}
-
-/// What a node's log must not say about the peer `id`: CometBFT's PEX
-/// reactor (`p2p/pex/pex_reactor.go`, v0.38 to v1) stops a peer with
-/// `StopPeerForError` ("Stopping peer for error", from `switch.go`) and
-/// bans its address when it asks again within 10 s ("sent next PEX request
-/// too soon") or sends addresses unasked ("unsolicited pexAddrsMessage");
-/// `AddPeer` logs "Failed to get peer NetAddress" when an inbound peer's
-/// listen address does not parse. A stop for `EOF` is us hanging up.
-fn complaints(log: &str, id: &str) -> Vec<String> {
-    log.lines()
-        .filter(|l| l.contains(id))
-        .filter(|l| {
-            (l.contains("Stopping peer for error") && !l.contains("err=EOF"))
-                || l.contains("too soon")
-                || l.contains("unsolicited")
-                || l.contains("Failed to get peer NetAddress")
-                || l.to_lowercase().contains("ban")
-        })
-        .map(str::to_string)
-        .collect()
 }
 
 /// The crawl's JSON `v` has each node of `net` once, with its own

@@ -156,19 +156,7 @@ fn bootstrap(layout: &[GoVersion], fresh: &[GoVersion], test: &str) {
     );
     assert!(good_in_book(&book) >= net.nodes.len());
     for n in &net.nodes {
-        let bad: Vec<String> = n
-            .node
-            .log()
-            .lines()
-            .filter(|l| l.contains(&seed_id))
-            .filter(|l| {
-                (l.contains("Stopping peer for error") && !l.contains("err=EOF"))
-                    || l.contains("too soon")
-                    || l.contains("unsolicited")
-                    || l.to_lowercase().contains("ban")
-            })
-            .map(str::to_string)
-            .collect();
+        let bad = crate::common::complaints(&n.node.log(), &seed_id);
         assert!(
             bad.is_empty(),
             "{test}: node {} complains of the seed: {bad:#?}",
