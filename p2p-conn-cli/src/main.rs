@@ -47,7 +47,8 @@ use pipe::PipeArgs;
     version,
     about = "CometBFT secret connections: dial, listen, probe, crawl, check, seed, signer, keys, bench",
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
-        key tools, a probe and a crawler for live nodes, a test remote signer, benchmarks. \
+        key tools, a probe, a crawler, a list checker and a seed node for live networks, a test \
+        remote signer, benchmarks. \
         `p2p-conn COMMAND --help` says more of each (docs/guide.md: all of it)"
 )]
 struct Cli {
