@@ -87,3 +87,20 @@ pub fn complaints(log: &str, id: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// One MConnection packet on the PEX channel, as a peer sends it over the
+/// secret connection: a piece of a message, `eof` on its last piece (for
+/// the hostile peers of the crawl and seed tests).
+pub fn pex_piece(data: Vec<u8>, eof: bool) -> Vec<u8> {
+    use p2p_conn_mconn::{encode_packet, Packet, PacketMsg};
+    let mut out = Vec::new();
+    encode_packet(
+        &Packet::Msg(PacketMsg {
+            channel_id: i32::from(p2p_conn_mconn::pex::PEX_CHANNEL),
+            eof,
+            data,
+        }),
+        &mut out,
+    );
+    out
+}

@@ -14,7 +14,6 @@ use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo};
 use p2p_conn::{Config, Identity};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
-use p2p_conn_mconn::{encode_packet, Packet, PacketMsg};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -92,18 +91,7 @@ async fn serve(
     ours.channels = vec![PEX_CHANNEL];
     nodeinfo::tokio::write(&mut sc, &ours).await?;
     let _ = nodeinfo::tokio::read(&mut sc).await?;
-    let msg = |data: Vec<u8>, eof: bool| {
-        let mut out = Vec::new();
-        encode_packet(
-            &Packet::Msg(PacketMsg {
-                channel_id: i32::from(PEX_CHANNEL),
-                eof,
-                data,
-            }),
-            &mut out,
-        );
-        out
-    };
+    let msg = crate::common::pex_piece;
     let answer = match m {
         Mischief::OverCap => Some(addresses(1200, 30_000)),
         Mischief::Flood => Some(addresses(250, 40_000)),

@@ -25,6 +25,20 @@ const LINK_LIMIT: Duration = Duration::from_secs(60);
 /// Bound on the seed learning the network, and on a fresh node syncing.
 const LEARN_LIMIT: Duration = Duration::from_secs(60);
 
+/// Starts `p2p-conn seed` with `args` and reads the `ID@ADDR` its first
+/// stderr line names.
+fn start_seed(args: &[&str]) -> (Proc, String) {
+    let mut seed = Proc::spawn(Path::new(BIN), args, Feed::none());
+    let line = seed.next_line(Instant::now() + Duration::from_secs(20));
+    match line.strip_prefix("seed ").and_then(|l| l.split(' ').next()) {
+        Some(addr) => {
+            let addr = addr.to_string();
+            (seed, addr)
+        }
+        None => seed.fail(&format!("first line {line:?}, not `seed ID@ADDR ...`")),
+    }
+}
+
 /// How many entries of the saved book are good (the old table).
 fn good_in_book(path: &Path) -> usize {
     let Ok(text) = std::fs::read_to_string(path) else {
@@ -66,13 +80,7 @@ fn bootstrap(layout: &[GoVersion], fresh: &[GoVersion], test: &str) {
         "--recheck-after",
         "5",
     ];
-    let mut seed = Proc::spawn(Path::new(BIN), &args, Feed::none());
-    let line = seed.next_line(Instant::now() + Duration::from_secs(20));
-    let seed_addr = line
-        .strip_prefix("seed ")
-        .and_then(|l| l.split(' ').next())
-        .unwrap_or_else(|| seed.fail(&format!("first line {line:?}, not `seed ID@ADDR ...`")))
-        .to_string();
+    let (mut seed, seed_addr) = start_seed(&args);
     let seed_id = seed_addr.split('@').next().unwrap().to_string();
 
     // The seed learns every node from node 0's answers, round by round.
@@ -240,14 +248,8 @@ fn the_seed_bounds_inbound_connections() {
         "--metrics",
         &metrics_addr,
     ];
-    let mut seed = Proc::spawn(Path::new(BIN), &args, Feed::none());
-    let line = seed.next_line(Instant::now() + Duration::from_secs(20));
-    let addr = line
-        .strip_prefix("seed ")
-        .and_then(|l| l.split(' ').next())
-        .and_then(|a| a.split('@').nth(1))
-        .unwrap_or_else(|| seed.fail(&format!("first line {line:?}")))
-        .to_string();
+    let (seed, seed_addr) = start_seed(&args);
+    let addr = seed_addr.split('@').nth(1).unwrap().to_string();
     let mut first = std::net::TcpStream::connect(&addr).unwrap();
     let stalled_at = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
@@ -299,7 +301,6 @@ fn the_seed_keeps_serving_past_hostile_peers() {
     use p2p_conn::io::tokio as ptokio;
     use p2p_conn::nodeinfo::{self, NodeInfo};
     use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
-    use p2p_conn_mconn::{encode_packet, Packet, PacketMsg};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let dir = scratch("seed-hostile");
@@ -322,14 +323,8 @@ fn the_seed_keeps_serving_past_hostile_peers() {
         "--recrawl-every",
         "3600",
     ];
-    let mut seed = Proc::spawn(Path::new(BIN), &args, Feed::none());
-    let line = seed.next_line(Instant::now() + Duration::from_secs(20));
-    let addr: std::net::SocketAddr = line
-        .strip_prefix("seed ")
-        .and_then(|l| l.split(' ').next())
-        .and_then(|a| a.split('@').nth(1))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| seed.fail(&format!("first line {line:?}")));
+    let (seed, seed_addr) = start_seed(&args);
+    let addr: std::net::SocketAddr = seed_addr.split('@').nth(1).unwrap().parse().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -348,18 +343,7 @@ fn the_seed_keeps_serving_past_hostile_peers() {
         let _ = nodeinfo::tokio::read(&mut sc).await.unwrap();
         sc
     };
-    let packet = |data: Vec<u8>, eof: bool| {
-        let mut out = Vec::new();
-        encode_packet(
-            &Packet::Msg(PacketMsg {
-                channel_id: i32::from(PEX_CHANNEL),
-                eof,
-                data,
-            }),
-            &mut out,
-        );
-        out
-    };
+    let packet = crate::common::pex_piece;
     rt.block_on(async {
         // An endless message: the seed hangs up once it passes the cap.
         let mut sc = connect().await;
