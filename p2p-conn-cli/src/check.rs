@@ -481,7 +481,7 @@ fn version(r: Option<&Report>) -> (Option<String>, Option<String>) {
 }
 
 fn ms(r: Option<&Report>) -> Option<f64> {
-    r?.handshake.map(|d| (d.as_secs_f64() * 1e4).round() / 10.0)
+    r?.handshake_ms()
 }
 
 /// The table: one row per entry, its verdict first, the reasons last.

@@ -565,9 +565,8 @@ fn dot_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crawl::scheduler::tests::{addr_of, run, Fake};
+    use crate::crawl::scheduler::tests::{addr_of, opts, run, Fake};
     use crate::crawl::scheduler::{Options, Target};
-    use p2p_conn_mconn::pex::AddrPolicy;
     use std::time::Duration;
 
     /// Whether `v` is the box of the node ID or address `key`.
@@ -590,8 +589,7 @@ mod tests {
             concurrency: 2,
             timeout: Duration::from_secs(1),
             max_nodes: 100,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let (c, _, _) = run(&f, vec![f.seed(0)], o);
         (f, c)
@@ -730,8 +728,7 @@ mod tests {
             concurrency: 1,
             timeout: Duration::from_secs(1),
             max_nodes: 1,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let (c2, _, _) = run(&f2, vec![f2.seed(0)], o);
         let g2 = Graph::of(&c2);
@@ -768,8 +765,7 @@ mod tests {
             concurrency: 1,
             timeout: Duration::from_secs(1),
             max_nodes: 10,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let (c, _, _) = run(&f, vec![wrong, right], o);
         let g = Graph::of(&c);
@@ -799,8 +795,7 @@ mod tests {
             concurrency: 4,
             timeout: Duration::from_secs(1),
             max_nodes: 100,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let (c, _, _) = run(&f, vec![f.seed(0)], o);
         let g = Graph::of(&c).with_caption("crawl of chain-a <&>".into());
@@ -839,8 +834,7 @@ mod tests {
             concurrency: 1,
             timeout: Duration::from_secs(1),
             max_nodes: 10,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let (c, _, _) = run(&f, vec![f.seed(0)], o);
         let g = Graph::of(&c);

@@ -11,10 +11,7 @@ use super::scheduler::{Crawl, Edge, ProbeId, Visit};
 const NONE: &str = "-";
 
 fn ms(v: &Visit) -> Option<f64> {
-    v.report
-        .as_ref()?
-        .handshake
-        .map(|d| (d.as_secs_f64() * 1e4).round() / 10.0)
+    v.report.as_ref()?.handshake_ms()
 }
 
 /// The node ID a visit proved in the handshake, if it got that far (an ID
@@ -283,9 +280,8 @@ pub fn addrbook(crawl: &Crawl) -> (Vec<crate::addrbook::BookEntry>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crawl::scheduler::tests::{addr_of, run, Fake};
+    use crate::crawl::scheduler::tests::{addr_of, opts, run, Fake};
     use crate::crawl::scheduler::{Blocks, Options, Report, Status, Target};
-    use p2p_conn_mconn::pex::AddrPolicy;
     use std::time::Duration;
 
     /// A crawl of two answering nodes and a dial, made under node 0's ID,
@@ -297,8 +293,7 @@ mod tests {
             concurrency: 1,
             timeout: Duration::from_secs(1),
             max_nodes: 10,
-            network: None,
-            addr_policy: AddrPolicy::AcceptUnroutable,
+            ..opts()
         };
         let seed = Target {
             addr: addr_of(0),

@@ -209,6 +209,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// The handshake's time in milliseconds, to 0.1 ms, as the tables and
+    /// the JSON show it.
+    pub fn handshake_ms(&self) -> Option<f64> {
+        self.handshake
+            .map(|d| (d.as_secs_f64() * 1e4).round() / 10.0)
+    }
+
     /// A probe that stopped with `status` before anything was learned.
     pub fn failed(status: Status) -> Report {
         Report {
@@ -788,7 +795,7 @@ pub(crate) mod tests {
         (c, asked, most)
     }
 
-    fn opts() -> Options {
+    pub(crate) fn opts() -> Options {
         Options {
             concurrency: 4,
             timeout: Duration::from_secs(5),
