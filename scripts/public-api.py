@@ -30,9 +30,9 @@ import sys
 # `testkit`: leaving the feature out is what keeps `p2p_conn::testkit` and
 # `p2p_conn_mconn::testkit` out of the snapshots.
 CRATES = {
-    "p2p-conn": "tokio,queue,ring,avx512,stats,codec,keyfile,nodeinfo,noise,metrics,tracing,rustcrypto",
-    "p2p-conn-mconn": "tokio,ring,avx512",
-    "p2p-conn-privval": "tokio,noise,ring,avx512",
+    "p2p-conn": "tokio,queue,ring,avx512,avx2,stats,codec,keyfile,nodeinfo,noise,metrics,tracing,rustcrypto",
+    "p2p-conn-mconn": "tokio,ring,avx512,avx2",
+    "p2p-conn-privval": "tokio,noise,ring,avx512,avx2",
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,5 +1,6 @@
 //! Seal throughput of the AEAD backends: raw ChaCha20-Poly1305 over one
-//! sealed frame's plaintext (1028 bytes) and over 64 KiB, the framed sealer
+//! sealed frame's plaintext (1028 bytes) and over 64 KiB, sealing and
+//! opening 64 standard frames in place (the AEAD alone), the framed sealer
 //! over a 64 KiB message at several frame sizes, and the frame reader opening
 //! a 64 KiB message from memory (`Avx512` seals and opens 16 frames at once
 //! where the CPU has AVX-512 IFMA; its raw single-frame rows are ring's).
@@ -24,6 +25,38 @@ fn raw_aead(c: &mut Criterion) {
                 })
             });
         }
+    }
+    g.finish();
+}
+
+/// Sealing and opening 64 standard frames (64 KiB of data) in place: the
+/// AEAD alone, whole groups through a multi-frame engine where the backend
+/// has one (`avx512`, `avx2`), one frame at a time otherwise.
+fn frames(c: &mut Criterion) {
+    use p2p_conn::testkit::internals::{cipher, open_frames, seal_frames};
+    const FRAMES: usize = 64;
+    const SEALED: usize = 1044;
+    let mut g = c.benchmark_group("aead_frames_64x1KiB");
+    g.throughput(Throughput::Bytes((FRAMES * 1024) as u64));
+    for &backend in Backend::ALL {
+        let c = cipher(backend, &[3u8; 32]);
+        let mut buf = vec![0x5au8; FRAMES * SEALED];
+        let mut counter = 0u64;
+        g.bench_function(BenchmarkId::new("seal", backend.name()), |b| {
+            b.iter(|| {
+                counter += FRAMES as u64;
+                seal_frames(&c, counter, &mut buf)
+            })
+        });
+        // Open the same sealed frames each time: a copy of them, opened.
+        seal_frames(&c, 7, &mut buf);
+        let sealed = buf.clone();
+        g.bench_function(BenchmarkId::new("open", backend.name()), |b| {
+            b.iter(|| {
+                buf.copy_from_slice(&sealed);
+                assert!(open_frames(&c, 7, &mut buf));
+            })
+        });
     }
     g.finish();
 }
@@ -100,5 +133,5 @@ fn framed_open(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, raw_aead, framed_seal, framed_open);
+criterion_group!(benches, raw_aead, frames, framed_seal, framed_open);
 criterion_main!(benches);

@@ -61,7 +61,7 @@ const STAGES: &[Stage] = &[
     },
     Stage {
         name: "aarch64",
-        about: "the avx512 feature builds clean off x86_64 (clippy for aarch64)",
+        about: "the avx512 and avx2 features build clean off x86_64 (clippy for aarch64)",
         run: aarch64,
     },
     Stage {
@@ -91,7 +91,7 @@ const STAGES: &[Stage] = &[
     },
     Stage {
         name: "test-lean",
-        about: "the library crates' tests as embedders build them: pure Rust, avx512 without ring, the layers with no features",
+        about: "the library crates' tests as embedders build them: pure Rust, avx512 and avx2 without ring, the layers with no features",
         run: test_lean,
     },
     Stage {
@@ -127,6 +127,7 @@ const LIBRARIES: &[(&str, &[&str])] = &[
             "rustcrypto",
             "ring",
             "avx512",
+            "avx2",
             "codec",
             "queue",
             "keyfile",
@@ -142,11 +143,11 @@ const LIBRARIES: &[(&str, &[&str])] = &[
     ),
     (
         "p2p-conn-mconn",
-        &["", "tokio", "ring", "avx512", "testkit"],
+        &["", "tokio", "ring", "avx512", "avx2", "testkit"],
     ),
     (
         "p2p-conn-privval",
-        &["", "tokio", "noise", "ring", "avx512"],
+        &["", "tokio", "noise", "ring", "avx512", "avx2"],
     ),
 ];
 
@@ -719,7 +720,7 @@ fn aarch64(ctx: &Ctx) -> Result<(), String> {
         "aarch64-unknown-linux-gnu",
         "--no-default-features",
         "--features",
-        "avx512",
+        "avx512,avx2",
         "--",
         "-D",
         "warnings",
@@ -915,8 +916,8 @@ fn test_lean(ctx: &Ctx) -> Result<(), String> {
         "--features",
         "testkit",
     ])?;
-    // avx512 without ring: the multi-frame engine with RustCrypto for
-    // everything outside a group of 16 frames. The adapters, the queue and
+    // avx512 and avx2 without ring: the multi-frame engine's two kernels
+    // with RustCrypto for everything outside a group of 16 frames. The adapters, the queue and
     // the interop tests do not change with the backend (the stage `test`
     // runs them); what does is proven here: the vectors and properties run
     // every compiled-in backend against the others, the evil peers and the
@@ -927,7 +928,7 @@ fn test_lean(ctx: &Ctx) -> Result<(), String> {
         "p2p-conn",
         "--no-default-features",
         "--features",
-        "testkit,avx512",
+        "testkit,avx512,avx2",
     ])?;
     ctx.cargo(&["test", "-p", "p2p-conn-mconn", "--no-default-features"])?;
     ctx.cargo(&["test", "-p", "p2p-conn-privval", "--no-default-features"])

@@ -30,7 +30,7 @@ use std::ops::Range;
 
 use super::aead::Cipher;
 use super::error::ProtocolError;
-#[cfg(feature = "avx512")]
+#[cfg(any(feature = "avx512", feature = "avx2"))]
 use super::wire::GROUP_FRAMES;
 use super::wire::{
     nonce_bytes, sealed_frame_len, sealed_len, LEN_PREFIX, MAX_FRAME_SIZE, MIN_FRAME_SIZE,
@@ -324,7 +324,7 @@ impl Sealer {
     /// How many of a message's `frames` the multi-frame engine seals: whole
     /// groups of standard frames when this cipher has the engine, else 0.
     fn grouped_frames(&self, frames: usize) -> usize {
-        #[cfg(feature = "avx512")]
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
         if self.cipher.group_engine(self.frame_size).is_some() {
             return frames / GROUP_FRAMES * GROUP_FRAMES;
         }
@@ -338,7 +338,7 @@ impl Sealer {
         if grouped == 0 {
             return;
         }
-        #[cfg(feature = "avx512")]
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
         if let Some(engine) = self.cipher.group_engine(self.frame_size) {
             // The counter check at the top covered every frame, so
             // `first_counter + grouped - 1` did not wrap.
@@ -488,7 +488,7 @@ impl Opener {
     /// reports it. The counter advances past every frame opened; the caller
     /// takes each one's data with [`Self::opened_frame`], in order.
     pub(crate) fn open_groups_in_place(&mut self, sealed: &mut [u8]) -> usize {
-        #[cfg(feature = "avx512")]
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
         if let Some(engine) = self
             .cipher
             .group_engine(self.frame_size)
@@ -514,9 +514,9 @@ impl Opener {
     /// Whether [`Self::open_groups_in_place`] can open anything at all
     /// (the multi-frame engine, standard frames, no failure yet).
     pub(crate) fn opens_groups(&self) -> bool {
-        #[cfg(feature = "avx512")]
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
         return self.failed.is_none() && self.cipher.group_engine(self.frame_size).is_some();
-        #[cfg(not(feature = "avx512"))]
+        #[cfg(not(any(feature = "avx512", feature = "avx2")))]
         false
     }
 
@@ -841,10 +841,16 @@ mod tests {
 
     /// Group opening: frames up to a bad one open, the bad one is reported
     /// with its counter by the one-frame path, and the failure sticks.
-    #[cfg(feature = "avx512")]
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
     #[test]
     fn group_open_stops_before_a_bad_frame() {
-        let b = Backend::Avx512;
+        for &b in Backend::ALL {
+            group_open_stops_before_a_bad_frame_with(b);
+        }
+    }
+
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
+    fn group_open_stops_before_a_bad_frame_with(b: Backend) {
         let (mut s, _) = pair(b, 1024, 5);
         let data: Vec<u8> = (0..40 * 1024).map(|i| (i % 251) as u8).collect();
         let mut wire = Vec::new();
@@ -876,13 +882,16 @@ mod tests {
 
     /// A frame inside a group that decrypts to a length above the frame
     /// size is an error at that frame, as on the one-frame path.
-    #[cfg(feature = "avx512")]
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
     #[test]
     fn group_open_checks_each_length_prefix() {
-        let b = Backend::Avx512;
-        if !b.accelerated() {
-            return;
+        for &b in Backend::ALL.iter().filter(|b| b.accelerated()) {
+            group_open_checks_each_length_prefix_with(b);
         }
+    }
+
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
+    fn group_open_checks_each_length_prefix_with(b: Backend) {
         let key = [3u8; 32];
         let c = Cipher::new(b, &key);
         let mut wire = Vec::new();

@@ -17,6 +17,10 @@
 //!   groups of 16 standard frames at once; single frames, other frame sizes
 //!   and other CPUs go to ring (RustCrypto without the `ring` feature). The
 //!   default when compiled in and the CPU has the instructions.
+//! * `Backend::Avx2` (feature `avx2`): the same engine's AVX2 kernel, for
+//!   CPUs with AVX2 and BMI2 (x86_64 since Haswell and Zen), with the same
+//!   fallback. The default when compiled in and `Backend::Avx512` cannot
+//!   run.
 //!
 //! The interface is deliberately tiny: seal a buffer in place and return the tag;
 //! open a `ciphertext || tag` buffer in place (each with optional associated
@@ -26,7 +30,7 @@
 
 use zeroize::Zeroizing;
 
-#[cfg(feature = "avx512")]
+#[cfg(any(feature = "avx512", feature = "avx2"))]
 mod multiframe;
 #[cfg(feature = "ring")]
 mod ring;
@@ -52,17 +56,21 @@ pub enum Backend {
     /// [`Backend::accelerated`]. Feature `avx512`.
     #[cfg(feature = "avx512")]
     Avx512,
+    /// Groups of 16 standard frames through p2p-conn's AVX2 engine (eight
+    /// frames per ChaCha20 pass, Poly1305 on the integer units beside it),
+    /// everything else through ring (RustCrypto without `ring`). On a CPU
+    /// without AVX2 and BMI2 it is exactly that one-frame backend. Feature
+    /// `avx2`.
+    #[cfg(feature = "avx2")]
+    Avx2,
 }
 
 impl Default for Backend {
-    /// `Avx512` when compiled in and this CPU runs it, else `Ring` when
-    /// compiled in, else `RustCrypto`.
+    /// `Avx512` when compiled in and this CPU runs it, else `Avx2` when
+    /// compiled in and this CPU runs it, else `Ring` when compiled in, else
+    /// `RustCrypto`. [`Backend::default_reason`] says which rule chose.
     fn default() -> Self {
-        #[cfg(feature = "avx512")]
-        if multiframe::Engine::available() {
-            return Backend::Avx512;
-        }
-        Backend::single_frame()
+        Backend::choose().0
     }
 }
 
@@ -74,6 +82,8 @@ impl Backend {
         Backend::RustCrypto,
         #[cfg(feature = "avx512")]
         Backend::Avx512,
+        #[cfg(feature = "avx2")]
+        Backend::Avx2,
     ];
 
     /// Short lowercase name, as accepted by the CLI's `--backend`.
@@ -84,17 +94,63 @@ impl Backend {
             Backend::RustCrypto => "rustcrypto",
             #[cfg(feature = "avx512")]
             Backend::Avx512 => "avx512",
+            #[cfg(feature = "avx2")]
+            Backend::Avx2 => "avx2",
         }
     }
 
     /// Whether this backend seals and opens groups of frames at once on this
-    /// CPU (`Avx512` on a CPU with AVX-512 IFMA); `false` means one frame at
-    /// a time.
+    /// CPU (`Avx512` on a CPU with AVX-512 IFMA, `Avx2` on one with AVX2 and
+    /// BMI2); `false` means one frame at a time.
     pub fn accelerated(self) -> bool {
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
+        return self
+            .engine_kind()
+            .is_some_and(multiframe::Engine::available);
+        #[cfg(not(any(feature = "avx512", feature = "avx2")))]
+        false
+    }
+
+    /// Why [`Backend::default`] chose the backend it chose on this CPU and
+    /// in this build, in a few words (for logs and the CLI's `bench`).
+    pub fn default_reason() -> &'static str {
+        Backend::choose().1
+    }
+
+    /// The default and the rule that chose it: the one place that rule is.
+    fn choose() -> (Backend, &'static str) {
+        #[cfg(feature = "avx512")]
+        if Backend::Avx512.accelerated() {
+            return (Backend::Avx512, "this CPU has AVX-512 IFMA");
+        }
+        #[cfg(feature = "avx2")]
+        if Backend::Avx2.accelerated() {
+            return (
+                Backend::Avx2,
+                if cfg!(feature = "avx512") {
+                    "this CPU has AVX2 but not AVX-512 IFMA"
+                } else {
+                    "this CPU has AVX2 (the avx512 feature is off)"
+                },
+            );
+        }
+        let why = if cfg!(any(feature = "avx512", feature = "avx2")) {
+            "this CPU has neither AVX-512 IFMA nor AVX2: one frame at a time"
+        } else {
+            "no multi-frame engine compiled in: one frame at a time"
+        };
+        (Backend::single_frame(), why)
+    }
+
+    /// The multi-frame kernel this backend runs where the CPU allows.
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
+    fn engine_kind(self) -> Option<multiframe::Kind> {
         match self {
             #[cfg(feature = "avx512")]
-            Backend::Avx512 => multiframe::Engine::available(),
-            _ => false,
+            Backend::Avx512 => Some(multiframe::Kind::Avx512),
+            #[cfg(feature = "avx2")]
+            Backend::Avx2 => Some(multiframe::Kind::Avx2),
+            _ => None,
         }
     }
 
@@ -112,7 +168,9 @@ impl Backend {
 #[non_exhaustive]
 pub enum ParseBackendError {
     /// No backend has this name.
-    #[error("unknown AEAD backend {0:?} (expected \"avx512\", \"ring\" or \"rustcrypto\")")]
+    #[error(
+        "unknown AEAD backend {0:?} (expected \"avx512\", \"avx2\", \"ring\" or \"rustcrypto\")"
+    )]
     Unknown(String),
     /// The backend exists, but its feature is not compiled in.
     #[error("AEAD backend {0:?} is not compiled in (enable the {0:?} feature)")]
@@ -126,6 +184,7 @@ impl std::str::FromStr for Backend {
             "ring" => "ring",
             "rustcrypto" | "rust-crypto" | "chacha20poly1305" => "rustcrypto",
             "avx512" => "avx512",
+            "avx2" => "avx2",
             other => return Err(ParseBackendError::Unknown(other.to_string())),
         };
         Backend::ALL
@@ -154,8 +213,9 @@ pub(crate) struct OpenFailed;
 pub struct Cipher {
     backend: Backend,
     inner: Inner,
-    /// The multi-frame engine (`Backend::Avx512` on a CPU that runs it).
-    #[cfg(feature = "avx512")]
+    /// The multi-frame engine (`Backend::Avx512` or `Backend::Avx2` on a
+    /// CPU that runs it).
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
     multi: Option<multiframe::Engine>,
 }
 
@@ -169,12 +229,12 @@ impl Cipher {
     /// Key a cipher of the given backend.
     pub(crate) fn new(backend: Backend, key: &[u8; KEY_LEN]) -> Self {
         let key = Zeroizing::new(*key);
-        #[cfg(feature = "avx512")]
-        let (single, multi) = match backend {
-            Backend::Avx512 => (Backend::single_frame(), multiframe::Engine::new(&key)),
-            other => (other, None),
+        #[cfg(any(feature = "avx512", feature = "avx2"))]
+        let (single, multi) = match backend.engine_kind() {
+            Some(kind) => (Backend::single_frame(), multiframe::Engine::new(kind, &key)),
+            None => (backend, None),
         };
-        #[cfg(not(feature = "avx512"))]
+        #[cfg(not(any(feature = "avx512", feature = "avx2")))]
         let single = backend;
         let inner = match single {
             #[cfg(feature = "ring")]
@@ -182,11 +242,13 @@ impl Cipher {
             Backend::RustCrypto => Inner::RustCrypto(rustcrypto::RustCryptoKey::new(&key)),
             #[cfg(feature = "avx512")]
             Backend::Avx512 => unreachable!("mapped to its one-frame backend above"),
+            #[cfg(feature = "avx2")]
+            Backend::Avx2 => unreachable!("mapped to its one-frame backend above"),
         };
         Cipher {
             backend,
             inner,
-            #[cfg(feature = "avx512")]
+            #[cfg(any(feature = "avx512", feature = "avx2"))]
             multi,
         }
     }
@@ -220,7 +282,7 @@ impl Cipher {
 
     /// The multi-frame engine, when this cipher has one and frames are of
     /// the standard size (the only size it handles).
-    #[cfg(feature = "avx512")]
+    #[cfg(any(feature = "avx512", feature = "avx2"))]
     pub(crate) fn group_engine(&self, frame_size: usize) -> Option<&multiframe::Engine> {
         self.multi
             .as_ref()

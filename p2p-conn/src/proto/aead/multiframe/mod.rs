@@ -1,5 +1,6 @@
-//! ChaCha20-Poly1305 over sixteen standard frames at once (AVX-512 with
-//! IFMA), behind [`Backend::Avx512`](super::Backend).
+//! ChaCha20-Poly1305 over sixteen standard frames at once, behind
+//! [`Backend::Avx512`](super::Backend) (AVX-512 with IFMA) and
+//! `Backend::Avx2` (AVX2 and BMI2).
 //!
 //! # Design
 //! Every CometBFT frame is 1028 plaintext bytes sealed under the connection's
@@ -7,32 +8,41 @@
 //! implementations (ring, Go's x/crypto: both a stitched AVX2 ChaCha20 +
 //! Poly1305) pay about 30% of their time per frame in setup: the Poly1305
 //! key block, the 4-byte tail block, finalisation. This engine takes a group
-//! of 16 consecutive frames and gives each frame one SIMD lane:
+//! of 16 consecutive frames and gives each frame one SIMD lane of ChaCha20:
+//! all lanes compute block `j` of their own frame (same block index, nonces
+//! `counter + lane`); block 0 is each frame's Poly1305 key, blocks 1..=17
+//! its keystream. Two kernels, chosen by the backend:
 //!
-//! * ChaCha20: 16 lanes of 32-bit words, one per frame. All lanes compute
-//!   block `j` of their own frame (same block index, nonces `counter + lane`);
-//!   block 0 is each frame's Poly1305 key, blocks 1..=17 its keystream.
-//! * Poly1305: one 64-bit lane per frame, eight per register, two registers.
-//!   Each lane has its own `r` and `s`, so every 16-byte block step is
-//!   `h = (h + m) * r mod 2^130 - 5` with no precomputed powers of `r`;
-//!   limbs are radix 2^44 (44/44/42 bits) multiplied with IFMA
+//! * AVX-512 IFMA ([`avx512`]): ChaCha20 in 16 lanes of 32-bit words.
+//!   Poly1305 in one 64-bit lane per frame, eight per register, two
+//!   registers. Each lane has its own `r` and `s`, so every 16-byte block
+//!   step is `h = (h + m) * r mod 2^130 - 5` with no precomputed powers of
+//!   `r`; limbs are radix 2^44 (44/44/42 bits) multiplied with IFMA
 //!   (`vpmadd52luq/huq`), carries kept lazy (bounds at [`avx512`]'s
 //!   `poly_block`). The final reduction and `+ s` are scalar per frame.
+//! * AVX2 ([`avx2`]): each half of the group in 8 lanes of ChaCha20 on the
+//!   vector units, stitched with scalar radix-2^64 Poly1305 (`mulx`) on the
+//!   integer units, one accumulator per frame: the two kinds of work run
+//!   side by side (an AVX2 Poly1305 would compete with ChaCha20 for the
+//!   vector units; measured slower than ring).
 //!
 //! # Guarantees
 //! * Byte-identical to RFC 8439 ChaCha20-Poly1305 per frame: the tests
-//!   compare every group against the one-frame backends, for counters that
-//!   are random, cross 2^32 and end at `u64::MAX`.
-//! * [`Engine::open_groups`] checks all sixteen tags of a group before it
-//!   decrypts any frame of that group, and stops at the first frame whose
-//!   tag fails: frames before it are plaintext, it and everything after are
-//!   left as received ciphertext. No unauthenticated plaintext is written.
+//!   compare every group of every kernel against the one-frame backends,
+//!   for counters that are random, cross 2^32 and end at `u64::MAX`.
+//! * [`Engine::open_groups`] stops at the first frame whose tag fails:
+//!   frames before it are plaintext, it and everything after are left as
+//!   received ciphertext. No unauthenticated plaintext is left behind: the
+//!   AVX-512 kernel checks a group's tags before it decrypts; the AVX2
+//!   kernel decrypts eight frames while it authenticates them and, when a
+//!   tag fails, XORs the keystream back over that frame and the ones after
+//!   it before returning.
 //! * Whole groups only: callers seal or open leftover frames one at a time
 //!   (a partial group costs as much as a full one).
-//! * The engine exists only on x86_64 CPUs with AVX-512F, AVX-512BW and
-//!   AVX-512IFMA, detected at run time ([`Engine::new`] returns `None`
-//!   elsewhere). All SIMD code sits behind that check; the `unsafe` blocks
-//!   and their invariants are in [`avx512`].
+//! * A kernel exists only on x86_64 CPUs with its instructions, detected at
+//!   run time ([`Engine::new`] returns `None` elsewhere). All SIMD code
+//!   sits behind that check; the `unsafe` blocks and their invariants are
+//!   in [`avx512`] and [`avx2`].
 //!
 //! # Not provided
 //! * Counter arithmetic is the caller's: it must hand in groups only when
@@ -40,19 +50,21 @@
 //!   guarantees it, which is why this module is crate-private; the engine
 //!   still refuses (panics on) a batch whose counters would wrap, so a
 //!   future caller's bug cannot reuse a nonce.
-//! * Other frame sizes; CPUs without IFMA (an AVX2 variant was measured
-//!   slower than ring and is not included).
+//! * Other frame sizes; CPUs without AVX2.
 //! * Key wiping of SIMD register spills: the key words and the one-time
 //!   Poly1305 keys are zeroised in memory this module owns, but copies the
 //!   compiler spills to the stack are not.
 
 // On other architectures the engine is a stub whose constructor always
-// returns `None` (`Backend::Avx512` is then exactly its one-frame backend),
-// so the scalar Poly1305 helpers and the key words of the x86_64 kernels
-// are compiled but never reached.
+// returns `None` (the backend is then exactly its one-frame backend), so
+// the scalar Poly1305 helpers and the key words of the x86_64 kernels are
+// compiled but never reached.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", feature = "avx2"))]
+#[allow(unsafe_code)]
+mod avx2;
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 #[allow(unsafe_code)]
 mod avx512;
 
@@ -74,22 +86,56 @@ pub(crate) const CHACHA_BLOCKS: u32 = 18;
 pub const GROUP_BYTES: usize = GROUP * SEALED_LEN;
 
 /// One-time Poly1305 keys of a group, one per lane.
+#[cfg(feature = "avx512")]
 pub(crate) type Keys = [[u8; 32]; GROUP];
+
+/// Which kernel an [`Engine`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// AVX-512F/BW/IFMA (feature `avx512`).
+    #[cfg(feature = "avx512")]
+    Avx512,
+    /// AVX2 and BMI2 (feature `avx2`).
+    #[cfg(feature = "avx2")]
+    Avx2,
+}
 
 /// A keyed multi-frame engine.
 pub struct Engine {
     key: Zeroizing<[u32; 8]>,
     #[cfg(target_arch = "x86_64")]
-    simd: avx512::Avx512,
+    simd: Simd,
+}
+
+/// The kernel token: proof that this CPU runs it.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Simd {
+    #[cfg(feature = "avx512")]
+    Avx512(avx512::Avx512),
+    #[cfg(feature = "avx2")]
+    Avx2(avx2::Avx2),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Simd {
+    fn detect(kind: Kind) -> Option<Simd> {
+        match kind {
+            #[cfg(feature = "avx512")]
+            Kind::Avx512 => avx512::Avx512::detect().map(Simd::Avx512),
+            #[cfg(feature = "avx2")]
+            Kind::Avx2 => avx2::Avx2::detect().map(Simd::Avx2),
+        }
+    }
 }
 
 impl Engine {
-    /// An engine for `key`, or `None` when this CPU lacks AVX-512F/BW/IFMA
-    /// (or is not x86_64).
-    pub fn new(key: &[u8; 32]) -> Option<Engine> {
+    /// An engine of `kind` for `key`, or `None` when this CPU cannot run
+    /// that kernel (or is not x86_64, or the kernel is not compiled in).
+    pub fn new(kind: Kind, key: &[u8; 32]) -> Option<Engine> {
         #[cfg(target_arch = "x86_64")]
         {
-            let simd = avx512::Avx512::detect()?;
+            let simd = Simd::detect(kind)?;
             let mut words = Zeroizing::new([0u32; 8]);
             for (w, bytes) in words.iter_mut().zip(key.chunks_exact(4)) {
                 *w = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
@@ -98,17 +144,20 @@ impl Engine {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = key;
+            let _ = (kind, key);
             None
         }
     }
 
-    /// Whether this CPU can run the engine.
-    pub fn available() -> bool {
+    /// Whether this CPU can run the kernel of `kind`.
+    pub fn available(kind: Kind) -> bool {
         #[cfg(target_arch = "x86_64")]
-        return avx512::Avx512::detect().is_some();
+        return Simd::detect(kind).is_some();
         #[cfg(not(target_arch = "x86_64"))]
-        return false;
+        {
+            let _ = kind;
+            false
+        }
     }
 
     /// Seal whole groups in place. `frames` holds `k * GROUP` standard frames
@@ -122,14 +171,27 @@ impl Engine {
     /// checks both before calling).
     pub fn seal_groups(&self, counter: u64, frames: &mut [u8]) {
         check_batch(counter, frames);
-        let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
-        let mut tags = [[0u8; 16]; GROUP];
-        for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
-            let ctr = counter.wrapping_add((g * GROUP) as u64);
-            self.chacha(ctr, group, GROUP, 0, CHACHA_BLOCKS, &mut keys);
-            self.tags(&keys, group, &mut tags);
-            for (frame, tag) in group.chunks_exact_mut(SEALED_LEN).zip(&tags) {
-                frame[PLAIN_LEN..].copy_from_slice(tag);
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            #[cfg(feature = "avx512")]
+            Simd::Avx512(k) => {
+                let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
+                let mut tags = [[0u8; 16]; GROUP];
+                for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
+                    let ctr = counter.wrapping_add((g * GROUP) as u64);
+                    k.chacha(&self.key, ctr, group, GROUP, 0, CHACHA_BLOCKS, &mut keys);
+                    k.tags(&keys, group, &mut tags);
+                    for (frame, tag) in group.chunks_exact_mut(SEALED_LEN).zip(&tags) {
+                        frame[PLAIN_LEN..].copy_from_slice(tag);
+                    }
+                }
+            }
+            #[cfg(feature = "avx2")]
+            Simd::Avx2(k) => {
+                for (h, half) in frames.chunks_exact_mut(avx2::HALF_BYTES).enumerate() {
+                    let ctr = counter.wrapping_add((h * avx2::LANES) as u64);
+                    k.seal(&self.key, ctr, half_of(half));
+                }
             }
         }
     }
@@ -143,45 +205,51 @@ impl Engine {
     /// As [`Self::seal_groups`].
     pub fn open_groups(&self, counter: u64, frames: &mut [u8]) -> usize {
         check_batch(counter, frames);
-        let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
-        let mut tags = [[0u8; 16]; GROUP];
-        for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
-            let ctr = counter.wrapping_add((g * GROUP) as u64);
-            // Poly1305 keys only, then every tag, before any decryption.
-            self.chacha(ctr, group, GROUP, 0, 1, &mut keys);
-            self.tags(&keys, group, &mut tags);
-            let good = group
-                .chunks_exact(SEALED_LEN)
-                .zip(&tags)
-                .take_while(|(frame, tag)| tags_equal(tag, &frame[PLAIN_LEN..]))
-                .count();
-            // Decrypt the authenticated frames only.
-            if good > 0 {
-                self.chacha(ctr, group, good, 1, CHACHA_BLOCKS, &mut keys);
+        #[cfg(target_arch = "x86_64")]
+        match self.simd {
+            #[cfg(feature = "avx512")]
+            Simd::Avx512(k) => {
+                let mut keys = Zeroizing::new([[0u8; 32]; GROUP]);
+                let mut tags = [[0u8; 16]; GROUP];
+                for (g, group) in frames.chunks_exact_mut(GROUP_BYTES).enumerate() {
+                    let ctr = counter.wrapping_add((g * GROUP) as u64);
+                    // Poly1305 keys only, then every tag, before any decryption.
+                    k.chacha(&self.key, ctr, group, GROUP, 0, 1, &mut keys);
+                    k.tags(&keys, group, &mut tags);
+                    let good = group
+                        .chunks_exact(SEALED_LEN)
+                        .zip(&tags)
+                        .take_while(|(frame, tag)| tags_equal(tag, &frame[PLAIN_LEN..]))
+                        .count();
+                    // Decrypt the authenticated frames only.
+                    if good > 0 {
+                        k.chacha(&self.key, ctr, group, good, 1, CHACHA_BLOCKS, &mut keys);
+                    }
+                    if good < GROUP {
+                        return g * GROUP + good;
+                    }
+                }
             }
-            if good < GROUP {
-                return g * GROUP + good;
+            #[cfg(feature = "avx2")]
+            Simd::Avx2(k) => {
+                for (h, half) in frames.chunks_exact_mut(avx2::HALF_BYTES).enumerate() {
+                    let ctr = counter.wrapping_add((h * avx2::LANES) as u64);
+                    let good = k.open(&self.key, ctr, half_of(half));
+                    if good < avx2::LANES {
+                        return h * avx2::LANES + good;
+                    }
+                }
             }
         }
         frames.len() / SEALED_LEN
     }
+}
 
-    /// ChaCha20 blocks `from..to` of the first `n` frames of `group` (frame
-    /// `i` under counter `ctr + i`): block 0 into `keys[i]`, blocks 1..=17
-    /// XORed into the frame's first 1028 bytes.
-    fn chacha(&self, ctr: u64, group: &mut [u8], n: usize, from: u32, to: u32, keys: &mut Keys) {
-        #[cfg(target_arch = "x86_64")]
-        self.simd.chacha(&self.key, ctr, group, n, from, to, keys);
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (ctr, group, n, from, to, keys);
-    }
-
-    fn tags(&self, keys: &Keys, group: &[u8], tags: &mut [[u8; 16]; GROUP]) {
-        #[cfg(target_arch = "x86_64")]
-        self.simd.tags(keys, group, tags);
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (keys, group, tags);
-    }
+/// A whole half-group as the AVX2 kernel's fixed-size array.
+#[cfg(all(target_arch = "x86_64", feature = "avx2"))]
+fn half_of(s: &mut [u8]) -> &mut avx2::Half {
+    s.try_into()
+        .unwrap_or_else(|_| unreachable!("chunks_exact gives whole halves"))
 }
 
 impl std::fmt::Debug for Engine {

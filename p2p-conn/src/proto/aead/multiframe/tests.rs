@@ -45,12 +45,27 @@ fn seal_one_by_one(backend: Backend, key: &[u8; 32], counter: u64, plain: &[u8])
     out
 }
 
-fn engine(key: &[u8; 32]) -> Option<Engine> {
-    let e = Engine::new(key);
-    if e.is_none() {
-        eprintln!("notice: this CPU lacks AVX-512F/BW/IFMA; multi-frame engine tests skipped");
-    }
-    e
+/// Every kernel compiled in.
+const KINDS: &[Kind] = &[
+    #[cfg(feature = "avx512")]
+    Kind::Avx512,
+    #[cfg(feature = "avx2")]
+    Kind::Avx2,
+];
+
+/// An engine of every kernel this CPU runs, keyed with `key` (a notice for
+/// each one it cannot run: those tests are skipped, on that CPU only).
+fn engines(key: &[u8; 32]) -> Vec<(Kind, Engine)> {
+    KINDS
+        .iter()
+        .filter_map(|&kind| {
+            let e = Engine::new(kind, key);
+            if e.is_none() {
+                eprintln!("notice: this CPU cannot run the {kind:?} kernel; its tests skipped");
+            }
+            e.map(|e| (kind, e))
+        })
+        .collect()
 }
 
 /// Counters that start anywhere, cross 2^32 inside a group, and end exactly
@@ -65,24 +80,25 @@ fn seal_matches_one_frame_backends() {
     for groups in [1, 2, 4] {
         for (n, counter) in counters(groups).into_iter().enumerate() {
             let k = key(n as u64 + 100 * groups as u64);
-            let Some(e) = engine(&k) else { return };
-            let plain = plaintext(groups, counter ^ 7);
-            let mut sealed = plain.clone();
-            e.seal_groups(counter, &mut sealed);
-            for &b in Backend::ALL {
-                assert_eq!(
-                    sealed,
-                    seal_one_by_one(b, &k, counter, &plain),
-                    "{groups} groups at counter {counter:#x}, against {b}"
-                );
-            }
-            let mut opened = sealed.clone();
-            assert_eq!(e.open_groups(counter, &mut opened), groups * GROUP);
-            for (o, p) in opened
-                .chunks_exact(SEALED_LEN)
-                .zip(plain.chunks_exact(SEALED_LEN))
-            {
-                assert_eq!(o[..PLAIN_LEN], p[..PLAIN_LEN]);
+            for (kind, e) in engines(&k) {
+                let plain = plaintext(groups, counter ^ 7);
+                let mut sealed = plain.clone();
+                e.seal_groups(counter, &mut sealed);
+                for &b in Backend::ALL {
+                    assert_eq!(
+                        sealed,
+                        seal_one_by_one(b, &k, counter, &plain),
+                        "{kind:?}: {groups} groups at counter {counter:#x}, against {b}"
+                    );
+                }
+                let mut opened = sealed.clone();
+                assert_eq!(e.open_groups(counter, &mut opened), groups * GROUP);
+                for (o, p) in opened
+                    .chunks_exact(SEALED_LEN)
+                    .zip(plain.chunks_exact(SEALED_LEN))
+                {
+                    assert_eq!(o[..PLAIN_LEN], p[..PLAIN_LEN], "{kind:?}");
+                }
             }
         }
     }
@@ -91,49 +107,55 @@ fn seal_matches_one_frame_backends() {
 #[test]
 fn seal_ignores_what_the_tag_bytes_held() {
     let k = key(3);
-    let Some(e) = engine(&k) else { return };
-    let plain = plaintext(1, 3);
-    let mut dirty = plain.clone();
-    for frame in dirty.chunks_exact_mut(SEALED_LEN) {
-        frame[PLAIN_LEN..].fill(0xAA);
+    for (kind, e) in engines(&k) {
+        let plain = plaintext(1, 3);
+        let mut dirty = plain.clone();
+        for frame in dirty.chunks_exact_mut(SEALED_LEN) {
+            frame[PLAIN_LEN..].fill(0xAA);
+        }
+        let (mut a, mut b) = (plain, dirty);
+        e.seal_groups(9, &mut a);
+        e.seal_groups(9, &mut b);
+        assert_eq!(a, b, "{kind:?}");
     }
-    let (mut a, mut b) = (plain, dirty);
-    e.seal_groups(9, &mut a);
-    e.seal_groups(9, &mut b);
-    assert_eq!(a, b);
 }
 
 #[test]
 fn a_flipped_bit_stops_opening_at_that_frame() {
     let k = key(11);
-    let Some(e) = engine(&k) else { return };
-    let groups = 3;
-    let counter = 0xFFFF_FFF0;
-    let plain = plaintext(groups, 11);
-    let mut sealed = plain.clone();
-    e.seal_groups(counter, &mut sealed);
-    // Bad frames at group starts, middles and ends; flipped bits in the
-    // length prefix, data, last data byte, tail bytes and tag.
-    for bad in [0, 1, 7, 8, 15, 16, 17, 31, 40, 47] {
-        for pos in [0, 3, 4, 17, 1023, 1024, 1027, 1028, 1043] {
-            let mut buf = sealed.clone();
-            buf[bad * SEALED_LEN + pos] ^= 0x20;
-            let opened = e.open_groups(counter, &mut buf);
-            assert_eq!(opened, bad, "bad frame {bad}, byte {pos}");
-            for (i, (got, want)) in buf
-                .chunks_exact(SEALED_LEN)
-                .zip(plain.chunks_exact(SEALED_LEN))
-                .enumerate()
-            {
-                if i < bad {
-                    assert_eq!(got[..PLAIN_LEN], want[..PLAIN_LEN], "frame {i} opened");
-                } else {
-                    // Untouched: exactly the (possibly corrupted) ciphertext.
-                    let mut expect = sealed[i * SEALED_LEN..(i + 1) * SEALED_LEN].to_vec();
-                    if i == bad {
-                        expect[pos] ^= 0x20;
+    for (kind, e) in engines(&k) {
+        let groups = 3;
+        let counter = 0xFFFF_FFF0;
+        let plain = plaintext(groups, 11);
+        let mut sealed = plain.clone();
+        e.seal_groups(counter, &mut sealed);
+        // Bad frames at group starts, middles and ends; flipped bits in the
+        // length prefix, data, last data byte, tail bytes and tag.
+        for bad in [0, 1, 7, 8, 15, 16, 17, 31, 40, 47] {
+            for pos in [0, 3, 4, 17, 1023, 1024, 1027, 1028, 1043] {
+                let mut buf = sealed.clone();
+                buf[bad * SEALED_LEN + pos] ^= 0x20;
+                let opened = e.open_groups(counter, &mut buf);
+                assert_eq!(opened, bad, "{kind:?}: bad frame {bad}, byte {pos}");
+                for (i, (got, want)) in buf
+                    .chunks_exact(SEALED_LEN)
+                    .zip(plain.chunks_exact(SEALED_LEN))
+                    .enumerate()
+                {
+                    if i < bad {
+                        assert_eq!(
+                            got[..PLAIN_LEN],
+                            want[..PLAIN_LEN],
+                            "{kind:?}: frame {i} opened"
+                        );
+                    } else {
+                        // Untouched: exactly the (possibly corrupted) ciphertext.
+                        let mut expect = sealed[i * SEALED_LEN..(i + 1) * SEALED_LEN].to_vec();
+                        if i == bad {
+                            expect[pos] ^= 0x20;
+                        }
+                        assert_eq!(got, &expect[..], "{kind:?}: frame {i} must stay sealed");
                     }
-                    assert_eq!(got, &expect[..], "frame {i} must stay sealed");
                 }
             }
         }
@@ -143,15 +165,16 @@ fn a_flipped_bit_stops_opening_at_that_frame() {
 #[test]
 fn wrong_counter_or_key_opens_nothing() {
     let k = key(5);
-    let Some(e) = engine(&k) else { return };
-    let mut sealed = plaintext(2, 5);
-    e.seal_groups(1000, &mut sealed);
-    let before = sealed.clone();
-    assert_eq!(e.open_groups(1001, &mut sealed), 0);
-    assert_eq!(sealed, before);
-    let other = Engine::new(&key(6)).expect("same CPU");
-    assert_eq!(other.open_groups(1000, &mut sealed), 0);
-    assert_eq!(sealed, before);
+    for (kind, e) in engines(&k) {
+        let mut sealed = plaintext(2, 5);
+        e.seal_groups(1000, &mut sealed);
+        let before = sealed.clone();
+        assert_eq!(e.open_groups(1001, &mut sealed), 0, "{kind:?}");
+        assert_eq!(sealed, before);
+        let other = Engine::new(kind, &key(6)).expect("same CPU");
+        assert_eq!(other.open_groups(1000, &mut sealed), 0);
+        assert_eq!(sealed, before);
+    }
 }
 
 #[test]
@@ -162,19 +185,20 @@ fn poly1305_edge_keys_and_messages() {
     // large r, and compare with ring / RustCrypto.
     for seed in 0..64 {
         let k = key(seed);
-        let Some(e) = engine(&k) else { return };
-        let mut plain = vec![0xFFu8; GROUP_BYTES];
-        for frame in plain.chunks_exact_mut(SEALED_LEN) {
-            frame[PLAIN_LEN..].fill(0);
-        }
-        let mut sealed = plain.clone();
-        e.seal_groups(seed << 40, &mut sealed);
-        for &b in Backend::ALL {
-            assert_eq!(
-                sealed,
-                seal_one_by_one(b, &k, seed << 40, &plain),
-                "seed {seed}"
-            );
+        for (kind, e) in engines(&k) {
+            let mut plain = vec![0xFFu8; GROUP_BYTES];
+            for frame in plain.chunks_exact_mut(SEALED_LEN) {
+                frame[PLAIN_LEN..].fill(0);
+            }
+            let mut sealed = plain.clone();
+            e.seal_groups(seed << 40, &mut sealed);
+            for &b in Backend::ALL {
+                assert_eq!(
+                    sealed,
+                    seal_one_by_one(b, &k, seed << 40, &plain),
+                    "{kind:?}: seed {seed}"
+                );
+            }
         }
     }
 }
@@ -203,13 +227,14 @@ fn poly_finish_reduces_at_the_modulus() {
 #[test]
 fn a_batch_whose_counters_wrap_is_refused() {
     let k = key(1);
-    let Some(e) = engine(&k) else { return };
-    let mut frames = plaintext(1, 1);
-    // Counters u64::MAX - 14 ..= u64::MAX + 1: the last one wraps.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        e.seal_groups(u64::MAX - 14, &mut frames)
-    }));
-    assert!(r.is_err(), "a wrapping batch must be refused");
-    // Ending exactly at u64::MAX is fine.
-    e.seal_groups(u64::MAX - 15, &mut frames);
+    for (kind, e) in engines(&k) {
+        let mut frames = plaintext(1, 1);
+        // Counters u64::MAX - 14 ..= u64::MAX + 1: the last one wraps.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.seal_groups(u64::MAX - 14, &mut frames)
+        }));
+        assert!(r.is_err(), "{kind:?}: a wrapping batch must be refused");
+        // Ending exactly at u64::MAX is fine.
+        e.seal_groups(u64::MAX - 15, &mut frames);
+    }
 }
