@@ -22,9 +22,10 @@ pub struct WireArgs {
     /// Receive buffer filled by one read
     #[arg(long, default_value_t = p2p_conn::DEFAULT_READ_BUFFER)]
     pub read_buffer: usize,
-    /// AEAD backend: avx512, ring or rustcrypto
-    #[arg(long, default_value_t = Backend::default())]
-    pub backend: Backend,
+    /// AEAD backend: avx512, avx2, ring or rustcrypto (default: the fastest
+    /// this CPU runs)
+    #[arg(long)]
+    pub backend: Option<Backend>,
 }
 
 impl WireArgs {
@@ -34,7 +35,27 @@ impl WireArgs {
             .frame_size(self.frame_size)
             .flush_size(self.flush_size)
             .read_buffer_size(self.read_buffer)
-            .backend(self.backend)
+            .backend(self.backend())
+    }
+
+    /// The backend these settings run: `--backend`, else the default.
+    pub fn backend(&self) -> Backend {
+        self.backend.unwrap_or_default()
+    }
+
+    /// Which backend runs and why, for headings: `avx2 (default: this CPU
+    /// has AVX2 but not AVX-512 IFMA)`, `ring (--backend)`, or for a
+    /// multi-frame backend this CPU cannot run, `avx512 (--backend; not on
+    /// this CPU: one frame at a time)`.
+    pub fn backend_choice(&self) -> String {
+        let b = self.backend();
+        match self.backend {
+            None => format!("{b} (default: {})", Backend::default_reason()),
+            Some(Backend::Avx512 | Backend::Avx2) if !b.accelerated() => {
+                format!("{b} (--backend; not on this CPU: one frame at a time)")
+            }
+            Some(_) => format!("{b} (--backend)"),
+        }
     }
 }
 

@@ -197,7 +197,7 @@ fn run_unix(args: ProfileArgs) -> Result<(), CliError> {
         row.messages,
         w.size,
         row.bytes as f64 / (1u64 << 20) as f64,
-        args.work.wire.backend,
+        args.work.wire.backend_choice(),
         args.frequency,
         if few {
             format!(" (too few: below {MIN_USEFUL_SAMPLES}, shares are noise)")

@@ -131,6 +131,9 @@ struct JsonLine<'a> {
     flush_size: usize,
     read_buffer: usize,
     backend: String,
+    /// Why that backend ran: `avx2 (default: this CPU has AVX2 but not
+    /// AVX-512 IFMA)`, `ring (--backend)`.
+    backend_reason: String,
     /// Our "run" lines: the seal/write/queue breakdown (see `StatsJson`);
     /// null elsewhere.
     #[serde(flatten)]
@@ -165,7 +168,8 @@ impl Output<'_> {
             frame_size: wire.frame_size,
             flush_size: wire.flush_size,
             read_buffer: wire.read_buffer,
-            backend: wire.backend.to_string(),
+            backend: wire.backend().to_string(),
+            backend_reason: wire.backend_choice(),
             stats: StatsJson::default(),
         }
     }

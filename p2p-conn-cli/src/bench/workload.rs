@@ -104,7 +104,7 @@ impl WorkloadArgs {
             self.wire.frame_size,
             self.wire.flush_size,
             self.wire.read_buffer,
-            self.wire.backend
+            self.wire.backend_choice()
         )
     }
 

@@ -100,7 +100,7 @@ fn wire_flags(w: &WireArgs) -> Vec<String> {
         "--read-buffer".into(),
         w.read_buffer.to_string(),
         "--backend".into(),
-        w.backend.to_string(),
+        w.backend().to_string(),
     ]
 }
 
@@ -143,7 +143,7 @@ pub fn run(args: ResourcesArgs) -> Result<(), CliError> {
     if !args.json {
         println!(
             "p2p-conn resources: process RSS (VmRSS, VmHWM from /proc) on loopback TCP; descriptor limit {limit} per process; frame {}, read buffer {}, backend {}",
-            args.wire.frame_size, args.wire.read_buffer, args.wire.backend
+            args.wire.frame_size, args.wire.read_buffer, args.wire.backend_choice()
         );
     }
     if args.connections > 0 {
