@@ -282,22 +282,6 @@ impl Poly {
         self.r[lane] = [r0, r1, r1 + (r1 >> 2)];
     }
 
-    /// Step `k` of a chunk's 32 over `chunks` (one 64-byte chunk per
-    /// frame): block `k / 8` of lane `k % 8`. Lanes go fastest, so a lane's
-    /// next block is eight steps away and its multiply chain has long
-    /// finished.
-    #[inline(always)]
-    fn chunk_step(&mut self, chunks: &[&[u8; 64]; LANES], k: usize) {
-        let (lane, b) = (k % LANES, k / LANES);
-        let m = chunks[lane];
-        self.h[lane] = block(
-            self.h[lane],
-            self.r[lane],
-            le64(m, 16 * b),
-            le64(m, 16 * b + 8),
-        );
-    }
-
     /// Step `k` of the last 16: every lane's tail block, then every lane's
     /// length block.
     #[inline(always)]
@@ -402,13 +386,29 @@ fn kernel<const MODE: u8>(
                     .try_into()
                     .unwrap_or_else(|_| unreachable!("64-byte range"))
             });
-            for d in 0..8 {
-                macro_rules! stitch {
-                    ($n:literal) => {
-                        poly.chunk_step(&chunks, 4 * d + $n)
-                    };
+            // Two lanes per two double rounds, their accumulators in
+            // registers throughout: hooks 0 and 2 take lane `a`'s next
+            // block, 1 and 3 lane `b`'s, so each chain has a half round
+            // between its steps.
+            for a in (0..LANES).step_by(2) {
+                let (ma, mb) = (chunks[a], chunks[a + 1]);
+                let (ra, rb) = (poly.r[a], poly.r[a + 1]);
+                let (mut ha, mut hb) = (poly.h[a], poly.h[a + 1]);
+                for pass in 0..2 {
+                    macro_rules! stitch {
+                        ($n:literal) => {
+                            let at = 16 * (2 * pass + $n / 2);
+                            if $n % 2 == 0 {
+                                ha = block(ha, ra, le64(ma, at), le64(ma, at + 8));
+                            } else {
+                                hb = block(hb, rb, le64(mb, at), le64(mb, at + 8));
+                            }
+                        };
+                    }
+                    double_round!(x, m16, m8, stitch);
                 }
-                double_round!(x, m16, m8, stitch);
+                poly.h[a] = ha;
+                poly.h[a + 1] = hb;
             }
             for _ in 8..10 {
                 double_round!(x, m16, m8, nothing);
