@@ -30,12 +30,17 @@ pub const BATCH_BYTES: usize = 64 * 1024;
 /// (the send queue's default shutdown timeout, 250 ms).
 pub const CLOSE_TIMEOUT: Duration = queue::DEFAULT_SHUTDOWN_TIMEOUT;
 
-/// Batches handed to the send queue and not yet sealed, at most.
-const QUEUED_BATCHES: usize = 4;
+/// Batches handed to the send queue and not yet sealed, at most (two: one
+/// the queue's writer takes next while the adapter cuts the other; more
+/// only adds to what a message waits behind under load).
+const QUEUED_BATCHES: usize = 2;
 
 /// The most bytes of received messages waiting for the [`MConnReceiver`]
-/// before the reader stops reading (1 MiB).
-pub const RECV_BUFFER_BYTES: usize = 1 << 20;
+/// before the reader stops reading (256 KiB: at 160 MB/s, 1.6 ms of
+/// messages; enough for the reader to run a batch ahead of an application
+/// that keeps up, and no more: what waits beyond it waits in TCP's
+/// buffers, where the peer's back-pressure starts).
+pub const RECV_BUFFER_BYTES: usize = 256 * 1024;
 
 /// The most bytes of received messages the reader decodes before it hands
 /// them to the [`MConnReceiver`] as one batch (64 KiB, one read buffer's
@@ -281,10 +286,12 @@ impl Shared {
 ///   packet; the queue packs batches waiting together into one write of up
 ///   to the connection's `flush_size`), again while the core has more. No
 ///   flush timer: a batch is whatever is pending when the writer runs. The
-///   send queue holds at most four batches
-///   ([`Overflow::Backpressure`], `4 * BATCH_BYTES`): past that the writer
-///   waits, the core's per-channel queues fill, and [`MConnSender::send`]
-///   waits, so a peer that reads slowly slows the producers. Those waits
+///   send queue holds at most two batches
+///   ([`Overflow::Backpressure`], `2 * BATCH_BYTES`, under 1 ms of a
+///   loopback link; enough to keep the queue's writer busy while the next
+///   batch is cut): past that the writer waits, the core's per-channel
+///   queues fill, and [`MConnSender::send`] waits, so a peer that reads
+///   slowly slows the producers. Those waits
 ///   are the normal pace under load; the queue counts them
 ///   ([`QueueStats::overflows`], [`MConnSender::queue_stats`]) and logs
 ///   them at trace level only. The writer sleeps until
@@ -292,10 +299,15 @@ impl Shared {
 ///   limit's release) or a wake-up, and runs [`MConnCore::handle_timeout`]:
 ///   a late pong closes the connection with [`MConnError::PongTimeout`].
 /// - Received messages go to the [`MConnReceiver`] through a queue bounded
-///   in bytes ([`RECV_BUFFER_BYTES`]): when the application does not keep
-///   up, the reader stops reading (TCP back-pressure to the peer), as
-///   CometBFT's `onReceive` does. While it waits it does not read pings
+///   in bytes ([`RECV_BUFFER_BYTES`], 256 KiB): when the application does
+///   not keep up, the reader stops reading (TCP back-pressure to the peer),
+///   as CometBFT's `onReceive` does. While it waits it does not read pings
 ///   either, so a peer's pongs keep coming only while the application reads.
+/// - **What waits in front of the application** under load is therefore
+///   bounded in bytes at every stage this adapter owns: each channel's
+///   `send_queue_capacity` (the application's choice), two batches in the
+///   send queue and the one being written, and the receive buffer. What the
+///   kernel's socket buffers hold is not (see Not provided).
 ///
 /// # Guarantees
 /// - Memory bounded on any input: the core's caps (one packet buffer, each
@@ -305,7 +317,7 @@ impl Shared {
 ///   most 64 KiB, plus the message that filled it; a message
 ///   larger than the whole buffer still passes, alone). Sends: each
 ///   channel's `send_queue_capacity`, one batch buffer, and at most
-///   `4 * BATCH_BYTES` of batches in the send queue plus the one it is
+///   `2 * BATCH_BYTES` of batches in the send queue plus the one it is
 ///   writing.
 /// - [`MConnSender::send`] waits for room in the channel's send queue (the
 ///   core's byte cap) and [`MConnSender::try_send`] refuses at once
@@ -341,6 +353,13 @@ impl Shared {
 /// - A write error is seen when the writer next hands the send queue a
 ///   batch (or by the reader, as a reset): the queue's writer task does
 ///   not wake the MConnection's.
+/// - No bound on the kernel's socket buffers: TCP's autotuning grows them
+///   to megabytes (Linux's `tcp_wmem` and `tcp_rmem` maxima), and when the
+///   receiving side is the slower one they fill before any of the queues
+///   above, so under saturation most of a message's wait is there. The
+///   socket is the application's (this adapter sees only the secret
+///   connection's halves): cap it there (`SO_SNDBUF`, `SO_RCVBUF`,
+///   `TCP_NOTSENT_LOWAT`) when latency under saturation matters.
 /// - Needs a tokio runtime with the time driver.
 #[derive(Debug)]
 pub enum MConnection {}
@@ -684,7 +703,7 @@ fn close_deadline(shared: &Shared, deadline: &mut Option<tokio::time::Instant>) 
     }
 }
 
-/// Await the send queue's `send` (waiting while it holds four batches),
+/// Await the send queue's `send` (waiting while it holds two batches),
 /// watching for a close, and for the close bound once there is one.
 async fn hand_over(
     shared: &Shared,
