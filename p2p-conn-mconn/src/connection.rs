@@ -268,7 +268,10 @@ impl Shared {
 ///   when the writer waits for work (a flag it sets, under the core's lock,
 ///   when [`MConnCore::poll_transmit`] finds nothing); a writer that is
 ///   busy, or waiting for the send queue, takes what was queued meanwhile
-///   with its next batch. The reader hands the [`MConnReceiver`] batches of
+///   with its next batch. A writer woken from waiting yields to the tasks
+///   already runnable before it cuts a batch (a yield, not a timer), so
+///   producers woken together (by one timer tick, one event) share a batch
+///   and a write. The reader hands the [`MConnReceiver`] batches of
 ///   messages, one channel item and one wake-up each, and the receiver
 ///   gives their room back once per batch.
 /// - The reader takes the opened plaintext straight from the secret
@@ -690,7 +693,13 @@ async fn writer(shared: &Shared) -> MConnCloseReason {
             return MConnCloseReason::Local;
         };
         tokio::select! {
-            () = wake => Wakes::count(&shared.wakes.writer),
+            () = wake => {
+                Wakes::count(&shared.wakes.writer);
+                // Let the tasks already runnable (other producers woken
+                // with the one that woke us) queue theirs first: one
+                // batch for all of them rather than one each.
+                tokio::task::yield_now().await;
+            }
             () = tokio::time::sleep_until(next.into()) => {}
         }
     }
@@ -1025,6 +1034,40 @@ mod tests {
             woken <= 1,
             "the writer woke {woken} times for 100 messages while it waited for the send queue"
         );
+    }
+
+    /// Producers that become runnable together share one batch: the woken
+    /// writer lets them queue before it cuts it, rather than sending the
+    /// first producer's message alone and each other's after it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn producers_woken_together_share_a_batch() {
+        let (a, b) = tokio_secret_pair(&Config::default()).await;
+        let ch: Vec<_> = (0x20..0x24).map(ChannelDescriptor::new).collect();
+        let (tx, _arx) = MConnection::spawn(a, &ch, MConnConfig::default()).unwrap();
+        let (_btx, mut brx) = MConnection::spawn(b, &ch, MConnConfig::default()).unwrap();
+        let go = Arc::new(Notify::new());
+        let producers: Vec<_> = (0x20..0x24u8)
+            .map(|channel| {
+                let (tx, go) = (tx.clone(), Arc::clone(&go));
+                tokio::spawn(async move {
+                    go.notified().await;
+                    tx.send(channel, vec![channel; 200]).await.unwrap();
+                })
+            })
+            .collect();
+        // Every producer waits; then all four become runnable at once.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = tx.queue_stats().messages_sent;
+        go.notify_waiters();
+        for p in producers {
+            p.await.unwrap();
+        }
+        for _ in 0..4 {
+            let event = tokio::time::timeout(LIMIT, brx.recv()).await.unwrap();
+            assert!(matches!(event, Some(Received::Message { .. })), "{event:?}");
+        }
+        let batches = tx.queue_stats().messages_sent - before;
+        assert_eq!(batches, 1, "4 producers woken together: {batches} batches");
     }
 
     /// Messages that arrive together reach the receiver together: 300
