@@ -16,7 +16,9 @@
 //! stamp). With `--rate R` the senders are paced to R messages per second in
 //! all. CPU is the process's user + system time over the run (both ends),
 //! from `getrusage`. One multi-thread tokio runtime (two workers), default
-//! `MConnConfig` (no rate limits, as in the Go mode).
+//! `MConnConfig` (no rate limits, as in the Go mode). The accepting end's
+//! receive loop is a task on that runtime, as the Go mode's `onReceive`
+//! runs on its connection's receive goroutine.
 
 use std::time::{Duration, Instant};
 
@@ -131,26 +133,34 @@ async fn run(a: &Args) -> String {
             }
         }));
     }
-    let mut latencies: Vec<u64> = Vec::with_capacity(total);
-    let mut last = [0u64; 256];
-    while latencies.len() < total {
-        match rx.recv().await {
-            Some(Received::Message { channel, data }) => {
-                let now = start.elapsed().as_nanos() as u64;
-                assert_eq!(data.len(), a.size, "channel {channel:#x}: wrong length");
-                let stamp = u64::from_le_bytes(data[..8].try_into().unwrap());
-                assert!(
-                    stamp >= last[channel as usize],
-                    "channel {channel:#x}: out of order"
-                );
-                last[channel as usize] = stamp;
-                latencies.push(now.saturating_sub(stamp));
+    // The receiving application is a task on the runtime, as Go's
+    // `onReceive` runs on its connection's receive goroutine (not a third
+    // thread beside the runtime's, woken for every batch).
+    let size = a.size;
+    let receiving = tokio::spawn(async move {
+        let mut latencies: Vec<u64> = Vec::with_capacity(total);
+        let mut last = [0u64; 256];
+        while latencies.len() < total {
+            match rx.recv().await {
+                Some(Received::Message { channel, data }) => {
+                    let now = start.elapsed().as_nanos() as u64;
+                    assert_eq!(data.len(), size, "channel {channel:#x}: wrong length");
+                    let stamp = u64::from_le_bytes(data[..8].try_into().unwrap());
+                    assert!(
+                        stamp >= last[channel as usize],
+                        "channel {channel:#x}: out of order"
+                    );
+                    last[channel as usize] = stamp;
+                    latencies.push(now.saturating_sub(stamp));
+                }
+                Some(Received::Closed(reason)) => panic!("closed: {reason}"),
+                Some(_) => {}
+                None => panic!("closed"),
             }
-            Some(Received::Closed(reason)) => panic!("closed: {reason}"),
-            Some(_) => {}
-            None => panic!("closed"),
         }
-    }
+        (latencies, rx)
+    });
+    let (mut latencies, _rx) = receiving.await.unwrap();
     let secs = start.elapsed().as_secs_f64();
     let cpu = (cpu_time() - cpu0).as_secs_f64();
     for s in senders {

@@ -9,6 +9,8 @@
 //!   step limit).
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
+//! - [`queueing`]: what a saturated `MConnection` holds in front of the
+//!   application and of the socket (bounded in bytes).
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
 //! - [`pex_rules`]: CometBFT's PEX rules (`pex`: address validation,
 //!   `Requests`, `Asks`, answer sizes) at their boundaries, on a test clock.
@@ -27,3 +29,5 @@ mod core;
 mod hostile;
 mod pair;
 mod pex_rules;
+#[cfg(feature = "tokio")]
+mod queueing;
