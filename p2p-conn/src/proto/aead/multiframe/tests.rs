@@ -238,3 +238,67 @@ fn a_batch_whose_counters_wrap_is_refused() {
         e.seal_groups(u64::MAX - 15, &mut frames);
     }
 }
+
+/// Groups the soak compares: a smoke run by default, millions of frames
+/// with `P2P_CONN_SOAK` set (`P2P_CONN_SOAK=1 cargo test --release -p
+/// p2p-conn --lib soak`: 125,000 groups, 2,000,000 frames per kernel).
+fn soak_groups() -> usize {
+    if std::env::var_os("P2P_CONN_SOAK").is_some() {
+        125_000
+    } else {
+        200
+    }
+}
+
+/// Random keys, counters and plaintext, group after group: every kernel's
+/// seal against ring's (RustCrypto's without `ring`), byte for byte, and
+/// its open of the result; then one random bit flipped, which must stop
+/// the open at that frame and leave it and every later frame as received.
+#[test]
+fn soak_against_the_one_frame_backend() {
+    let one = *Backend::ALL.first().expect("a one-frame backend");
+    let mut rng = 0x5eed_u64;
+    let mut next = move || {
+        rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        rng
+    };
+    for g in 0..soak_groups() {
+        let k = key(next());
+        // Counters anywhere, including the last group before u64::MAX.
+        let counter = match g % 4 {
+            0 => u64::MAX - GROUP as u64 + 1,
+            _ => next() % (u64::MAX - GROUP as u64),
+        };
+        let plain = plaintext(1, next());
+        let want = seal_one_by_one(one, &k, counter, &plain);
+        for (kind, e) in engines(&k) {
+            let mut sealed = plain.clone();
+            e.seal_groups(counter, &mut sealed);
+            assert_eq!(sealed, want, "{kind:?}: group {g}, counter {counter:#x}");
+            let mut opened = sealed.clone();
+            assert_eq!(e.open_groups(counter, &mut opened), GROUP, "{kind:?}");
+            for (o, p) in opened
+                .chunks_exact(SEALED_LEN)
+                .zip(plain.chunks_exact(SEALED_LEN))
+            {
+                assert_eq!(o[..PLAIN_LEN], p[..PLAIN_LEN], "{kind:?}: group {g}");
+            }
+            let at = (next() % GROUP_BYTES as u64) as usize;
+            let mut bad = sealed.clone();
+            bad[at] ^= 1 << (next() % 8);
+            let frame = at / SEALED_LEN;
+            assert_eq!(
+                e.open_groups(counter, &mut bad),
+                frame,
+                "{kind:?}: flip at {at}"
+            );
+            let mut expect = sealed.clone();
+            expect[at] = bad[at];
+            assert_eq!(
+                bad[frame * SEALED_LEN..],
+                expect[frame * SEALED_LEN..],
+                "{kind:?}: frames from the flipped one on stay as received"
+            );
+        }
+    }
+}
