@@ -95,6 +95,11 @@ const STAGES: &[Stage] = &[
         run: test_lean,
     },
     Stage {
+        name: "memcheck",
+        about: "the multi-frame engine's tests under valgrind memcheck (its AVX2 kernel: valgrind hides AVX-512)",
+        run: memcheck,
+    },
+    Stage {
         name: "embedder",
         about: "a new project depending on p2p-conn with the defaults builds, and compiles none of the CLI's crates",
         run: embedder,
@@ -932,6 +937,50 @@ fn test_lean(ctx: &Ctx) -> Result<(), String> {
     ])?;
     ctx.cargo(&["test", "-p", "p2p-conn-mconn", "--no-default-features"])?;
     ctx.cargo(&["test", "-p", "p2p-conn-privval", "--no-default-features"])
+}
+
+fn memcheck(ctx: &Ctx) -> Result<(), String> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        if std::env::var("CI").as_deref() == Ok("true") {
+            return Err("valgrind is missing (apt-get install valgrind)".into());
+        }
+        eprintln!("notice: valgrind not installed; skipping the memcheck stage");
+        return Ok(());
+    }
+    // The library's unit tests as `test-lean` built them, found through
+    // cargo's own report of the executable.
+    let args = [
+        "test",
+        "-p",
+        "p2p-conn",
+        "--lib",
+        "--no-default-features",
+        "--features",
+        "testkit,avx512,avx2",
+        "--no-run",
+        "--message-format=json",
+    ];
+    let report = ctx.output("cargo", &args)?;
+    let exe = report
+        .lines()
+        .filter(|l| l.contains("\"executable\":\"") && l.contains("\"test\":true"))
+        .find_map(|l| {
+            let rest = &l[l.find("\"executable\":\"")? + 14..];
+            Some(rest[..rest.find('"')?].to_string())
+        })
+        .ok_or("no test executable in cargo's report")?;
+    // The soak's smoke size; every test of the engine, both kernels where
+    // the CPU (as valgrind presents it) runs them.
+    ctx.run(
+        "valgrind",
+        &[
+            "--quiet",
+            "--error-exitcode=9",
+            &exe,
+            "proto::aead::multiframe",
+        ],
+        &[],
+    )
 }
 
 fn embedder(ctx: &Ctx) -> Result<(), String> {
