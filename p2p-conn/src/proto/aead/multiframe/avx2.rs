@@ -30,7 +30,7 @@ use core::arch::x86_64::*;
 
 use zeroize::{Zeroize, Zeroizing};
 
-use super::{poly_finish, poly_r, CHACHA_BLOCKS, DATA_LEN, PLAIN_LEN, SEALED_LEN};
+use super::{poly_r, CHACHA_BLOCKS, DATA_LEN, PLAIN_LEN, SEALED_LEN};
 
 /// Frames per kernel call: one per 32-bit lane of a ymm register.
 pub(super) const LANES: usize = 8;
@@ -266,20 +266,41 @@ struct Poly {
     /// `r0`, `r1` and `r1 + r1 / 4` (`5 * r1 / 4`: `r1` is a multiple of 4
     /// after clamping, and 2^128 * r1 = (r1 / 4) * 2^130 = 5 * r1 / 4 mod p).
     r: [[u64; 3]; LANES],
+    /// The `s` half of each one-time key, added at the end.
+    s: [u128; LANES],
 }
 
 impl Drop for Poly {
     fn drop(&mut self) {
         self.h.zeroize();
         self.r.zeroize();
+        self.s.zeroize();
     }
 }
 
 impl Poly {
+    /// Take `lane`'s one-time key (ChaCha20 block 0's first 32 bytes).
     fn key(&mut self, lane: usize, otk: &[u8; 32]) {
         let r = poly_r(otk);
         let (r0, r1) = (r as u64, (r >> 64) as u64);
         self.r[lane] = [r0, r1, r1 + (r1 >> 2)];
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&otk[16..]);
+        self.s[lane] = u128::from_le_bytes(s);
+        s.zeroize();
+    }
+
+    /// `lane`'s tag: `((h mod p) + s) mod 2^128`, without branches. `h2 <=
+    /// 4` makes `h < 2p`, so one conditional subtraction of `p` reduces it:
+    /// `h >= p` exactly when `h + 5` reaches 2^130, and then `h - p` is
+    /// `h + 5 - 2^130`, whose low 128 bits are those of `h + 5`.
+    fn tag(&self, lane: usize) -> [u8; 16] {
+        let [h0, h1, h2] = self.h[lane];
+        let h = u128::from(h0) | (u128::from(h1) << 64);
+        let g = h.wrapping_add(5);
+        let g2 = h2 + u64::from(g < h);
+        let mask = 0u128.wrapping_sub(u128::from(g2 >> 2));
+        ((h & !mask) | (g & mask)).wrapping_add(self.s[lane]).to_le_bytes()
     }
 
     /// Step `k` of the last 16: every lane's tail block, then every lane's
@@ -366,7 +387,7 @@ fn kernel<const MODE: u8>(
     let m16 = load32(core::hint::black_box(&ROT16));
     let m8 = load32(core::hint::black_box(&ROT8));
     let mut poly = Poly::default();
-    let mut otks = Zeroizing::new([[0u8; 32]; LANES]);
+    let mut otk = Zeroizing::new([0u8; 32]);
     for j in 0..CHACHA_BLOCKS as usize {
         s[12] = _mm256_set1_epi32(j as i32);
         let mut x = s;
@@ -442,9 +463,9 @@ fn kernel<const MODE: u8>(
         let lo = transpose8([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]);
         if j == 0 {
             if MODE != RESTORE {
-                for (lane, otk) in otks.iter_mut().enumerate() {
-                    store32(otk, lo[lane]);
-                    poly.key(lane, otk);
+                for (lane, row) in lo.iter().enumerate() {
+                    store32(&mut otk, *row);
+                    poly.key(lane, &otk);
                 }
             }
             continue;
@@ -469,6 +490,37 @@ fn kernel<const MODE: u8>(
         }
     }
     for (lane, tag) in tags.iter_mut().enumerate() {
-        *tag = poly_finish(&poly.h[lane], &[0, 64, 128], &otks[lane]);
+        *tag = poly.tag(lane);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The final reduction at and around the modulus `p = 2^130 - 5`,
+    /// where random frames practically never land: `h` as limbs.
+    #[test]
+    fn the_tag_reduces_at_the_modulus() {
+        let s = 0x1111_2222_3333_4444_5555_6666_7777_8888u128;
+        let tag = |h: [u64; 3]| {
+            let mut p = Poly::default();
+            p.h[3] = h;
+            p.s[3] = s;
+            u128::from_le_bytes(p.tag(3))
+        };
+        let m = u64::MAX;
+        // p - 1, p, p + 1.
+        assert_eq!(tag([m - 5, m, 3]), (u128::MAX - 5).wrapping_add(s));
+        assert_eq!(tag([m - 4, m, 3]), s);
+        assert_eq!(tag([m - 3, m, 3]), s + 1);
+        // 2^130 - 1 = p + 4, 2^130 + 3 = p + 8, and the largest h the lazy
+        // reduction leaves (h2 = 4): 5 * 2^128 - 1 = p + 2^128 + 4.
+        assert_eq!(tag([m, m, 3]), s + 4);
+        assert_eq!(tag([3, 0, 4]), s + 8);
+        // (2^128 + 4 mod 2^128 = 4).
+        assert_eq!(tag([m, m, 4]), s + 4);
+        // Below p, nothing is subtracted.
+        assert_eq!(tag([7, 0, 0]), s + 7);
     }
 }
