@@ -56,7 +56,7 @@ const STAGES: &[Stage] = &[
     },
     Stage {
         name: "lint",
-        about: "clippy -D warnings on every target, then each library crate with no features and with each feature alone; the lean builds' dependency trees",
+        about: "the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone; the lean builds' dependency trees",
         run: lint,
     },
     Stage {
@@ -595,6 +595,8 @@ fn fmt(ctx: &Ctx) -> Result<(), String> {
 }
 
 fn lint(ctx: &Ctx) -> Result<(), String> {
+    // The AVX2 kernel's generated double rounds agree with their generator.
+    ctx.run("python3", &["scripts/gen-avx2-rounds.py", "--check"], &[])?;
     ctx.cargo(&[
         "clippy",
         "--workspace",

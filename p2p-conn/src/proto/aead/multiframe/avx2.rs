@@ -118,14 +118,6 @@ fn arr32(s: &mut [u8], off: usize) -> &mut [u8; 32] {
 }
 
 #[inline(always)]
-fn le64(s: &[u8], off: usize) -> u64 {
-    let b: [u8; 8] = s[off..off + 8]
-        .try_into()
-        .unwrap_or_else(|_| unreachable!("8-byte range"));
-    u64::from_le_bytes(b)
-}
-
-#[inline(always)]
 fn le32(s: &[u8], off: usize) -> u32 {
     let b: [u8; 4] = s[off..off + 4]
         .try_into()
@@ -135,92 +127,41 @@ fn le32(s: &[u8], off: usize) -> u32 {
 
 // ---- ChaCha20, 8 lanes ----
 
-/// `vpshufb` masks that rotate each 32-bit word left by 16 and by 8 bits.
-/// The kernel loads them through `black_box`: with a known constant mask
-/// LLVM turns the 16-bit rotation into two shuffles (`vpshuflw` and
-/// `vpshufhw`) on the same ports instead of one.
-const ROT16: [u8; 32] = [
+/// `vpshufb` masks that rotate each 32-bit word left by 16 bits (the first
+/// 32 bytes) and by 8 bits (the last 32).
+const ROT16_ROT8: [u8; 64] = [
     2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14,
-    15, 12, 13,
-];
-const ROT8: [u8; 32] = [
-    3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14, 3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15,
-    12, 13, 14,
+    15, 12, 13, 3, 0, 1, 2, 7, 4, 5, 6, 11, 8, 9, 10, 15, 12, 13, 14, 3, 0, 1, 2, 7, 4, 5, 6, 11,
+    8, 9, 10, 15, 12, 13, 14,
 ];
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn rot12(v: __m256i) -> __m256i {
-    _mm256_or_si256(_mm256_slli_epi32::<12>(v), _mm256_srli_epi32::<20>(v))
+/// What the double rounds (`avx2_rounds.rs`) find through one pointer: the
+/// rotation masks, four slots for row c of the state (two of its words
+/// wait here while the other two are in registers), and the current lane
+/// pair's `[r0, r1, 5 * r1 / 4]`. The offsets are the generator's
+/// (`scripts/gen-avx2-rounds.py`).
+#[repr(C, align(32))]
+struct Scratch {
+    masks: [u8; 64],
+    c: [[u8; 32]; 4],
+    r: [[u64; 3]; 2],
 }
 
-#[inline]
-#[target_feature(enable = "avx2")]
-fn rot7(v: __m256i) -> __m256i {
-    _mm256_or_si256(_mm256_slli_epi32::<7>(v), _mm256_srli_epi32::<25>(v))
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.c.zeroize();
+        self.r.zeroize();
+    }
 }
 
-/// Four quarter rounds side by side, the columns `(a, b, c, d)` given as
-/// word indices. A macro so that every index is a constant and the state
-/// stays in registers (a `#[target_feature]` function cannot be forced
-/// inline).
-///
-/// `$hook` runs after each half of the round: the scalar work stitched in
-/// there is dispatched between the vector instructions, so both kinds of
-/// unit stay busy (in larger pieces, the vector instructions fill their
-/// scheduler and the scalar ones behind them wait).
-macro_rules! quarter_rounds {
-    ($x:ident, $m16:ident, $m8:ident, $hook:ident, $n0:literal, $n1:literal,
-     $([$a:literal, $b:literal, $c:literal, $d:literal]),+) => {
-        $( $x[$a] = _mm256_add_epi32($x[$a], $x[$b]);
-           $x[$d] = _mm256_shuffle_epi8(_mm256_xor_si256($x[$d], $x[$a]), $m16); )+
-        $( $x[$c] = _mm256_add_epi32($x[$c], $x[$d]);
-           $x[$b] = rot12(_mm256_xor_si256($x[$b], $x[$c])); )+
-        $hook!($n0);
-        $( $x[$a] = _mm256_add_epi32($x[$a], $x[$b]);
-           $x[$d] = _mm256_shuffle_epi8(_mm256_xor_si256($x[$d], $x[$a]), $m8); )+
-        $( $x[$c] = _mm256_add_epi32($x[$c], $x[$d]);
-           $x[$b] = rot7(_mm256_xor_si256($x[$b], $x[$c])); )+
-        $hook!($n1);
-    };
-}
-
-/// A column round and a diagonal round; `m16` and `m8` are the loaded
-/// [`ROT16`] and [`ROT8`] masks. The macro `$hook` is invoked with 0, 1, 2
-/// and 3 after each half round.
-macro_rules! double_round {
-    ($x:ident, $m16:ident, $m8:ident, $hook:ident) => {
-        quarter_rounds!(
-            $x,
-            $m16,
-            $m8,
-            $hook,
-            0,
-            1,
-            [0, 4, 8, 12],
-            [1, 5, 9, 13],
-            [2, 6, 10, 14],
-            [3, 7, 11, 15]
-        );
-        quarter_rounds!(
-            $x,
-            $m16,
-            $m8,
-            $hook,
-            2,
-            3,
-            [0, 5, 10, 15],
-            [1, 6, 11, 12],
-            [2, 7, 8, 13],
-            [3, 4, 9, 14]
-        );
-    };
-}
-
-/// A hook that stitches nothing in.
-macro_rules! nothing {
-    ($n:literal) => {};
-}
+// The double rounds, written as `asm!` so that the two programs stay
+// merged instruction by instruction and the state stays in the sixteen
+// ymm registers the way the generator plans it: as intrinsics, the
+// compiler kept all sixteen words and both masks live across a whole
+// double round and spilled some on every quarter round, and moved the
+// stitched scalar work into clumps, where the vector instructions fill
+// their scheduler and the scalar ones behind them wait.
+include!("avx2_rounds.rs");
 
 /// 8x8 transpose of 32-bit words: from "word `k` of every lane" (`a[k]`)
 /// to "words 0..8 of lane `i`" (`out[i]`).
@@ -300,7 +241,9 @@ impl Poly {
         let g = h.wrapping_add(5);
         let g2 = h2 + u64::from(g < h);
         let mask = 0u128.wrapping_sub(u128::from(g2 >> 2));
-        ((h & !mask) | (g & mask)).wrapping_add(self.s[lane]).to_le_bytes()
+        ((h & !mask) | (g & mask))
+            .wrapping_add(self.s[lane])
+            .to_le_bytes()
     }
 
     /// Step `k` of the last 16: every lane's tail block, then every lane's
@@ -384,8 +327,11 @@ fn kernel<const MODE: u8>(
         (c[6] >> 32) as i32,
         (c[7] >> 32) as i32,
     );
-    let m16 = load32(core::hint::black_box(&ROT16));
-    let m8 = load32(core::hint::black_box(&ROT8));
+    let mut st = Scratch {
+        masks: ROT16_ROT8,
+        c: [[0; 32]; 4],
+        r: [[0; 3]; 2],
+    };
     let mut poly = Poly::default();
     let mut otk = Zeroizing::new([0u8; 32]);
     for j in 0..CHACHA_BLOCKS as usize {
@@ -400,45 +346,38 @@ fn kernel<const MODE: u8>(
             OPEN if (1..LAST).contains(&j) => Some(64 * (j - 1)),
             _ => None,
         };
+        // Words 10 and 11 wait in the scratch area during the rounds.
+        store32(&mut st.c[2], x[10]);
+        store32(&mut st.c[3], x[11]);
         if let Some(off) = chunk {
-            let chunks: [&[u8; 64]; LANES] = core::array::from_fn(|lane| {
-                let at = lane * SEALED_LEN + off;
-                half[at..at + 64]
-                    .try_into()
-                    .unwrap_or_else(|_| unreachable!("64-byte range"))
-            });
             // Two lanes per two double rounds, their accumulators in
-            // registers throughout: hooks 0 and 2 take lane `a`'s next
-            // block, 1 and 3 lane `b`'s, so each chain has a half round
-            // between its steps.
+            // registers throughout: each round takes two blocks of lane
+            // `a` and two of lane `a + 1`.
+            assert!(off + 64 <= DATA_LEN);
+            let base = half.as_ptr();
             for a in (0..LANES).step_by(2) {
-                let (ma, mb) = (chunks[a], chunks[a + 1]);
-                let (ra, rb) = (poly.r[a], poly.r[a + 1]);
+                st.r = [poly.r[a], poly.r[a + 1]];
                 let (mut ha, mut hb) = (poly.h[a], poly.h[a + 1]);
                 for pass in 0..2 {
-                    macro_rules! stitch {
-                        ($n:literal) => {
-                            let at = 16 * (2 * pass + $n / 2);
-                            if $n % 2 == 0 {
-                                ha = block(ha, ra, le64(ma, at), le64(ma, at + 8));
-                            } else {
-                                hb = block(hb, rb, le64(mb, at), le64(mb, at + 8));
-                            }
-                        };
-                    }
-                    double_round!(x, m16, m8, stitch);
+                    // Lane a's blocks at `pm` and `pm + 16`, lane b's a
+                    // frame on: inside `half`, since `a + 1 < LANES` and
+                    // `off + 32 * pass + 32 <= DATA_LEN`.
+                    let pm = base.wrapping_add(a * SEALED_LEN + off + 32 * pass);
+                    stitched_double_round!(x, core::ptr::addr_of_mut!(st), pm, ha, hb);
                 }
                 poly.h[a] = ha;
                 poly.h[a + 1] = hb;
             }
             for _ in 8..10 {
-                double_round!(x, m16, m8, nothing);
+                plain_double_round!(x, core::ptr::addr_of_mut!(st));
             }
         } else {
             for _ in 0..10 {
-                double_round!(x, m16, m8, nothing);
+                plain_double_round!(x, core::ptr::addr_of_mut!(st));
             }
         }
+        x[10] = load32(&st.c[2]);
+        x[11] = load32(&st.c[3]);
         if MODE == OPEN && j == LAST {
             // The tail and the length, before the tail is decrypted.
             for k in 0..2 * LANES {

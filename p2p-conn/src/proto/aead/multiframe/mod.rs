@@ -289,6 +289,7 @@ pub(crate) fn poly_r(key: &[u8; 32]) -> u128 {
 }
 
 /// `acc += v << shift` over 256-bit little-endian words.
+#[cfg(feature = "avx512")]
 fn add_shifted(acc: &mut [u64; 4], v: u64, shift: u32) {
     let word = (shift / 64) as usize;
     let x = u128::from(v) << (shift % 64);
@@ -305,6 +306,7 @@ fn add_shifted(acc: &mut [u64; 4], v: u64, shift: u32) {
 /// The tag from a lazily reduced accumulator: `((h mod p) + s) mod 2^128`,
 /// where `h = sum(limbs[k] << shifts[k])`, every limb below 2^63 and `h`
 /// below 2^192. A fixed sequence of operations (no data-dependent branch).
+#[cfg(feature = "avx512")]
 pub(crate) fn poly_finish(limbs: &[u64; 3], shifts: &[u32; 3], key: &[u8; 32]) -> [u8; 16] {
     let mut acc = [0u64; 4];
     for (l, s) in limbs.iter().zip(shifts) {
