@@ -251,7 +251,8 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         args.json,
     );
     if !args.json {
-        report::print_breakdown(&args.work, &ours_rows);
+        let which = (n > 1).then_some("one connection");
+        report::print_breakdown(&args.work, &ours_rows, which);
     }
     Ok(())
 }

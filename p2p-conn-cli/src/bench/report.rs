@@ -25,11 +25,13 @@ pub struct Output<'a> {
 }
 
 /// After the result table: our side's seal/write/queue breakdown, summed
-/// over our runs.
-pub fn print_breakdown(args: &WorkloadArgs, ours: &[Row]) {
-    let title = match ours.first() {
-        Some(row) => format!("breakdown, {}", row.name),
-        None => return,
+/// over our one-connection runs (`which` says so when there were others:
+/// "one connection").
+pub fn print_breakdown(args: &WorkloadArgs, ours: &[Row], which: Option<&str>) {
+    let title = match (ours.first(), which) {
+        (Some(row), None) => format!("breakdown, {}", row.name),
+        (Some(row), Some(which)) => format!("breakdown, {}, {which}", row.name),
+        (None, _) => return,
     };
     match Breakdown::sum(ours.iter().filter_map(|r| r.breakdown.as_ref())) {
         Some(b) => print!("{}", b.text(&title)),
