@@ -104,6 +104,9 @@ fn connection_count(args: &BenchArgs) -> Result<usize, CliError> {
     if n == 0 {
         return Err(CliError::usage("--connections must be at least 1"));
     }
+    if n == 1 && args.all_cores {
+        eprintln!("note: --all-cores: this process may use 1 core, so only one connection runs");
+    }
     if let Some(k) = args
         .corrupt_connection
         .filter(|k| *k == 0 || *k > n || n == 1)
