@@ -9,6 +9,9 @@
 #   benches/scripts/cometbft-go.sh ROUNDS headline       (64 KiB and 1 MiB against the
 #                                                         same four lines: the figures
 #                                                         docs/performance.md's headline quotes)
+#   benches/scripts/cometbft-go.sh ROUNDS allcore        (64 KiB over one connection and over
+#                                                         as many at once as there are cores,
+#                                                         against v1.0.1, and on ring)
 #
 # Each round runs, per message size, `p2p-conn bench` once with the tokio
 # adapter against `--baseline cometbft-go`, once with the std adapter against
@@ -24,6 +27,15 @@
 # `Write` on one `SecretConnection`) and tendermint-p2p (N threads behind a
 # mutex), and p2p-conn's plain writer behind a shared lock; then the same
 # paced at 100k messages/s for send-to-receive latency (p50, p99).
+#
+# With `allcore`: each round runs `p2p-conn bench --all-cores` (N = the
+# cores the process may use) with 64 KiB messages, 1 GiB per run (split
+# evenly over the N connections), once on the default backend against
+# `--baseline cometbft-go` (v1.0.1, the faster Go line; its peer runs N
+# pairs in one process) and once on the ring backend; every invocation
+# alternates one connection and N. The table puts the one-connection and
+# all-core medians side by side, with each implementation's scaling (N
+# over 1) and p2p-conn's ratios over Go at 1 and at N.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -34,17 +46,24 @@ trap 'rm -f "$out"' EXIT
 
 producers=0
 lines=0
+allcore=0
 if [ "${2:-}" = producers ]; then
   producers="${3:?producers N}"
 elif [ "${2:-}" = lines ]; then
   lines=1
 elif [ "${2:-}" = headline ]; then
   lines=2
+elif [ "${2:-}" = allcore ]; then
+  allcore=1
 fi
 
 # size:MiB pairs: about half a second to a second per run on 2 cores.
 for round in $(seq "$rounds"); do
-  if [ "$producers" -gt 0 ]; then
+  if [ "$allcore" = 1 ]; then
+    p=(--repeat 1 --json --size 65536 --mib 1024 --all-cores --adapter tokio)
+    "$bin" bench "${p[@]}" --baseline cometbft-go >>"$out"
+    "$bin" bench "${p[@]}" --backend ring >>"$out"
+  elif [ "$producers" -gt 0 ]; then
     # At least 0.5 s per p2p-conn run (bench's "too short" line).
     for pair in ${PAIRS:-200:512 1024:1024}; do
       size=${pair%%:*}
@@ -95,6 +114,43 @@ runs = [r for r in rows if r["kind"] == "run"]
 for r in runs:
     if r["impl"].startswith("p2p-conn") and r["mode"] == "transfer":
         r["impl"] = f'{r["impl"]} [{r["backend"]}]'
+many = max((r.get("connections") or 1) for r in runs)
+if many > 1:
+    # allcore: one connection and `many` side by side.
+    by = defaultdict(list)
+    for r in runs:
+        by[(r["impl"], r["connections"])].append(r)
+    def med(key, impl, n):
+        vals = [r[key] for r in by[(impl, n)] if r[key] is not None]
+        return statistics.median(vals) if vals else None
+    impls = sorted({r["impl"] for r in runs}, key=lambda i: (not i.startswith("p2p-conn"), i))
+    print(f"medians of {sys.argv[2]} alternating rounds, 64 KiB messages, 1 GiB per run; "
+          f"all cores = {many} connections at once (aggregate MB/s over the run's wall time, "
+          f"the whole process's CPU)")
+    print()
+    print(f"| implementation | MB/s, 1 conn | MB/s, {many} conns | scaling | msg/s, 1 conn | msg/s, {many} conns "
+          f"| CPU s/GiB, 1 conn | CPU s/GiB, {many} conns |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for impl in impls:
+        a, b = med("mb_per_s", impl, 1), med("mb_per_s", impl, many)
+        if None in (a, b):
+            continue
+        ma, mb = med("msgs_per_s", impl, 1), med("msgs_per_s", impl, many)
+        ca, cb = med("cpu_s_per_gib", impl, 1), med("cpu_s_per_gib", impl, many)
+        print(f"| {impl} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {ma:.0f} | {mb:.0f} | {ca:.3f} | {cb:.3f} |")
+    print()
+    print(f"| p2p-conn | over | throughput ratio, 1 conn | throughput ratio, {many} conns "
+          f"| CPU ratio, 1 conn | CPU ratio, {many} conns |")
+    print("|---|---|---:|---:|---:|---:|")
+    for mine in [i for i in impls if i.startswith("p2p-conn")]:
+        for go in [i for i in impls if not i.startswith("p2p-conn")]:
+            cells = []
+            for key, inv in (("mb_per_s", False), ("cpu_s_per_gib", True)):
+                for n in (1, many):
+                    x, y = med(key, mine, n), med(key, go, n)
+                    cells.append("-" if None in (x, y) else f"{(y / x if inv else x / y):.2f}x")
+            print(f"| {mine} | {go} | {' | '.join(cells)} |")
+    sys.exit(0)
 paced = [r for r in runs if r.get("latency_p50_us") is not None]
 runs = [r for r in runs if r.get("latency_p50_us") is None]
 by = defaultdict(list)

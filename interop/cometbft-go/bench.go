@@ -42,8 +42,12 @@ func bench(args []string) error {
 	mib := fs.Int64("mib", 256, "MiB to send in all")
 	producers := fs.Int("producers", 0, "goroutines sharing the connection's Write (0: one loop, the plain pattern)")
 	rate := fs.Float64("rate", 0, "with -producers: messages per second in all, paced, with send-to-receive latency")
+	connections := fs.Int("connections", 1, "pairs at once, each sending its share of the messages (more than 1: without -producers)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *connections < 1 || (*connections > 1 && *producers > 0) {
+		return errors.New("-connections must be at least 1, and 1 with -producers")
 	}
 	if *size < 1 || *mib < 0 || *producers < 0 || *producers > 255 {
 		return errors.New("-size must be at least 1, -mib at least 0, -producers 0 to 255")
@@ -64,6 +68,12 @@ func bench(args []string) error {
 	messages := (total + int64(*size) - 1) / int64(*size)
 	if messages < 1 {
 		messages = 1
+	}
+	if *connections > 1 {
+		if int64(*connections) > messages {
+			return fmt.Errorf("-connections %d is more than the %d messages", *connections, messages)
+		}
+		return benchConnections(*size, messages, *connections)
 	}
 	var check checker
 	if *producers > 0 {
@@ -198,6 +208,134 @@ func bench(args []string) error {
 		r.LatP50us, r.LatP99us = &p50, &p99
 	}
 	return r.print()
+}
+
+// share is connection c's part of messages spread over n connections, as
+// `p2p-conn bench --connections` splits them: messages/n each, and one more
+// for each of the first messages%n.
+func share(messages int64, n, c int) int64 {
+	s := messages / int64(n)
+	if int64(c) < messages%int64(n) {
+		s++
+	}
+	return s
+}
+
+// benchConnections is `bench -connections n`: n pairs over loopback TCP at
+// once, connection c sending share(messages, n, c) messages of the plain
+// pattern, each verified by its listener. Every pair completes its
+// handshake first; the span runs from then (all senders start together) to
+// the last listener's last byte verified, and the CPU is the whole
+// process's over it.
+func benchConnections(size int, messages int64, n int) error {
+	type end struct {
+		at  time.Time
+		cpu cpuTimes
+		err error
+	}
+	ready := make(chan error, n)
+	begin := make(chan struct{})
+	sent := make(chan error, n)
+	recv := make(chan end, n)
+	pat := pattern(size)
+	for c := 0; c < n; c++ {
+		count := share(messages, n, c)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		go func() {
+			conn, err := ln.Accept()
+			ln.Close()
+			if err != nil {
+				recv <- end{err: err}
+				return
+			}
+			defer conn.Close()
+			sc, err := handshake(conn, genPrivKey())
+			if err != nil {
+				recv <- end{err: err}
+				return
+			}
+			check := &patternChecker{size: size, messages: count, pat: pat}
+			buf := make([]byte, 1<<16)
+			for {
+				k, err := sc.Read(buf)
+				if ferr := check.feed(buf[:k]); ferr != nil {
+					recv <- end{err: ferr}
+					return
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					recv <- end{err: err}
+					return
+				}
+			}
+			if !check.complete() {
+				recv <- end{err: errors.New("stream ended early")}
+				return
+			}
+			recv <- end{at: time.Now(), cpu: cpuNow()}
+		}()
+		go func() {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				ready <- err
+				return
+			}
+			defer conn.Close()
+			tcp := conn.(*net.TCPConn)
+			sc, err := handshake(tcp, genPrivKey())
+			ready <- err
+			if err != nil {
+				return
+			}
+			<-begin
+			for i := int64(0); i < count; i++ {
+				off := int(i % 251)
+				if _, err := sc.Write(pat[off : off+size]); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- tcp.CloseWrite()
+		}()
+	}
+	for c := 0; c < n; c++ {
+		if err := <-ready; err != nil {
+			return err
+		}
+	}
+	start, cpu0 := time.Now(), cpuNow()
+	close(begin)
+	var last end
+	for c := 0; c < 2*n; c++ {
+		select {
+		case err := <-sent:
+			if err != nil {
+				return err
+			}
+		case e := <-recv:
+			if e.err != nil {
+				return e.err
+			}
+			if e.at.After(last.at) {
+				last = e
+			}
+		}
+	}
+	return result{
+		Impl:        "cometbft-go " + cometbftVersion(),
+		Size:        size,
+		Messages:    messages,
+		Bytes:       messages * int64(size),
+		Connections: n,
+		Seconds:     last.at.Sub(start).Seconds(),
+		CPUUser:     last.cpu.user - cpu0.user,
+		CPUSys:      last.cpu.sys - cpu0.sys,
+	}.print()
 }
 
 // checker verifies a received byte stream, whatever its chunking.

@@ -53,7 +53,7 @@
 //	keygen FILE        write a new node_key.json with CometBFT's code, print the ID
 //	id FILE            print the node ID of a node_key.json
 //	version            print the CometBFT module version built in
-//	bench -size N -mib M [-producers P]
+//	bench -size N -mib M [-producers P] [-connections C]
 //	    in-process pair over loopback TCP, as `p2p-conn bench`: the dialer
 //	    writes ceil(M MiB / N) messages of N bytes (one Write each), the
 //	    listener reads with 64 KiB buffers and verifies every byte. Prints
@@ -61,6 +61,11 @@
 //	    verified, and the process CPU time (getrusage) over that span. With
 //	    -producers P, P goroutines share the connection's Write, each
 //	    sending its own numbered messages (as `p2p-conn bench --producers`).
+//	    With -connections C (C > 1, no -producers), C pairs run at once,
+//	    connection c sending its share of the messages (messages/C, one
+//	    more for the first messages%C); the span runs from the moment all
+//	    C handshakes are done to the last byte verified, and the JSON line
+//	    carries "connections".
 //	handshake-serve ADDR    accept and handshake until stdin closes
 //	handshake-dial -n N ADDR
 //	    N sequential connections, each dial + handshake + close; prints one
@@ -318,18 +323,20 @@ func cpuNow() cpuTimes {
 }
 
 // result is the one JSON line `bench` and `handshake-dial` print: the
-// seconds of the measured span and the process CPU time (getrusage) over it.
+// seconds of the measured span and the process CPU time (getrusage) over it,
+// and bench's -connections when more than one.
 type result struct {
-	Impl       string   `json:"impl"`
-	Size       int      `json:"size,omitempty"`
-	Messages   int64    `json:"messages,omitempty"`
-	Bytes      int64    `json:"bytes,omitempty"`
-	Handshakes int      `json:"handshakes,omitempty"`
-	Seconds    float64  `json:"seconds"`
-	CPUUser    float64  `json:"cpu_user"`
-	CPUSys     float64  `json:"cpu_sys"`
-	LatP50us   *float64 `json:"lat_p50_us,omitempty"`
-	LatP99us   *float64 `json:"lat_p99_us,omitempty"`
+	Impl        string   `json:"impl"`
+	Size        int      `json:"size,omitempty"`
+	Messages    int64    `json:"messages,omitempty"`
+	Bytes       int64    `json:"bytes,omitempty"`
+	Handshakes  int      `json:"handshakes,omitempty"`
+	Connections int      `json:"connections,omitempty"`
+	Seconds     float64  `json:"seconds"`
+	CPUUser     float64  `json:"cpu_user"`
+	CPUSys      float64  `json:"cpu_sys"`
+	LatP50us    *float64 `json:"lat_p50_us,omitempty"`
+	LatP99us    *float64 `json:"lat_p99_us,omitempty"`
 }
 
 func (r result) print() error {

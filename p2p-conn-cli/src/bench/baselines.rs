@@ -249,6 +249,9 @@ pub struct GoResult {
     pub seconds: f64,
     cpu_user: f64,
     cpu_sys: f64,
+    /// `bench -connections`: pairs at once (absent for one).
+    #[serde(default)]
+    connections: Option<usize>,
     /// Paced runs (`-rate`): send-to-receive latency percentiles.
     #[serde(default)]
     lat_p50_us: Option<f64>,
@@ -300,14 +303,19 @@ pub fn running(peer: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
 /// The same workload through CometBFT's Go `SecretConnection`, as a separate
 /// process (the Go peer's `bench`: the same messages, pattern, 64 KiB reads
 /// and verification; it measures its own time and CPU over the same span).
+/// With `connections` above 1, the Go peer runs that many pairs at once in
+/// its one process, split as [`Workload::share`] splits ours, and its CPU
+/// is that process's (all its goroutines, on as many cores as Go's
+/// default `GOMAXPROCS` gives it: all of them).
 pub fn run_go(
     peer: &Path,
     w: &Workload,
     mib: u64,
     producers: usize,
     rate: Option<u64>,
+    connections: usize,
 ) -> Result<Row, CliError> {
-    let args = [
+    let mut args = vec![
         "bench".to_string(),
         "-size".into(),
         w.size.to_string(),
@@ -318,7 +326,16 @@ pub fn run_go(
         "-rate".into(),
         rate.unwrap_or(0).to_string(),
     ];
+    if connections > 1 {
+        args.extend(["-connections".into(), connections.to_string()]);
+    }
     let r = GoResult::run(peer, &args)?;
+    let ran = r.connections.unwrap_or(1);
+    if ran != connections {
+        return Err(CliError::failed(format!(
+            "the Go peer ran {ran} connections, not {connections}"
+        )));
+    }
     let messages = match producers {
         0 => w.messages,
         n => producers::per_producer(w.messages, n) * n as u64,

@@ -45,6 +45,7 @@ pub fn run(
     let out = Output {
         json,
         handshakes: true,
+        connections: 1,
         wire: &work.wire,
         workload: &w,
     };
@@ -107,7 +108,7 @@ pub fn run(
         handshakes: true,
         repeat,
     };
-    stability::print_notes(&ours_rows, &base_rows, &flags, json);
+    stability::print_notes(&[&ours_rows, &base_rows], &flags, json);
     Ok(())
 }
 

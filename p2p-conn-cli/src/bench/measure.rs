@@ -125,6 +125,16 @@ impl Mark {
         }
     }
 
+    /// Whichever of `self` and `other` was taken last (`bench
+    /// --connections`: the last receiver's last byte ends the run).
+    pub fn later(self, other: Mark) -> Mark {
+        if other.at > self.at {
+            other
+        } else {
+            self
+        }
+    }
+
     /// Elapsed time and CPU from `start` to `self`.
     pub fn since(self, start: Mark) -> (Duration, Option<Cpu>) {
         let cpu = match (self.cpu, start.cpu) {

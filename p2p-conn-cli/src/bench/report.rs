@@ -11,20 +11,27 @@ use crate::error::CliError;
 /// How one `bench` invocation prints its rows: text or JSON lines,
 /// transfers or handshakes, and the workload and settings every JSON line
 /// carries.
+#[derive(Clone, Copy)]
 pub struct Output<'a> {
     pub json: bool,
     /// `--handshakes`: rows count handshakes, not bytes.
     pub handshakes: bool,
+    /// How many connections at once moved the rows' workload (1, or
+    /// `--connections`): in every JSON line, and after the name in text
+    /// (`p2p-conn (tokio) x4`).
+    pub connections: usize,
     pub wire: &'a WireArgs,
     pub workload: &'a Workload,
 }
 
 /// After the result table: our side's seal/write/queue breakdown, summed
-/// over our runs.
-pub fn print_breakdown(args: &WorkloadArgs, ours: &[Row]) {
-    let title = match ours.first() {
-        Some(row) => format!("breakdown, {}", row.name),
-        None => return,
+/// over our one-connection runs (`which` says so when there were others:
+/// "one connection").
+pub fn print_breakdown(args: &WorkloadArgs, ours: &[Row], which: Option<&str>) {
+    let title = match (ours.first(), which) {
+        (Some(row), None) => format!("breakdown, {}", row.name),
+        (Some(row), Some(which)) => format!("breakdown, {}, {which}", row.name),
+        (None, _) => return,
     };
     match Breakdown::sum(ours.iter().filter_map(|r| r.breakdown.as_ref())) {
         Some(b) => print!("{}", b.text(&title)),
@@ -90,8 +97,10 @@ impl Summary {
 /// `kind`; a field that does not apply to a kind is null.
 #[derive(serde::Serialize)]
 struct JsonLine<'a> {
-    /// "run" (one measured run), "median" (of `runs` runs) or "ratio" (of
-    /// the two medians, or of the two runs when `runs` is 1).
+    /// "run" (one measured run), "median" (of `runs` runs), "ratio" (of
+    /// the two medians, or of the two runs when `runs` is 1), or, with
+    /// `--connections`, "scaling" (one implementation's `connections`
+    /// connections over its one connection).
     kind: &'static str,
     /// "transfer", or "handshakes" for `--handshakes` (then `messages` is
     /// the handshake count, `msgs_per_s` handshakes per second).
@@ -100,15 +109,23 @@ struct JsonLine<'a> {
     run: Option<usize>,
     /// How many runs the row stands for.
     runs: usize,
+    /// How many connections at once moved the workload (`--connections`;
+    /// 1 otherwise). Their MB/s and msg/s are aggregates over the run's
+    /// wall time, their CPU the whole process's.
+    connections: usize,
     #[serde(rename = "impl")]
     implementation: &'a str,
-    /// "ratio" only: the implementation `impl` is compared with.
+    /// "ratio" only: the implementation `impl` is compared with ("scaling":
+    /// `impl` again, over one connection).
     over: Option<&'a str>,
     /// "ratio" only: `impl` MB/s over `over` MB/s (handshakes per second
-    /// for "handshakes").
+    /// for "handshakes"). "scaling": `impl`'s MB/s over `connections`
+    /// connections over its MB/s over one.
     ratio: Option<f64>,
     /// "ratio" only: `over` CPU per GiB over `impl` CPU per GiB (per
     /// handshake for "handshakes"; above 1: `impl` uses less CPU).
+    /// "scaling": one connection's CPU per GiB over that of `connections`
+    /// (above 1: less CPU per GiB with all of them).
     cpu_ratio: Option<f64>,
     mb_per_s: Option<f64>,
     msgs_per_s: Option<f64>,
@@ -149,6 +166,7 @@ impl Output<'_> {
             mode: if handshakes { "handshakes" } else { "transfer" },
             run: None,
             runs: 1,
+            connections: self.connections,
             implementation: "",
             over: None,
             ratio: None,
@@ -180,7 +198,10 @@ impl Output<'_> {
         let base_m = Summary::of(base);
         if ours.len() > 1 {
             if !self.json {
-                println!("median of {} runs:", ours.len());
+                match self.connections {
+                    1 => println!("median of {} runs:", ours.len()),
+                    n => println!("median of {} runs, {n} connections at once:", ours.len()),
+                }
             }
             for m in ours_m.iter().chain(&base_m) {
                 self.median(m)?;
@@ -216,18 +237,64 @@ impl Output<'_> {
         } else {
             "throughput"
         };
-        println!(
-            "ratio {what:<18} {ratio:>9.2}x  ({} / {})",
-            ours.name, base.name
-        );
+        let (what, cpu) = (self.name(what), self.name("CPU"));
+        let (ours_name, base_name) = (self.name(&ours.name), self.name(&base.name));
+        println!("ratio {what:<18} {ratio:>9.2}x  ({ours_name} / {base_name})");
         if let Some(c) = cpu_ratio {
             let per = if self.handshakes { "handshake" } else { "GiB" };
             println!(
-                "ratio {:<18} {c:>9.2}x  less CPU per {per} for {} than {}",
-                "CPU", ours.name, base.name
+                "ratio {cpu:<18} {c:>9.2}x  less CPU per {per} for {ours_name} than {base_name}"
             );
         }
         Ok(())
+    }
+
+    /// With `--connections`: one implementation's runs over this many
+    /// connections (`many`) beside its runs over one (`one`), as the
+    /// medians' ratios: "scaling x4 p2p-conn (tokio): 3.10x throughput
+    /// (4800.0 over 1548.4 MB/s), 0.95x CPU per GiB (0.840 s over 0.800
+    /// s)". Nothing when either side has no runs.
+    pub fn scaling(&self, one: &[Row], many: &[Row]) -> Result<(), CliError> {
+        let (Some(one), Some(many)) = (Summary::of(one), Summary::of(many)) else {
+            return Ok(());
+        };
+        let ratio = many.mb_per_s / one.mb_per_s;
+        let (one_cpu, many_cpu) = (one.cpu_cost, many.cpu_cost);
+        let cpu_ratio = match (one_cpu, many_cpu) {
+            (Some(o), Some(m)) if m > 0.0 => Some(o / m),
+            _ => None,
+        };
+        if self.json {
+            return print_json(&JsonLine {
+                kind: "scaling",
+                runs: many.runs,
+                implementation: &many.name,
+                over: Some(&one.name),
+                ratio: Some(ratio),
+                cpu_ratio,
+                ..self.line()
+            });
+        }
+        let cpu = match (one_cpu, many_cpu) {
+            (Some(o), Some(m)) => format!(
+                ", CPU per GiB {:.2}x one connection's ({m:.3} s over {o:.3} s)",
+                m / o
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "scaling {} connections over 1, {}: {ratio:.2}x throughput ({:.1} over {:.1} MB/s){cpu}",
+            self.connections, many.name, many.mb_per_s, one.mb_per_s
+        );
+        Ok(())
+    }
+
+    /// `name` as text rows show it: with " xN" after it for N connections.
+    fn name(&self, name: &str) -> String {
+        match self.connections {
+            1 => name.to_string(),
+            n => format!("{name} x{n}"),
+        }
     }
 
     /// One measured run (`run` counts from 0): a text row or a JSON line.
@@ -265,7 +332,11 @@ impl Output<'_> {
                 row.elapsed.as_secs_f64()
             );
         } else {
-            print_row(row, "content verified");
+            let note = match self.connections {
+                1 => "content verified".to_string(),
+                n => format!("{n} connections, content verified"),
+            };
+            println!("{}", named_row_text(&self.name(&row.name), row, &note));
         }
         Ok(())
     }
@@ -299,7 +370,7 @@ impl Output<'_> {
         } else {
             println!(
                 "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   (median of {} runs)",
-                m.name,
+                self.name(&m.name),
                 m.mb_per_s,
                 m.msgs_per_s,
                 cpu_text(m.cpu_cost),
@@ -337,9 +408,14 @@ pub fn print_row(row: &Row, note: &str) {
 
 /// The line [`print_row`] prints.
 pub fn row_text(row: &Row, note: &str) -> String {
+    named_row_text(&row.name, row, note)
+}
+
+/// [`row_text`] with `name` for the row's.
+fn named_row_text(name: &str, row: &Row, note: &str) -> String {
     format!(
         "{:<24} {:>10.1} MB/s {:>12.0} msg/s{}{}   (wall {:.3} s, {note})",
-        row.name,
+        name,
         row.mb_per_s(),
         row.msgs_per_s(),
         cpu_text(row.cpu_s_per_gib()),

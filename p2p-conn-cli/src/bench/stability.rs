@@ -41,10 +41,13 @@ pub struct Flags {
     pub repeat: usize,
 }
 
-/// The notes on our runs and the baseline's (empty when none applies).
-pub fn notes(ours: &[Row], base: &[Row], flags: &Flags) -> Vec<String> {
+/// The notes on the runs of an invocation, one group per implementation
+/// and connection count (ours, then the baseline's; with `--connections`
+/// the same over N connections), empty when none applies. Groups without
+/// runs are left out.
+pub fn notes(groups: &[&[Row]], flags: &Flags) -> Vec<String> {
     let mut notes = Vec::new();
-    let groups: Vec<&[Row]> = [ours, base].into_iter().filter(|g| !g.is_empty()).collect();
+    let groups: Vec<&[Row]> = groups.iter().copied().filter(|g| !g.is_empty()).collect();
     let (amount_flag, unit) = if flags.handshakes {
         ("--handshakes", "handshakes")
     } else {
@@ -102,20 +105,22 @@ pub fn notes(ours: &[Row], base: &[Row], flags: &Flags) -> Vec<String> {
             if flags.handshakes { "handshake" } else { "GiB" },
         ));
     }
-    if !base.is_empty() && ours.len() == 1 && base.len() == 1 {
+    // A ratio (against a baseline, or N connections over one) from single
+    // runs.
+    if groups.len() >= 2 && groups.iter().all(|g| g.len() == 1) {
         notes.push(format!(
-            "{SINGLE_PAIR}: a single pair's ratio can be off by tens of percent on a shared machine, and its spread is unknown; use --repeat 5 (the default with --baseline)"
+            "{SINGLE_PAIR}: a single pair's ratio can be off by tens of percent on a shared machine, and its spread is unknown; use --repeat 5 (the default with --baseline or --connections)"
         ));
     }
     notes
 }
 
-/// Print `notes(ours, base, flags)`: on stdout after the text report, on
+/// Print `notes(groups, flags)`: on stdout after the text report, on
 /// stderr with `--json` (stdout stays one JSON object per line). `--json`
 /// runs leave out the single-pair note: scripts that pass `--repeat 1`
 /// alternate the pairs themselves and take their own medians.
-pub fn print_notes(ours: &[Row], base: &[Row], flags: &Flags, json: bool) {
-    for n in notes(ours, base, flags) {
+pub fn print_notes(groups: &[&[Row]], flags: &Flags, json: bool) {
+    for n in notes(groups, flags) {
         if json {
             if !n.starts_with(SINGLE_PAIR) {
                 eprintln!("{n}");
@@ -164,13 +169,13 @@ mod tests {
     fn steady_long_runs_have_no_note() {
         let ours = [row("us", 1.0), row("us", 1.1), row("us", 1.05)];
         let base = [row("go", 2.0), row("go", 2.1), row("go", 1.95)];
-        assert_eq!(notes(&ours, &base, &flags(3)), Vec::<String>::new());
-        assert!(notes(&ours[..1], &[], &flags(1)).is_empty());
+        assert_eq!(notes(&[&ours, &base], &flags(3)), Vec::<String>::new());
+        assert!(notes(&[&ours[..1], &[]], &flags(1)).is_empty());
     }
 
     #[test]
     fn short_runs_are_noted_with_a_size_to_use() {
-        let n = notes(&[row("us", 0.1)], &[], &flags(1));
+        let n = notes(&[&[row("us", 0.1)]], &flags(1));
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(n[0].contains("too short to compare"), "{n:?}");
         // 0.1 s: 10 times more, rounded up to a power of two.
@@ -180,7 +185,7 @@ mod tests {
             handshakes: true,
             repeat: 1,
         };
-        let n = notes(&[row("us", 0.25)], &[], &h);
+        let n = notes(&[&[row("us", 0.25)]], &h);
         assert!(n[0].contains("--handshakes 512 or more"), "{n:?}");
     }
 
@@ -190,7 +195,7 @@ mod tests {
         // their median (895).
         let ours = [row("us", 1.0), row("us", 1.5)];
         let base = [row("go", 2.0), row("go", 2.1)];
-        let n = notes(&ours, &base, &flags(2));
+        let n = notes(&[&ours, &base], &flags(2));
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(
             n[0].starts_with("note: runs disagree by 40% (us: "),
@@ -199,13 +204,19 @@ mod tests {
         assert!(n[0].contains("--repeat 5 or --mib 4096"), "{n:?}");
         // 30% apart (1.0 s and 1.35 s): no note.
         let ours = [row("us", 1.0), row("us", 1.35)];
-        assert!(notes(&ours, &base, &flags(2)).is_empty());
+        assert!(notes(&[&ours, &base], &flags(2)).is_empty());
     }
 
     #[test]
     fn a_single_pair_is_noted() {
-        let n = notes(&[row("us", 1.0)], &[row("go", 1.5)], &flags(1));
+        let n = notes(&[&[row("us", 1.0)], &[row("go", 1.5)]], &flags(1));
         assert_eq!(n.len(), 1, "{n:?}");
         assert!(n[0].contains("one run each"), "{n:?}");
+        // One connection and N, one run each: their ratio is a single pair's.
+        let n = notes(&[&[row("us", 1.0)], &[], &[row("us", 0.6)], &[]], &flags(1));
+        assert!(n.iter().any(|n| n.contains("one run each")), "{n:?}");
+        // Repeated: none.
+        let two = [row("us", 1.0), row("us", 1.05)];
+        assert!(notes(&[&two, &two], &flags(2)).is_empty());
     }
 }

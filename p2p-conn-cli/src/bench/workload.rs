@@ -219,6 +219,27 @@ impl Workload {
         }
     }
 
+    /// Connection `c`'s share when the workload is split over `n`
+    /// connections (`bench --connections`): `messages / n` messages, and one
+    /// more for each of the first `messages % n`, so the shares add up to
+    /// the whole. Each share's message `i` is the whole's message `i`
+    /// (same size and pattern), so every connection is verified as one
+    /// connection's run is. Fails when a share would be empty.
+    pub fn share(&self, n: usize, c: usize) -> Result<Workload, CliError> {
+        let n64 = n as u64;
+        if n == 0 || n64 > self.messages {
+            return Err(CliError::usage(format!(
+                "--connections {n} needs at least one message per connection ({} messages in all)",
+                self.messages
+            )));
+        }
+        let extra = u64::from((c as u64) < self.messages % n64);
+        Ok(Workload {
+            messages: self.messages / n64 + extra,
+            ..self.clone()
+        })
+    }
+
     pub fn message(&self, i: u64) -> &[u8] {
         let off = (i % 251) as usize;
         &self.pattern[off..off + self.size]
@@ -279,6 +300,16 @@ impl Verifier {
     }
 }
 
+/// The multi-thread runtime of `bench --connections`: `workers` worker
+/// threads (as many as the process may use cores), every pair's tasks on
+/// them.
+pub fn tokio_runtime_workers(workers: usize) -> Result<tokio::runtime::Runtime, CliError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .enable_all()
+        .build()?)
+}
+
 /// The runtime the tokio and codec adapters run on.
 pub fn tokio_runtime(flavor: Runtime) -> Result<tokio::runtime::Runtime, CliError> {
     Ok(match flavor {
@@ -306,5 +337,24 @@ mod tests {
         assert!(Workload::new(0, 10).is_err());
         // A product past u64::MAX is refused (checked, not wrapped).
         assert!(Workload::new(1 << 20, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn shares_add_up_to_the_whole() {
+        let w = Workload::new(100, 1000 * 100).unwrap();
+        for n in [1, 2, 3, 7, 999, 1000] {
+            let shares: Vec<u64> = (0..n).map(|c| w.share(n, c).unwrap().messages).collect();
+            assert_eq!(shares.iter().sum::<u64>(), 1000, "n = {n}");
+            let (min, max) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(max - min <= 1, "n = {n}: {shares:?}");
+            assert!(*min >= 1, "n = {n}");
+        }
+        // 1000 over 3: 334, 333, 333; the same messages as the whole's.
+        assert_eq!(w.share(3, 0).unwrap().messages, 334);
+        assert_eq!(w.share(3, 2).unwrap().messages, 333);
+        assert_eq!(w.share(3, 1).unwrap().message(5), w.message(5));
+        // An empty share is refused.
+        assert!(w.share(1001, 0).is_err());
+        assert!(w.share(0, 0).is_err());
     }
 }

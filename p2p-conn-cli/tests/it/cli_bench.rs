@@ -184,3 +184,172 @@ fn bench_rows_label_the_wall_time() {
         .unwrap_or_else(|| panic!("no row: {text}"));
     assert!(row.contains("(20 handshakes, wall "), "{row}");
 }
+
+/// Every JSON line of `bench ARGS --json`, each checked to carry a
+/// connection count.
+fn json_lines(args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = run_cli(&all);
+    out.stdout_text()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"));
+            assert!(v["connections"].as_u64().is_some(), "no connections: {l}");
+            v
+        })
+        .collect()
+}
+
+/// `bench --connections 2` runs, in every round, the one-connection run
+/// and the same workload over two connections at once: each of its runs
+/// moves every byte (the receivers' opened plaintext adds up to the
+/// workload; a byte short or wrong fails the run, see below), its JSON
+/// lines say 2 connections, and medians and a "scaling" line (2 over 1)
+/// follow. Without --repeat it repeats 5 times, as with a baseline.
+#[test]
+fn bench_over_two_connections_moves_every_byte() {
+    let args = [
+        "bench",
+        "--connections",
+        "2",
+        "--mib",
+        "4",
+        "--size",
+        "4096",
+    ];
+    let lines = json_lines(&[&args[..], &["--repeat", "2"]].concat());
+    let kind = |v: &serde_json::Value, k: &str, n: u64| v["kind"] == k && v["connections"] == n;
+    for n in [1, 2] {
+        let runs: Vec<_> = lines.iter().filter(|v| kind(v, "run", n)).collect();
+        assert_eq!(runs.len(), 2, "{n} connections: {lines:?}");
+        for r in runs {
+            assert_eq!(r["bytes"], 4u64 << 20, "{r}");
+            assert_eq!(r["messages"], 1024, "{r}");
+            assert_eq!(r["impl"], "p2p-conn (tokio)", "{r}");
+            // With per-connection stats compiled in, the receivers opened
+            // every byte: both connections' shares, summed.
+            if let Some(opened) = r["recv_bytes_opened"].as_u64() {
+                assert_eq!(opened, 4 << 20, "{r}");
+            }
+        }
+        assert_eq!(
+            lines.iter().filter(|v| kind(v, "median", n)).count(),
+            1,
+            "{lines:?}"
+        );
+    }
+    let scaling: Vec<_> = lines.iter().filter(|v| v["kind"] == "scaling").collect();
+    assert_eq!(scaling.len(), 1, "{lines:?}");
+    assert_eq!(scaling[0]["connections"], 2, "{lines:?}");
+    assert!(scaling[0]["ratio"].as_f64().unwrap() > 0.0, "{lines:?}");
+
+    // Text: the N-connection rows are named "NAME x2" and say so, and the
+    // scaling line names both runs' throughput.
+    let out = run_cli(&[&args[..], &["--repeat", "1"]].concat());
+    let text = out.stdout_text();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("p2p-conn (tokio) x2 "))
+        .unwrap_or_else(|| panic!("no x2 row: {text}"));
+    assert!(
+        row.ends_with(" s, 2 connections, content verified)"),
+        "{row}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("scaling 2 connections over 1, p2p-conn (tokio): ")),
+        "{text}"
+    );
+
+    // The default --repeat is 5.
+    let lines = json_lines(&args);
+    let runs = lines.iter().filter(|v| v["kind"] == "run").count();
+    assert_eq!(runs, 10, "{lines:?}");
+}
+
+/// One bad connection fails the whole run, over every adapter, and the
+/// error names it: connection 3's sender flips a byte of its last message
+/// (`--corrupt-connection`, a hidden flag for this test).
+#[test]
+fn bench_fails_when_one_connection_arrives_corrupted() {
+    for adapter in ["tokio", "codec", "std"] {
+        let args = [
+            "bench",
+            "--connections",
+            "3",
+            "--mib",
+            "1",
+            "--size",
+            "4096",
+            "--repeat",
+            "1",
+            "--adapter",
+            adapter,
+            "--corrupt-connection",
+            "3",
+        ];
+        let out = run(Path::new(BIN), &args, RUN_LIMIT);
+        let err = out.stderr_lines();
+        assert!(!out.status.success(), "{adapter}: {err:?}");
+        // 1 MiB of 4 KiB messages is 256; connection 3 of 3 has 85 of
+        // them (0 to 84).
+        assert_eq!(
+            err.last().map(String::as_str),
+            Some("error: connection 3 of 3: message 84 arrived corrupted"),
+            "{adapter}"
+        );
+    }
+}
+
+/// `--all-cores` runs as many connections as this machine's cores (as the
+/// test process sees them), and `--connections` refuses what it cannot run.
+#[test]
+fn bench_all_cores_and_what_connections_refuses() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let lines = json_lines(&["bench", "--all-cores", "--mib", "2", "--repeat", "1"]);
+    let most = lines.iter().filter_map(|v| v["connections"].as_u64()).max();
+    assert_eq!(most, Some(cores), "{lines:?}");
+
+    for extra in [
+        &["--producers", "2"][..],
+        &["--handshakes", "10"],
+        &["--runtime", "current-thread"],
+        &["--baseline", "tendermint-p2p"],
+        &["--corrupt-connection", "3"],
+    ] {
+        let args = [&["bench", "--connections", "2", "--mib", "1"][..], extra].concat();
+        let out = run(Path::new(BIN), &args, RUN_LIMIT);
+        let err = out.stderr_lines();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err:?}");
+        assert!(
+            err.iter()
+                .any(|l| l.contains("--connections") || l.contains("--corrupt-connection")),
+            "{args:?}: {err:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // More connections than messages.
+    let out = run(
+        Path::new(BIN),
+        &[
+            "bench",
+            "--connections",
+            "3",
+            "--size",
+            "1000000",
+            "--mib",
+            "1",
+        ],
+        RUN_LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr_lines()
+            .iter()
+            .any(|l| l.contains("needs at least one message per connection")),
+        "{:?}",
+        out.stderr_lines()
+    );
+}
