@@ -20,8 +20,8 @@ Register plan (Intel syntax):
   the first and the third pair of quarter rounds (OpenSSL's 8-block AVX2
   ChaCha20 does the same); two temporaries.
 * general registers: the two lanes' accumulators (3 each), the message
-  pointer, the scratch pointer, rax and rdx for `mul`, three temporaries:
-  the thirteen registers `asm!` may use.
+  pointer, the scratch pointer, rdx (`mulx`'s implicit factor), rax and
+  three temporaries: the thirteen registers `asm!` may use.
 """
 
 import os
@@ -88,29 +88,25 @@ def poly_block(h, msg, r):
         f"add {h0}, qword ptr [{msg}]",
         f"adc {h1}, qword ptr [{msg} + 8]",
         f"adc {h2}, 1",
-        f"mov rax, qword ptr [{r} + 8]",
-        f"mul {h0}",  # h0 * r1
-        "mov {g1}, rax",
-        "mov {g2}, rdx",
-        f"mov rax, qword ptr [{r}]",
-        f"mul {h0}",  # h0 * r0
-        f"mov {h0}, rax",
-        "mov {g3}, rdx",
-        f"mov rax, qword ptr [{r}]",
-        f"mul {h1}",  # h1 * r0
-        "add {g1}, rax",
+        f"mov rdx, qword ptr [{r}]",  # r0
+        f"mulx {{g2}}, {{g1}}, {h1}",  # h1 * r0
+        f"mulx {{g3}}, rax, {h0}",  # h0 * r0
+        f"mov rdx, qword ptr [{r} + 8]",  # r1
+        f"mulx rdx, {h0}, {h0}",  # h0 * r1
+        f"add {{g1}}, {h0}",
         "adc {g2}, rdx",
-        f"mov rax, qword ptr [{r} + 16]",
-        f"mul {h1}",  # h1 * s1
-        f"add {h0}, rax",
-        "adc {g3}, rdx",  # d0 = g3:h0
+        f"mov rdx, qword ptr [{r} + 16]",  # s1
+        f"mulx rdx, {h0}, {h1}",  # h1 * s1
+        f"add rax, {h0}",
+        "adc {g3}, rdx",  # d0 = g3:rax
         f"mov {h1}, {h2}",
         f"imul {h1}, qword ptr [{r} + 16]",  # h2 * s1
+        f"imul {h2}, qword ptr [{r}]",  # h2 * r0
         f"add {{g1}}, {h1}",
         "adc {g2}, 0",  # d1 = g2:g1
-        f"imul {h2}, qword ptr [{r}]",  # h2 * r0
         "add {g1}, {g3}",
         f"adc {h2}, {{g2}}",  # d2
+        f"mov {h0}, rax",
         f"mov {h1}, {{g1}}",
         f"mov rax, {h2}",
         "and rax, -4",
@@ -224,7 +220,7 @@ macro_rules! plain_double_round {{
 /// and at the same offsets {SEALED_LEN} bytes on of lane b (`$hb`).
 macro_rules! stitched_double_round {{
     ($x:ident, $st:expr, $pm:expr, $ha:ident, $hb:ident) => {{
-        // SAFETY: as `plain_double_round!`, plus `mul`/`imul`/`add` on
+        // SAFETY: as `plain_double_round!`, plus `mulx`/`imul`/`add` on
         // general registers (flags clobbered) and reads of 32 bytes at
         // `$pm` and at `$pm + {SEALED_LEN}`, which the kernel derives from
         // whole 64-byte chunks of the half-group it holds (avx2.rs).

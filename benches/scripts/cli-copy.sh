@@ -3,6 +3,8 @@
 # message size, so the two can be compared in one run on one machine.
 #
 #   benches/scripts/cli-copy.sh [MIB] [ROUNDS]     (default 256 MiB, 3 rounds)
+#   BACKEND=avx2 benches/scripts/cli-copy.sh ...  (every p2p-conn end and bench
+#                                                  on that AEAD backend)
 #
 # Copies MIB MiB (a file in $TMPDIR) over loopback:
 #   dial sends      p2p-conn dial < file       ->  p2p-conn listen > /dev/null
@@ -32,10 +34,11 @@ file=$(mktemp)
 trap 'rm -f "$file"' EXIT
 head -c "$((mib << 20))" /dev/urandom >"$file"
 
-python3 - "$bin" "$go" "$file" "$mib" "$rounds" <<'PY'
+python3 - "$bin" "$go" "$file" "$mib" "$rounds" "${BACKEND:-}" <<'PY'
 import json, os, statistics, subprocess, sys, time
 
 bin, go, path, mib, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+backend = ["--backend", sys.argv[6]] if sys.argv[6] else []
 size = mib << 20
 null = subprocess.DEVNULL
 
@@ -69,8 +72,8 @@ def copy(listener, dialer, listener_sends):
         wall = max(ends.values()) - t0
     return size / wall / 1e6, used
 
-ours_listen = [bin, "listen", "127.0.0.1:0"]
-ours_dial = [bin, "dial"]
+ours_listen = [bin, "listen", "127.0.0.1:0"] + backend
+ours_dial = [bin, "dial"] + backend
 go_listen = [go, "listen", "-chunk", "65536", "127.0.0.1:0"]
 go_dial = [go, "dial", "-chunk", "65536"]
 cases = [
@@ -85,7 +88,7 @@ for r in range(rounds):
     for name, l, d, ls in cases:
         rows[name].append(copy(l, d, ls))
     out = subprocess.run([bin, "bench", "--json", "--size", "65536", "--mib", str(mib),
-                          "--baseline", "cometbft-go"], capture_output=True, check=True, text=True)
+                          "--baseline", "cometbft-go"] + backend, capture_output=True, check=True, text=True)
     for line in out.stdout.splitlines():
         row = json.loads(line)
         if row["kind"] == "run":
@@ -95,7 +98,8 @@ for r in range(rounds):
 def med(xs, i):
     return statistics.median(x[i] for x in xs)
 
-print(f"{mib} MiB in 64 KiB messages over loopback, median of {rounds}")
+print(f"{mib} MiB in 64 KiB messages over loopback, median of {rounds}"
+      + (f", backend {sys.argv[6]}" if sys.argv[6] else ""))
 print("| run | MB/s | CPU s (both ends) |")
 print("|---|---:|---:|")
 for name, xs in list(bench.items()) + list(rows.items()):

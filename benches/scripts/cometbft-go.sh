@@ -9,6 +9,9 @@
 #   benches/scripts/cometbft-go.sh ROUNDS headline       (64 KiB and 1 MiB against the
 #                                                         same four lines: the figures
 #                                                         docs/performance.md's headline quotes)
+#   benches/scripts/cometbft-go.sh ROUNDS backends       (64 KiB and 1 MiB: the avx2 backend
+#                                                         against Go v1.0.1 and v0.38.26,
+#                                                         beside ring and the default backend)
 #   benches/scripts/cometbft-go.sh ROUNDS allcore        (64 KiB over one connection and over
 #                                                         as many at once as there are cores,
 #                                                         against v1.0.1, and on ring)
@@ -47,6 +50,7 @@ trap 'rm -f "$out"' EXIT
 producers=0
 lines=0
 allcore=0
+backends=0
 if [ "${2:-}" = producers ]; then
   producers="${3:?producers N}"
 elif [ "${2:-}" = lines ]; then
@@ -55,6 +59,8 @@ elif [ "${2:-}" = headline ]; then
   lines=2
 elif [ "${2:-}" = allcore ]; then
   allcore=1
+elif [ "${2:-}" = backends ]; then
+  backends=1
 fi
 
 # size:MiB pairs: about half a second to a second per run on 2 cores.
@@ -62,7 +68,21 @@ for round in $(seq "$rounds"); do
   if [ "$allcore" = 1 ]; then
     p=(--repeat 1 --json --size 65536 --mib 1024 --all-cores --adapter tokio)
     "$bin" bench "${p[@]}" --baseline cometbft-go >>"$out"
+    "$bin" bench "${p[@]}" --backend avx2 >>"$out"
     "$bin" bench "${p[@]}" --backend ring >>"$out"
+  elif [ "$backends" = 1 ]; then
+    # Every backend this CPU runs against the Go lines, in one round: the
+    # AVX2 engine is what a CPU without AVX-512 IFMA runs by default (on
+    # one with it, chosen with --backend; Go's assembly uses AVX2 at most).
+    for pair in 65536:1024 1048576:1024; do
+      size=${pair%%:*}
+      mib=${pair##*:}
+      p=(--repeat 1 --json --size "$size" --mib "$mib" --adapter tokio)
+      "$bin" bench "${p[@]}" --backend avx2 --baseline cometbft-go >>"$out"
+      "$bin" bench "${p[@]}" --backend avx2 --baseline cometbft-go-0.38 >>"$out"
+      "$bin" bench "${p[@]}" --backend ring >>"$out"
+      "$bin" bench "${p[@]}" >>"$out"
+    done
   elif [ "$producers" -gt 0 ]; then
     # At least 0.5 s per p2p-conn run (bench's "too short" line).
     for pair in ${PAIRS:-200:512 1024:1024}; do
