@@ -22,16 +22,16 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
 use p2p_conn::stats::ConnStats;
 use p2p_conn::{Config, Identity};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::task::JoinSet;
 
 use super::breakdown::Breakdown;
 use super::measure::{Cpu, Mark, Row};
-use super::transfer::READ_CHUNK;
+use super::transfer::{receive_tokio, READ_CHUNK};
 use super::workload::{tokio_runtime_workers, Adapter, Verifier, Workload, WorkloadArgs};
 use crate::error::CliError;
 
@@ -160,30 +160,7 @@ async fn run_tokio(
         let receiver = async move {
             let (tcp, _) = listener.accept().await?;
             drop(listener);
-            tcp.set_nodelay(true)?;
-            let mut v = Verifier::new(rw);
-            let mut stats = None;
-            if use_codec {
-                let mut framed = codec::handshake(tcp, &Identity::generate(), &rcfg).await?;
-                while let Some(item) = framed.next().await {
-                    v.feed(&item?)?;
-                }
-            } else {
-                let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg).await?;
-                loop {
-                    let chunk = conn.fill_buf().await?;
-                    if chunk.is_empty() {
-                        break;
-                    }
-                    let k = chunk.len();
-                    v.feed(chunk)?;
-                    conn.consume(k);
-                }
-                stats = Some(conn.stats());
-            }
-            if !v.done() {
-                return Err(v.ended_early());
-            }
+            let stats = receive_tokio(tcp, &rcfg, rw, use_codec).await?;
             Ok::<_, CliError>(Done::Received(c, Mark::now(), stats))
         };
         tasks.spawn(async move { receiver.await.map_err(on(c, n)) });

@@ -45,6 +45,43 @@ pub fn run_ours(args: &WorkloadArgs, w: &Workload, cfg: &Config) -> Result<Row, 
     }
 }
 
+/// The receiving end of one pair once its TCP connection is accepted, over
+/// the tokio or codec adapter: the handshake, then every byte checked
+/// against `w` (straight from the receive buffer with tokio: no copy), to
+/// the end of the stream; the connection's stats (none through the codec).
+pub(super) async fn receive_tokio(
+    tcp: tokio::net::TcpStream,
+    cfg: &Config,
+    w: Workload,
+    use_codec: bool,
+) -> Result<Option<ConnStats>, CliError> {
+    tcp.set_nodelay(true)?;
+    let mut v = Verifier::new(w);
+    let mut stats = None;
+    if use_codec {
+        let mut framed = codec::handshake(tcp, &Identity::generate(), cfg).await?;
+        while let Some(item) = framed.next().await {
+            v.feed(&item?)?;
+        }
+    } else {
+        let mut conn = ptokio::handshake(tcp, &Identity::generate(), cfg).await?;
+        loop {
+            let chunk = conn.fill_buf().await?;
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            v.feed(chunk)?;
+            conn.consume(n);
+        }
+        stats = Some(conn.stats());
+    }
+    if !v.done() {
+        return Err(v.ended_early());
+    }
+    Ok(stats)
+}
+
 async fn run_tokio(
     w: &Workload,
     cfg: &Config,
@@ -56,31 +93,7 @@ async fn run_tokio(
     let (rcfg, rw) = (cfg.clone(), w.clone());
     let receiver = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await?;
-        tcp.set_nodelay(true)?;
-        let mut v = Verifier::new(rw);
-        let mut stats = None;
-        if use_codec {
-            let mut framed = codec::handshake(tcp, &Identity::generate(), &rcfg).await?;
-            while let Some(item) = framed.next().await {
-                v.feed(&item?)?;
-            }
-        } else {
-            let mut conn = ptokio::handshake(tcp, &Identity::generate(), &rcfg).await?;
-            // Verify straight from the receive buffer (AsyncBufRead: no copy).
-            loop {
-                let chunk = conn.fill_buf().await?;
-                if chunk.is_empty() {
-                    break;
-                }
-                let n = chunk.len();
-                v.feed(chunk)?;
-                conn.consume(n);
-            }
-            stats = Some(conn.stats());
-        }
-        if !v.done() {
-            return Err(v.ended_early());
-        }
+        let stats = receive_tokio(tcp, &rcfg, rw, use_codec).await?;
         Ok::<_, CliError>((Mark::now(), stats))
     });
     let tcp = tokio::net::TcpStream::connect(addr).await?;
