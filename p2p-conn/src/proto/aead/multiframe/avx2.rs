@@ -6,25 +6,35 @@
 //! A group of sixteen frames is two halves of eight. For a half, iteration
 //! `j` of the kernel computes ChaCha20 block `j` of all eight frames (block
 //! 0 is each frame's Poly1305 key, blocks 1..=16 its 64-byte chunks, block
-//! 17 its last four bytes), and between its ten double rounds it runs the
-//! Poly1305 steps over chunks that are already ciphertext: chunk `j - 2`
-//! when sealing (written by iteration `j - 1`), chunk `j - 1` when opening
-//! (read before this iteration's keystream is XORed into it). So the vector
-//! units and the integer units work at the same time, and every frame's
-//! key block and tail block come at the price of one lane each: no frame
-//! pays for a partial vector of blocks.
+//! 17 its last four bytes), and merged into the first eight of its ten
+//! double rounds it runs the Poly1305 blocks of chunks that are already
+//! ciphertext: chunk `j - 2` when sealing (written by iteration `j - 1`),
+//! chunk `j - 1` when opening (read before this iteration's keystream is
+//! XORed into it), four blocks a double round, two lanes at a time with
+//! their accumulators in registers. So the vector units and the integer
+//! units work at the same time, and every frame's key block and tail
+//! block come at the price of one lane each: no frame pays for a partial
+//! vector of blocks. The tail and length blocks (16 of a half's 528) run
+//! on their own.
 //!
-//! Consecutive Poly1305 steps belong to different frames, so their
-//! multiply chains are independent and overlap in the CPU.
+//! The double rounds are one `asm!` block each, written by
+//! `scripts/gen-avx2-rounds.py` into `avx2_rounds.rs` (CI checks the two
+//! agree): as intrinsics, the compiler spilled state words on every
+//! quarter round and moved the stitched scalar code into clumps, and the
+//! kernel ran at two thirds of this speed.
 //!
 //! # Safety
-//! Every SIMD function here is `#[target_feature]`. They are reached only
-//! through [`Avx2`], a token that [`Avx2::detect`] builds after
+//! Every SIMD function here is `#[target_feature]`, and the `asm!` blocks
+//! use AVX2 and BMI2 instructions only. They are reached only through
+//! [`Avx2`], a token that [`Avx2::detect`] builds after
 //! `is_x86_feature_detected!` confirmed AVX2 and BMI2: that is the one
-//! invariant the `unsafe` calls below rely on. Memory is touched only
-//! through references to fixed-size arrays (`&[u8; 32]`) carved out of
-//! slices with bounds-checked indexing, so the unaligned loads and stores
-//! cannot leave their array.
+//! invariant the `unsafe` calls below rely on. Intrinsics touch memory
+//! only through references to fixed-size arrays (`&[u8; 32]`) carved out
+//! of slices with bounds-checked indexing, so the unaligned loads and
+//! stores cannot leave their array. The `asm!` blocks touch the kernel's
+//! own `Scratch` and read 32 bytes at two message pointers the kernel
+//! derives, with the bounds argued where it does, from the half-group it
+//! holds.
 
 use core::arch::x86_64::*;
 
