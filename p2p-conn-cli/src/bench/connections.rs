@@ -16,7 +16,7 @@
 //! keep their own runtime (two workers, the sender on the calling thread),
 //! so their figures are those of a plain `bench`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,8 +31,8 @@ use tokio::task::JoinSet;
 
 use super::breakdown::Breakdown;
 use super::measure::{Cpu, Mark, Row};
-use super::transfer::{receive_tokio, READ_CHUNK};
-use super::workload::{tokio_runtime_workers, Adapter, Verifier, Workload, WorkloadArgs};
+use super::transfer::{receive_std, receive_tokio};
+use super::workload::{tokio_runtime_workers, Adapter, Workload, WorkloadArgs};
 use crate::error::CliError;
 
 /// The cores this process may use (`std::thread::available_parallelism`:
@@ -284,20 +284,8 @@ fn run_std(shares: Vec<Workload>, cfg: &Config, faults: Faults) -> Result<Measur
             let recv = || {
                 let (tcp, _) = listener.accept()?;
                 tcp.set_nodelay(true)?;
-                let mut conn = blocking::handshake_tcp(tcp, &Identity::generate(), &rcfg)?;
-                let mut v = Verifier::new(rw);
-                let mut buf = vec![0u8; READ_CHUNK];
-                loop {
-                    let k = conn.read(&mut buf)?;
-                    if k == 0 {
-                        break;
-                    }
-                    v.feed(&buf[..k])?;
-                }
-                if !v.done() {
-                    return Err(v.ended_early());
-                }
-                Ok(Done::Received(c, Mark::now(), Some(conn.stats())))
+                let stats = receive_std(tcp, &rcfg, rw)?;
+                Ok(Done::Received(c, Mark::now(), Some(stats)))
             };
             let _ = done.send(recv().map_err(on(c, n)));
         });

@@ -82,6 +82,30 @@ pub(super) async fn receive_tokio(
     Ok(stats)
 }
 
+/// The receiving end of one pair over the std adapter, once its TCP
+/// connection is accepted: the handshake, then every byte checked against
+/// `w`, read `READ_CHUNK` bytes at a time, to the end of the stream.
+pub(super) fn receive_std(
+    tcp: TcpStream,
+    cfg: &Config,
+    w: Workload,
+) -> Result<ConnStats, CliError> {
+    let mut conn = blocking::handshake_tcp(tcp, &Identity::generate(), cfg)?;
+    let mut v = Verifier::new(w);
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let n = conn.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        v.feed(&buf[..n])?;
+    }
+    if !v.done() {
+        return Err(v.ended_early());
+    }
+    Ok(conn.stats())
+}
+
 async fn run_tokio(
     w: &Workload,
     cfg: &Config,
@@ -181,23 +205,7 @@ where
 fn run_std(w: &Workload, cfg: &Config) -> Result<Row, CliError> {
     let (rcfg, rw) = (cfg.clone(), w.clone());
     let t = run_threads(
-        move |tcp| {
-            let mut conn = blocking::handshake_tcp(tcp, &Identity::generate(), &rcfg)?;
-            let mut v = Verifier::new(rw);
-            let mut buf = vec![0u8; READ_CHUNK];
-            loop {
-                let n = conn.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                v.feed(&buf[..n])?;
-            }
-            if v.done() {
-                Ok(conn.stats())
-            } else {
-                Err(CliError::failed("stream ended early"))
-            }
-        },
+        move |tcp| receive_std(tcp, &rcfg, rw),
         |tcp, start| {
             let conn = blocking::handshake_tcp(tcp, &Identity::generate(), cfg)?;
             let (r, mut wr) = conn.split()?;
