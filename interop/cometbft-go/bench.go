@@ -104,28 +104,8 @@ func bench(args []string) error {
 			return
 		}
 		defer c.Close()
-		sc, err := handshake(c, genPrivKey())
-		if err != nil {
+		if err := receive(c, check); err != nil {
 			recv <- done{err: err}
-			return
-		}
-		buf := make([]byte, 1<<16)
-		for {
-			n, err := sc.Read(buf)
-			if ferr := check.feed(buf[:n]); ferr != nil {
-				recv <- done{err: ferr}
-				return
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				recv <- done{err: err}
-				return
-			}
-		}
-		if !check.complete() {
-			recv <- done{err: errors.New("stream ended early")}
 			return
 		}
 		recv <- done{at: time.Now(), cpu: cpuNow()}
@@ -252,29 +232,9 @@ func benchConnections(size int, messages int64, n int) error {
 				return
 			}
 			defer conn.Close()
-			sc, err := handshake(conn, genPrivKey())
-			if err != nil {
-				recv <- end{err: err}
-				return
-			}
 			check := &patternChecker{size: size, messages: count, pat: pat}
-			buf := make([]byte, 1<<16)
-			for {
-				k, err := sc.Read(buf)
-				if ferr := check.feed(buf[:k]); ferr != nil {
-					recv <- end{err: ferr}
-					return
-				}
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					recv <- end{err: err}
-					return
-				}
-			}
-			if !check.complete() {
-				recv <- end{err: errors.New("stream ended early")}
+			if err := receive(conn, check); err != nil {
+				recv <- end{err: err}
 				return
 			}
 			recv <- end{at: time.Now(), cpu: cpuNow()}
@@ -339,6 +299,33 @@ func benchConnections(size int, messages int64, n int) error {
 }
 
 // checker verifies a received byte stream, whatever its chunking.
+// receive is the accepting end of one bench pair: the handshake, then
+// every byte read in 64 KiB reads and fed to check, to the end of the
+// stream, which must hold everything check expects.
+func receive(c net.Conn, check checker) error {
+	sc, err := handshake(c, genPrivKey())
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := sc.Read(buf)
+		if ferr := check.feed(buf[:n]); ferr != nil {
+			return ferr
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !check.complete() {
+		return errors.New("stream ended early")
+	}
+	return nil
+}
+
 type checker interface {
 	feed(data []byte) error
 	complete() bool
