@@ -41,8 +41,8 @@ pub struct ProbeOptions {
     pub watch: Duration,
     /// Also ask for the node's state-sync snapshots, when it lists the
     /// snapshot channel (`0x60`): one `SnapshotsRequest` with the PEX
-    /// request, and up to [`SNAPSHOT_WAIT`] past the answer for the rest
-    /// of the listing.
+    /// request (sent just before it), and up to [`SNAPSHOT_WAIT`] past the
+    /// answer for the rest of the listing.
     pub snapshots: bool,
 }
 
@@ -72,7 +72,8 @@ pub const SNAPSHOT_MESSAGE_LIMIT: usize = 1 << 20;
 const CLOSE_LIMIT: Duration = Duration::from_secs(1);
 
 /// How long to wait for a node's blocksync status once its PEX answer is
-/// in (it sends one on connect, before the answer, so this is rarely
+/// in (it sends one on connect, and answers the `StatusRequest` sent
+/// before the `PexRequest`, both before the answer, so this is rarely
 /// spent).
 const STATUS_WAIT: Duration = Duration::from_secs(1);
 
@@ -86,12 +87,16 @@ const STATUS_WAIT: Duration = Duration::from_secs(1);
 ///   whether to ask. When not (another network, a node already visited, an
 ///   ID other than the address named, no PEX channel), we hang up before
 ///   sending anything more: no NodeInfo of ours, no request.
-/// - Otherwise we announce the node's own network and block protocol, only
-///   channel `0x00` (PEX, so no other reactor sends us anything), the
-///   moniker [`CRAWL_MONIKER`] and the listen address
-///   [`CRAWL_LISTEN_ADDR`]; then run the library's MConnection adapter
-///   ([`MConnection::spawn`], channel `0x00` only), send ONE `PexRequest`
-///   and wait up to `timeout` for `PexAddrs`: pings are answered (by the
+/// - Otherwise we announce the node's own network and block protocol, the
+///   channels PEX (`0x00`), blocksync (`0x40`, when the node lists it)
+///   and state sync (`0x60`, when it lists it and snapshots are asked
+///   for), so no other reactor sends us anything, the moniker
+///   [`CRAWL_MONIKER`] and the listen address [`CRAWL_LISTEN_ADDR`]; then
+///   run the library's MConnection adapter ([`MConnection::spawn`], those
+///   channels only), send one `StatusRequest` and one `SnapshotsRequest`
+///   where those channels are open, then ONE `PexRequest` (last, because
+///   a seed hangs up once it has answered it), and wait up to `timeout`
+///   for `PexAddrs`: pings are answered (by the
 ///   adapter), any other message (a `PexRequest` of the node's own) is
 ///   counted and not answered, so we never send an unsolicited `PexAddrs`.
 ///   Then we close
@@ -280,8 +285,12 @@ async fn ask(
     range: &mut Option<Blocks>,
     listed: &mut Option<Vec<Snapshot>>,
 ) -> Result<Vec<NetAddress>, Unanswered> {
-    let mut channels =
-        vec![ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE)];
+    // The requests go out in this order (sent in it, and on a tie the
+    // first channel listed sends first): a node handles a connection's
+    // messages in the order they arrive, and a seed hangs up once it has
+    // answered the `PexRequest` (after flushing what it queued), so the
+    // status and snapshot requests must come before it.
+    let mut channels = Vec::new();
     if asked.blocks {
         // Status messages only: a node sends nothing larger unasked.
         channels.push(
@@ -295,6 +304,8 @@ async fn ask(
                 .with_recv_message_capacity(SNAPSHOT_MESSAGE_LIMIT),
         );
     }
+    channels
+        .push(ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE));
     let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default())
         .map_err(|e| Unanswered::Failed(e.to_string()))?;
     // A blocksync status, if the message is one.
@@ -306,9 +317,6 @@ async fn ask(
     };
     let mut found: Vec<Snapshot> = Vec::new();
     let answer = tokio::time::timeout(asked.timeout, async {
-        tx.send(PEX_CHANNEL, PexMessage::Request.encode())
-            .await
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
         if asked.blocks {
             tx.send(BLOCKSYNC_CHANNEL, BlocksyncMessage::StatusRequest.encode())
                 .await
@@ -322,6 +330,9 @@ async fn ask(
             .await
             .map_err(|e| Unanswered::Failed(e.to_string()))?;
         }
+        tx.send(PEX_CHANNEL, PexMessage::Request.encode())
+            .await
+            .map_err(|e| Unanswered::Failed(e.to_string()))?;
         loop {
             match rx.recv().await {
                 Some(Received::Message { channel, data }) if channel == BLOCKSYNC_CHANNEL => {
@@ -449,5 +460,77 @@ fn nodeinfo_error(e: NodeInfoError) -> String {
     match e {
         NodeInfoError::Io(io) => describe(&p2p_conn::Error::from_io(io)),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p2p_conn_mconn::blocksync::BlocksyncMessage;
+    use tokio::net::TcpListener;
+
+    /// A node in seed mode, as CometBFT runs one: it handles the messages
+    /// of a connection one at a time in the order they arrived (its
+    /// reactors' `Receive` is called on the connection's read loop), and on
+    /// a `PexRequest` it answers, flushes what it has queued and hangs up
+    /// (`FlushStop`). The status its blocksync reactor sends on connect is
+    /// lost here, as it is when the PEX answer's hang-up wins the race with
+    /// the reactor's `AddPeer`.
+    async fn seed(l: TcpListener, identity: Identity) {
+        let (tcp, _) = l.accept().await.unwrap();
+        let mut sc = ptokio::handshake(tcp, &identity, &Config::default())
+            .await
+            .unwrap();
+        let mut info = NodeInfo::new(identity.node_id(), "seed-chain".to_string());
+        info.listen_addr = "127.0.0.1:26656".into();
+        info.channels = vec![BLOCKSYNC_CHANNEL, PEX_CHANNEL];
+        nodeinfo::tokio::write(&mut sc, &info).await.unwrap();
+        nodeinfo::tokio::read(&mut sc).await.unwrap();
+        let channels = [
+            ChannelDescriptor::new(BLOCKSYNC_CHANNEL),
+            ChannelDescriptor::new(PEX_CHANNEL),
+        ];
+        let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default()).unwrap();
+        while let Some(Received::Message { channel, data }) = rx.recv().await {
+            if channel == BLOCKSYNC_CHANNEL {
+                if let Ok(BlocksyncMessage::StatusRequest) = BlocksyncMessage::decode(&data) {
+                    let status = BlocksyncMessage::StatusResponse { height: 7, base: 1 };
+                    tx.send(BLOCKSYNC_CHANNEL, status.encode()).await.unwrap();
+                }
+            } else if let Ok(PexMessage::Request) = PexMessage::decode(&data) {
+                tx.send(PEX_CHANNEL, PexMessage::Addrs(vec![]).encode())
+                    .await
+                    .unwrap();
+                break;
+            }
+        }
+        tx.close();
+        while rx.recv().await.is_some() {}
+    }
+
+    /// The blocksync status of a seed, which hangs up once it has answered
+    /// the `PexRequest`: the status request goes first, so its answer is
+    /// queued before the seed's hang-up.
+    #[tokio::test]
+    async fn a_seed_that_hangs_up_at_once_still_reports_its_blocks() {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let node = Identity::generate();
+        let id = node.node_id();
+        let served = tokio::spawn(seed(l, node));
+        let target = Target {
+            addr,
+            id: Some(id),
+            depth: 0,
+        };
+        let opts = ProbeOptions::new(Duration::from_secs(5));
+        let report = probe(&target, &Identity::generate(), &opts, |id, info| {
+            expected(target.id.unwrap(), None, true, id, info)
+        })
+        .await;
+        served.await.unwrap();
+        assert_eq!(report.status, Status::Ok, "{report:?}");
+        assert_eq!(report.answered, Some(0), "{report:?}");
+        assert_eq!(report.blocks, Some(Blocks { height: 7, base: 1 }));
     }
 }
