@@ -1055,10 +1055,16 @@ mod tests {
                 })
             })
             .collect();
-        // Every producer waits; then all four become runnable at once.
+        // Every producer waits; then all four become runnable at once: woken
+        // by a task on the worker, so that all four are in its run queue
+        // together (woken from the test's own thread, they reach the worker
+        // one by one through the runtime's shared queue, as far apart as
+        // that thread's time slices, and a loaded machine split them).
         tokio::time::sleep(Duration::from_millis(50)).await;
         let before = tx.queue_stats().messages_sent;
-        go.notify_waiters();
+        tokio::spawn(async move { go.notify_waiters() })
+            .await
+            .unwrap();
         for p in producers {
             p.await.unwrap();
         }
