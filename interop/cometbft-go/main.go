@@ -139,6 +139,7 @@
 //	    "rtt_p99_us", "sign_p50_us", "sign_p99_us", "transport_p50_us",
 //	    "transport_p99_us" (round trip minus signing, per request), "warmup"}.
 //	mconn-bench [-size S] [-n N] [-channels K] [-rate R] [-flush-throttle D]
+//	    [-notsent-lowat B]
 //	    Two MConnections over one loopback connection in one process: K
 //	    channels, N messages of S bytes each from one end, stamped; prints
 //	    one JSON line with msgs/s, MB/s, CPU s/GiB and latency p50/p99

@@ -11,7 +11,10 @@
 // (receive time minus stamp). With `-rate R` the senders are paced to R
 // messages per second in all, so the latency is the connection's, not a
 // queue's. CPU is user + system time of the whole process over the run
-// (both ends), from getrusage.
+// (both ends), from getrusage. With `-notsent-lowat B` the sending socket
+// holds at most B bytes not yet sent (TCP_NOTSENT_LOWAT, Linux only), as
+// p2p-conn's `mconn-bench --notsent-lowat` sets it; the report carries the
+// value read back from the socket (0: not set).
 
 package main
 
@@ -22,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"runtime"
 	"sort"
 	"sync"
 	"syscall"
@@ -43,6 +47,7 @@ type mconnBenchReport struct {
 	Rate          float64 `json:"rate"`
 	FlushThrottle string  `json:"flush_throttle"`
 	SendRate      int64   `json:"send_rate"`
+	NotsentLowat  int     `json:"notsent_lowat"`
 }
 
 func cpuTime() time.Duration {
@@ -59,6 +64,7 @@ func mconnBench(args []string) error {
 	n := fs.Int("n", 100000, "messages per channel")
 	channels := fs.Int("channels", 4, "channels (0x20 upwards)")
 	rate := fs.Float64("rate", 0, "messages per second over all channels (0: as fast as it goes)")
+	lowat := fs.Int("notsent-lowat", 0, "TCP_NOTSENT_LOWAT of the sending socket, bytes (0: not set)")
 	cfg := defaultMConnConfig()
 	fs.DurationVar(&cfg.FlushThrottle, "flush-throttle", cfg.FlushThrottle, "MConnConfig.FlushThrottle (the release's default unless given)")
 	// The in-code defaults are 512000 B/s each way (a node's config.toml
@@ -101,6 +107,12 @@ func mconnBench(args []string) error {
 	ln.Close()
 	if a.err != nil {
 		return a.err
+	}
+	lowatSet := 0
+	if *lowat > 0 {
+		if lowatSet, err = setNotsentLowat(dialed, *lowat); err != nil {
+			return err
+		}
 	}
 	type hs struct {
 		sc  *secretConnection
@@ -209,10 +221,38 @@ func mconnBench(args []string) error {
 		MBPerS: bytes / secs / 1e6, CPUSeconds: cpu, CPUSPerGiB: cpu / (bytes / (1 << 30)),
 		LatencyP50Us: q(0.50), LatencyP99Us: q(0.99), Rate: *rate,
 		FlushThrottle: cfg.FlushThrottle.String(), SendRate: cfg.SendRate,
+		NotsentLowat: lowatSet,
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Println(string(out))
 	return nil
+}
+
+// tcpNotsentLowat is Linux's TCP_NOTSENT_LOWAT (include/uapi/linux/tcp.h),
+// which package syscall does not name.
+const tcpNotsentLowat = 25
+
+// setNotsentLowat sets TCP_NOTSENT_LOWAT on c and returns the value read
+// back from the socket.
+func setNotsentLowat(c net.Conn, v int) (int, error) {
+	if runtime.GOOS != "linux" {
+		return 0, errors.New("mconn-bench: -notsent-lowat is Linux only")
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var got int
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		if serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotsentLowat, v); serr == nil {
+			got, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotsentLowat)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return got, serr
 }

@@ -5,7 +5,8 @@
 //! same JSON line, for `benches/scripts/mconn.sh`:
 //!
 //! ```text
-//! mconn-bench [--size S] [--n N] [--channels K] [--rate R]   (default 200, 100000, 4, 0)
+//! mconn-bench [--size S] [--n N] [--channels K] [--rate R] [--notsent-lowat B]
+//!             (default 200, 100000, 4, 0, 0)
 //! ```
 //!
 //! K channels (`0x20` upwards, priority 1, a send queue of 100 messages'
@@ -18,7 +19,12 @@
 //! from `getrusage`. One multi-thread tokio runtime (two workers), default
 //! `MConnConfig` (no rate limits, as in the Go mode). The accepting end's
 //! receive loop is a task on that runtime, as the Go mode's `onReceive`
-//! runs on its connection's receive goroutine.
+//! runs on its connection's receive goroutine. With `--notsent-lowat B`
+//! the sending socket holds at most B bytes not yet sent
+//! (`TCP_NOTSENT_LOWAT`, Linux; the Go mode's `-notsent-lowat`): the
+//! kernel's part of the queue at saturation, which autotuning otherwise
+//! grows to megabytes. The JSON line carries the value read back from the
+//! socket (0: not set).
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +37,7 @@ struct Args {
     n: usize,
     channels: usize,
     rate: f64,
+    notsent_lowat: u32,
 }
 
 fn args() -> Args {
@@ -39,6 +46,7 @@ fn args() -> Args {
         n: 100_000,
         channels: 4,
         rate: 0.0,
+        notsent_lowat: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -51,6 +59,9 @@ fn args() -> Args {
             "--n" => a.n = value().parse().unwrap_or_else(|_| usage("--n")),
             "--channels" => a.channels = value().parse().unwrap_or_else(|_| usage("--channels")),
             "--rate" => a.rate = value().parse().unwrap_or_else(|_| usage("--rate")),
+            "--notsent-lowat" => {
+                a.notsent_lowat = value().parse().unwrap_or_else(|_| usage("--notsent-lowat"))
+            }
             other => usage(&format!("unknown flag {other}")),
         }
     }
@@ -62,7 +73,7 @@ fn args() -> Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "mconn-bench: {msg}\nusage: mconn-bench [--size S] [--n N] [--channels K] [--rate R]"
+        "mconn-bench: {msg}\nusage: mconn-bench [--size S] [--n N] [--channels K] [--rate R] [--notsent-lowat B]"
     );
     std::process::exit(2)
 }
@@ -103,6 +114,14 @@ async fn run(a: &Args) -> String {
     let (accepted, dialed) = (accepted.unwrap().0, dialed.unwrap());
     accepted.set_nodelay(true).unwrap();
     dialed.set_nodelay(true).unwrap();
+    let lowat = if a.notsent_lowat > 0 {
+        let sock = socket2::SockRef::from(&dialed);
+        sock.set_tcp_notsent_lowat(a.notsent_lowat)
+            .expect("TCP_NOTSENT_LOWAT");
+        sock.tcp_notsent_lowat().expect("TCP_NOTSENT_LOWAT")
+    } else {
+        0
+    };
     let (recv_conn, send_conn) =
         tokio::join!(handshake(accepted, &ia, &cfg), handshake(dialed, &ib, &cfg));
     let (recv_conn, send_conn) = (recv_conn.unwrap(), send_conn.unwrap());
@@ -172,7 +191,7 @@ async fn run(a: &Args) -> String {
     format!(
         "{{\"impl\":\"p2p-conn\",\"size\":{},\"channels\":{},\"messages\":{},\"seconds\":{},\
          \"msgs_per_s\":{},\"mb_per_s\":{},\"cpu_s\":{},\"cpu_s_per_gib\":{},\
-         \"latency_p50_us\":{},\"latency_p99_us\":{},\"rate\":{},\"flush_throttle\":\"none\"}}",
+         \"latency_p50_us\":{},\"latency_p99_us\":{},\"rate\":{},\"flush_throttle\":\"none\",\"notsent_lowat\":{}}}",
         a.size,
         a.channels,
         total,
@@ -184,5 +203,6 @@ async fn run(a: &Args) -> String {
         q(0.50),
         q(0.99),
         a.rate,
+        lowat,
     )
 }
