@@ -363,6 +363,10 @@ impl Shared {
 ///   socket is the application's (this adapter sees only the secret
 ///   connection's halves): cap it there (`SO_SNDBUF`, `SO_RCVBUF`,
 ///   `TCP_NOTSENT_LOWAT`) when latency under saturation matters.
+///   `TCP_NOTSENT_LOWAT` at 128 KiB on the sending socket (on Linux,
+///   `socket2::SockRef::from(&tcp).set_tcp_notsent_lowat(128 * 1024)`
+///   before the handshake) roughly halved the p99 of a saturated
+///   connection in the project's benchmark, at no cost in CPU.
 /// - Needs a tokio runtime with the time driver.
 #[derive(Debug)]
 pub enum MConnection {}
