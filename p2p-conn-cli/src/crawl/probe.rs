@@ -466,7 +466,6 @@ fn nodeinfo_error(e: NodeInfoError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p2p_conn_mconn::blocksync::BlocksyncMessage;
     use tokio::net::TcpListener;
 
     /// A node in seed mode, as CometBFT runs one: it handles the messages
