@@ -9,8 +9,9 @@
 //!   step limit).
 //! - [`adapter`]: `MConnection` over real secret connections: the send
 //!   queue, back-pressure, the close bound, the `tracing` events.
-//! - [`queueing`]: what a saturated `MConnection` holds in front of the
-//!   application and of the socket (bounded in bytes).
+//!   (What a saturated `MConnection` holds in front of the application
+//!   and of the socket, and its wake-ups per batch, are unit tests in
+//!   `src/connection.rs`, beside the counters they read.)
 //! - [`cometbft_go`]: against CometBFT's own MConnection at every line.
 //! - [`pex_rules`]: CometBFT's PEX rules (`pex`: address validation,
 //!   `Requests`, `Asks`, answer sizes) at their boundaries, on a test clock.
@@ -29,5 +30,3 @@ mod core;
 mod hostile;
 mod pair;
 mod pex_rules;
-#[cfg(feature = "tokio")]
-mod queueing;
