@@ -217,10 +217,7 @@ impl Output<'_> {
         };
         // How many times less CPU per GiB (per handshake) than the baseline
         // (> 1: ours is cheaper).
-        let cpu_ratio = match (ours.cpu_cost, base.cpu_cost) {
-            (Some(o), Some(b)) if o > 0.0 => Some(b / o),
-            _ => None,
-        };
+        let cpu_ratio = times_less(ours.cpu_cost, base.cpu_cost);
         if self.json {
             return print_json(&JsonLine {
                 kind: "ratio",
@@ -260,10 +257,7 @@ impl Output<'_> {
         };
         let ratio = many.mb_per_s / one.mb_per_s;
         let (one_cpu, many_cpu) = (one.cpu_cost, many.cpu_cost);
-        let cpu_ratio = match (one_cpu, many_cpu) {
-            (Some(o), Some(m)) if m > 0.0 => Some(o / m),
-            _ => None,
-        };
+        let cpu_ratio = times_less(many_cpu, one_cpu);
         if self.json {
             return print_json(&JsonLine {
                 kind: "scaling",
@@ -422,6 +416,15 @@ fn named_row_text(name: &str, row: &Row, note: &str) -> String {
         latency_text(row.latency),
         row.elapsed.as_secs_f64()
     )
+}
+
+/// How many times less CPU `ours` costs than `base` (> 1: ours is
+/// cheaper), when both are known and ours is above zero.
+fn times_less(ours: Option<f64>, base: Option<f64>) -> Option<f64> {
+    match (ours, base) {
+        (Some(o), Some(b)) if o > 0.0 => Some(b / o),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
