@@ -90,26 +90,8 @@ func bench(args []string) error {
 	if err != nil {
 		return err
 	}
-	type done struct {
-		at  time.Time
-		cpu cpuTimes
-		err error
-	}
-	recv := make(chan done, 1)
-	go func() {
-		c, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			recv <- done{err: err}
-			return
-		}
-		defer c.Close()
-		if err := receive(c, check); err != nil {
-			recv <- done{err: err}
-			return
-		}
-		recv <- done{at: time.Now(), cpu: cpuNow()}
-	}()
+	recv := make(chan received, 1)
+	go acceptAndReceive(ln, check, recv)
 
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -190,6 +172,31 @@ func bench(args []string) error {
 	return r.print()
 }
 
+// received is how a listener's receiving ended: when and at what CPU time
+// its last byte was verified, or why it failed.
+type received struct {
+	at  time.Time
+	cpu cpuTimes
+	err error
+}
+
+// acceptAndReceive takes ln's one connection (closing ln), receives and
+// verifies its stream with check, and reports the end on out.
+func acceptAndReceive(ln net.Listener, check checker, out chan<- received) {
+	c, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		out <- received{err: err}
+		return
+	}
+	defer c.Close()
+	if err := receive(c, check); err != nil {
+		out <- received{err: err}
+		return
+	}
+	out <- received{at: time.Now(), cpu: cpuNow()}
+}
+
 // share is connection c's part of messages spread over n connections, as
 // `p2p-conn bench --connections` splits them: messages/n each, and one more
 // for each of the first messages%n.
@@ -208,15 +215,10 @@ func share(messages int64, n, c int) int64 {
 // the last listener's last byte verified, and the CPU is the whole
 // process's over it.
 func benchConnections(size int, messages int64, n int) error {
-	type end struct {
-		at  time.Time
-		cpu cpuTimes
-		err error
-	}
 	ready := make(chan error, n)
 	begin := make(chan struct{})
 	sent := make(chan error, n)
-	recv := make(chan end, n)
+	recv := make(chan received, n)
 	pat := pattern(size)
 	for c := 0; c < n; c++ {
 		count := share(messages, n, c)
@@ -224,21 +226,7 @@ func benchConnections(size int, messages int64, n int) error {
 		if err != nil {
 			return err
 		}
-		go func() {
-			conn, err := ln.Accept()
-			ln.Close()
-			if err != nil {
-				recv <- end{err: err}
-				return
-			}
-			defer conn.Close()
-			check := &patternChecker{size: size, messages: count, pat: pat}
-			if err := receive(conn, check); err != nil {
-				recv <- end{err: err}
-				return
-			}
-			recv <- end{at: time.Now(), cpu: cpuNow()}
-		}()
+		go acceptAndReceive(ln, &patternChecker{size: size, messages: count, pat: pat}, recv)
 		go func() {
 			conn, err := net.Dial("tcp", ln.Addr().String())
 			if err != nil {
@@ -270,7 +258,7 @@ func benchConnections(size int, messages int64, n int) error {
 	}
 	start, cpu0 := time.Now(), cpuNow()
 	close(begin)
-	var last end
+	var last received
 	for c := 0; c < 2*n; c++ {
 		select {
 		case err := <-sent:
