@@ -67,15 +67,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    // Debug info is most of a test build's disk and link time; a failed
-    // assertion still names its file and line without it. Incremental data
-    // is gigabytes that a fresh run never reuses. Set for every stage, as
-    // `.ci/run` always did (a stage run alone builds the same way).
-    for (key, value) in [("CARGO_PROFILE_DEV_DEBUG", "0"), ("CARGO_INCREMENTAL", "0")] {
-        if std::env::var_os(key).is_none() {
-            // Before any thread is spawned; the children inherit it.
-            std::env::set_var(key, value);
-        }
+    // The workspace's [profile.dev] (Cargo.toml: line tables only) is the
+    // one setting of debug info, so a stage run alone shares its build
+    // with `cargo test` and with `ci`. `ci` also turns incremental
+    // compilation off: a whole run, usually from a fresh clone, never
+    // reuses that data, and it is gigabytes of writes. Every dependency's
+    // build is the same with or without it (cargo compiles no dependency
+    // incrementally), so a stage run after `ci` rebuilds at most the
+    // workspace's own crates.
+    if args.iter().any(|a| a == "ci") && std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        // Before any thread is spawned; the children inherit it.
+        std::env::set_var("CARGO_INCREMENTAL", "0");
     }
     if args.iter().any(|a| a == "ci") {
         stages::start_early_jobs(&ctx);

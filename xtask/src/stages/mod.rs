@@ -5,7 +5,7 @@ mod go;
 mod layout;
 mod lint;
 mod release;
-mod tests;
+mod testing;
 
 use crate::ctx::Ctx;
 use crate::tmkms_install;
@@ -68,32 +68,32 @@ pub const STAGES: &[Stage] = &[
     Stage {
         name: "test-lean",
         about: "the library crates' tests as embedders build them: pure Rust, avx512 and avx2 without ring, the layers with no features",
-        run: tests::test_lean,
+        run: testing::test_lean,
     },
     Stage {
         name: "memcheck",
         about: "the multi-frame engine's tests under valgrind memcheck (its AVX2 kernel: valgrind hides AVX-512)",
-        run: tests::memcheck,
+        run: testing::memcheck,
     },
     Stage {
         name: "embedder",
         about: "a new project depending on p2p-conn with the defaults builds, and compiles none of the CLI's crates",
-        run: tests::embedder,
+        run: testing::embedder,
     },
     Stage {
         name: "doc-examples",
         about: "every document's examples built as a user's crate with the Cargo lines it recommends",
-        run: tests::doc_examples,
+        run: testing::doc_examples,
     },
     Stage {
         name: "test",
         about: "the README's test command: cargo test --workspace --all-features (CI=true)",
-        run: tests::test,
+        run: testing::test,
     },
     Stage {
         name: "fuzz-smoke",
         about: "every fuzz target for FUZZ_SECONDS (default 10) seconds, a smoke run (long runs: p2p-conn-fuzz/run.sh 3600)",
-        run: tests::fuzz_smoke,
+        run: testing::fuzz_smoke,
     },
 ];
 

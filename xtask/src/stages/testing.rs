@@ -128,13 +128,52 @@ pub fn embedder(ctx: &Ctx) -> Result<(), String> {
         ],
         "a project depending on p2p-conn with the default features",
     )?;
-    ctx.cargo(&[
-        "build",
-        "--manifest-path",
-        manifest,
-        "--target-dir",
-        "target",
-    ])
+    let debug = dev_debug(ctx)?;
+    ctx.run(
+        "cargo",
+        &[
+            "build",
+            "--manifest-path",
+            manifest,
+            "--target-dir",
+            "target",
+        ],
+        &[("CARGO_PROFILE_DEV_DEBUG", &debug)],
+    )
+}
+
+/// The debug info of the workspace's dev builds: `$CARGO_PROFILE_DEV_DEBUG`
+/// if set, else the `debug` of Cargo.toml's `[profile.dev]`. A project of
+/// its own built in the workspace's target directory (`embedder`,
+/// `doc-examples`) gets it through the environment, so that it reuses the
+/// dependencies the workspace built rather than building them again with
+/// other debug info.
+fn dev_debug(ctx: &Ctx) -> Result<String, String> {
+    if let Ok(set) = std::env::var("CARGO_PROFILE_DEV_DEBUG") {
+        return Ok(set);
+    }
+    let manifest =
+        std::fs::read_to_string(ctx.root.join("Cargo.toml")).map_err(|e| e.to_string())?;
+    profile_setting(&manifest, "profile.dev", "debug")
+        .ok_or_else(|| "Cargo.toml: no `debug` in [profile.dev]".to_string())
+}
+
+/// `key`'s value in the `[section]` of a TOML file, its quotes removed.
+fn profile_setting(toml: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = "";
+    for line in toml.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name.trim();
+        } else if current == section {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.trim() == key {
+                    let v = v.split('#').next().unwrap_or("").trim();
+                    return Some(v.trim_matches('"').to_string());
+                }
+            }
+        }
+    }
+    None
 }
 
 pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
@@ -149,17 +188,23 @@ pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
         .filter(|p| p.join("Cargo.toml").exists())
         .collect();
     crates.sort();
+    let debug = dev_debug(ctx)?;
     for krate in crates {
         std::fs::copy(ctx.root.join("Cargo.lock"), krate.join("Cargo.lock"))
             .map_err(|e| e.to_string())?;
         let manifest = krate.join("Cargo.toml");
-        ctx.cargo(&[
-            "build",
-            "--manifest-path",
-            manifest.to_str().ok_or("path is not UTF-8")?,
-            "--target-dir",
-            "target",
-        ])?;
+        let manifest = manifest.to_str().ok_or("path is not UTF-8")?;
+        ctx.run(
+            "cargo",
+            &[
+                "build",
+                "--manifest-path",
+                manifest,
+                "--target-dir",
+                "target",
+            ],
+            &[("CARGO_PROFILE_DEV_DEBUG", &debug)],
+        )?;
     }
     Ok(())
 }
@@ -185,4 +230,23 @@ pub fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
     // Under `ci`, the build ran early; run.sh then finds it done.
     ctx.finish_early("fuzz-build");
     ctx.run("p2p-conn-fuzz/run.sh", &[&seconds], &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::profile_setting;
+
+    #[test]
+    fn reads_a_profile_setting() {
+        let toml = "[workspace]\ndebug = 2\n\n[profile.dev]\nopt-level = 0\ndebug = \"line-tables-only\" # why\n\n[profile.release]\ndebug = 1\n";
+        assert_eq!(
+            profile_setting(toml, "profile.dev", "debug").as_deref(),
+            Some("line-tables-only")
+        );
+        assert_eq!(
+            profile_setting(toml, "profile.release", "debug").as_deref(),
+            Some("1")
+        );
+        assert_eq!(profile_setting(toml, "profile.bench", "debug"), None);
+    }
 }
