@@ -26,6 +26,8 @@
 
 mod ctx;
 mod early;
+mod manifest;
+mod needs;
 mod stages;
 
 #[path = "../../interop/src/tmkms_install.rs"]
@@ -50,10 +52,7 @@ fn main() -> ExitCode {
             .iter()
             .any(|a| a == "list" || a == "-h" || a == "--help")
     {
-        println!("cargo xtask STAGE... | ci | list\n\nstages, in CI's order:");
-        for s in STAGES {
-            println!("  {:<13} {}", s.name, s.about);
-        }
+        print!("{}", list(&ctx));
         return ExitCode::SUCCESS;
     }
     let names: Vec<&str> = if args.iter().any(|a| a == "ci") {
@@ -105,4 +104,28 @@ fn main() -> ExitCode {
         ctx.finish_early(name);
     }
     ExitCode::SUCCESS
+}
+
+/// `cargo xtask list`: each stage, what it checks and what it needs, then
+/// where each need comes from.
+fn list(ctx: &Ctx) -> String {
+    let rust = manifest::workspace_setting(&ctx.root, "workspace.package", "rust-version")
+        .unwrap_or_else(|| "?".into());
+    let mut out = format!(
+        "cargo xtask STAGE... | ci | list\n\n\
+         stages, in CI's order (each needs Rust {rust} or later with rustfmt and clippy, \
+         and a C compiler; `needs` is what else):\n"
+    );
+    for s in STAGES {
+        out += &format!("  {:<13} {}\n", s.name, s.about);
+        if !s.needs.is_empty() {
+            let names: Vec<&str> = s.needs.iter().map(|n| n.name).collect();
+            out += &format!("  {:<13} needs: {}\n", "", names.join(", "));
+        }
+    }
+    out += "\nwhere each need comes from (.ci/run installs the Debian packages itself):\n";
+    for n in needs::ALL {
+        out += &format!("  {:<20} {}\n", n.name, n.how);
+    }
+    out
 }

@@ -74,7 +74,7 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
 /// `go` on PATH, or Go 1.26.8 from the module proxy (the zip the go command
 /// itself downloads when it switches toolchains) under
 /// `~/.cache/p2p-conn/`, put on PATH for the later stages' tests.
-fn find_or_install_go() -> Result<PathBuf, String> {
+pub(super) fn find_or_install_go() -> Result<PathBuf, String> {
     if let Ok(out) = Command::new("go").arg("version").output() {
         if out.status.success() {
             return Ok(PathBuf::from("go"));

@@ -8,12 +8,15 @@ mod release;
 mod testing;
 
 use crate::ctx::Ctx;
+use crate::needs::*;
 use crate::tmkms_install;
 
-/// A stage: its name, what it checks, and how.
+/// A stage: its name, what it checks, what it needs beyond Rust (with
+/// rustfmt and clippy) and a C compiler, and how it runs.
 pub struct Stage {
     pub name: &'static str,
     pub about: &'static str,
+    pub needs: &'static [&'static Need],
     pub run: fn(&Ctx) -> Result<(), String>,
 }
 
@@ -23,76 +26,91 @@ pub const STAGES: &[Stage] = &[
     Stage {
         name: "go",
         about: "Go toolchain (installed from the module proxy if missing); gofmt, go mod download and go vet of the Go peer at every CometBFT line",
+        needs: &[&GO, &GO_MODULES],
         run: go::go,
     },
     Stage {
         name: "fmt",
         about: "cargo fmt --check",
+        needs: &[],
         run: lint::fmt,
     },
     Stage {
         name: "lint",
         about: "the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone; the lean builds' dependency trees",
+        needs: &[&PYTHON3],
         run: lint::lint,
     },
     Stage {
         name: "aarch64",
         about: "the avx512 and avx2 features build clean off x86_64 (clippy for aarch64)",
+        needs: &[&AARCH64],
         run: lint::aarch64,
     },
     Stage {
         name: "cycles",
         about: "no module cycles in any crate (scripts/module-cycles.py)",
+        needs: &[&PYTHON3],
         run: layout::cycles,
     },
     Stage {
         name: "docs",
         about: "cargo doc -D warnings for the library crates (also as docs.rs builds them) and the CLI",
+        needs: &[&BOOTSTRAP],
         run: release::docs,
     },
     Stage {
         name: "api",
         about: "each library crate's public API against its public-api.txt",
+        needs: &[&PYTHON3, &BOOTSTRAP],
         run: release::api,
     },
     Stage {
         name: "package",
         about: "cargo publish --dry-run of the library crates, and what their packages hold",
+        needs: &[&CRATES_IO],
         run: release::package,
     },
     Stage {
         name: "changelog",
         about: "CHANGELOG.md holds every .changelog/ fragment",
+        needs: &[],
         run: release::changelog,
     },
     Stage {
         name: "test-lean",
         about: "the library crates' tests as embedders build them: pure Rust, avx512 and avx2 without ring, the layers with no features",
+        needs: &[],
         run: testing::test_lean,
     },
     Stage {
         name: "memcheck",
         about: "the multi-frame engine's tests under valgrind memcheck (its AVX2 kernel: valgrind hides AVX-512)",
+        needs: &[&VALGRIND],
         run: testing::memcheck,
     },
     Stage {
         name: "embedder",
         about: "a new project depending on p2p-conn with the defaults builds, and compiles none of the CLI's crates",
+        needs: &[],
         run: testing::embedder,
     },
     Stage {
         name: "doc-examples",
         about: "every document's examples built as a user's crate with the Cargo lines it recommends",
+        needs: &[&PYTHON3],
         run: testing::doc_examples,
     },
     Stage {
         name: "test",
         about: "the README's test command: cargo test --workspace --all-features (CI=true)",
+        needs: &[&GO, &GO_MODULES, &COMETBFT, &TMKMS, &VECTORS, &ROOT, &CRATES_IO],
         run: testing::test,
     },
     Stage {
         name: "fuzz-smoke",
         about: "every fuzz target for FUZZ_SECONDS (default 10) seconds, a smoke run (long runs: p2p-conn-fuzz/run.sh 3600)",
+        needs: &[&CARGO_FUZZ, &BOOTSTRAP, &CRATES_IO],
         run: testing::fuzz_smoke,
     },
 ];

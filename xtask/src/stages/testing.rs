@@ -6,6 +6,7 @@ use std::process::Command;
 
 use super::refuse_in_tree;
 use crate::ctx::Ctx;
+use crate::manifest;
 
 pub fn test_lean(ctx: &Ctx) -> Result<(), String> {
     // The self dev-dependency adds only testkit, so these test exactly the
@@ -152,28 +153,8 @@ fn dev_debug(ctx: &Ctx) -> Result<String, String> {
     if let Ok(set) = std::env::var("CARGO_PROFILE_DEV_DEBUG") {
         return Ok(set);
     }
-    let manifest =
-        std::fs::read_to_string(ctx.root.join("Cargo.toml")).map_err(|e| e.to_string())?;
-    profile_setting(&manifest, "profile.dev", "debug")
+    manifest::workspace_setting(&ctx.root, "profile.dev", "debug")
         .ok_or_else(|| "Cargo.toml: no `debug` in [profile.dev]".to_string())
-}
-
-/// `key`'s value in the `[section]` of a TOML file, its quotes removed.
-fn profile_setting(toml: &str, section: &str, key: &str) -> Option<String> {
-    let mut current = "";
-    for line in toml.lines().map(str::trim) {
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            current = name.trim();
-        } else if current == section {
-            if let Some((k, v)) = line.split_once('=') {
-                if k.trim() == key {
-                    let v = v.split('#').next().unwrap_or("").trim();
-                    return Some(v.trim_matches('"').to_string());
-                }
-            }
-        }
-    }
-    None
 }
 
 pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
@@ -214,6 +195,12 @@ pub fn test(ctx: &Ctx) -> Result<(), String> {
     // rather than skip when what they need is missing. They build what they
     // run on first use (README: What the tests need).
     let ci = std::env::var("CI").unwrap_or_else(|_| "true".into());
+    // Go on PATH for the tests, as the go stage puts it there (installed
+    // under ~/.cache/p2p-conn where none is on PATH).
+    match super::go::find_or_install_go() {
+        Ok(_) => place_golden_file(ctx),
+        Err(e) => eprintln!("notice: no Go for the interop tests: {e}"),
+    }
     let result = ctx.run(
         "cargo",
         &["test", "--workspace", "--all-features"],
@@ -225,28 +212,50 @@ pub fn test(ctx: &Ctx) -> Result<(), String> {
     result
 }
 
+/// The file CometBFT's own HKDF test reads, which p2p-conn's known-answer
+/// test reads from `../shared/vectors/` beside the checkout (never
+/// committed: p2p-conn/tests/it/vectors.rs): where it is missing, a copy
+/// from CometBFT's module in Go's module cache, where the go stage put
+/// it. Every release holds the same file.
+fn place_golden_file(ctx: &Ctx) {
+    const NAME: &str = "TestDeriveSecretsAndChallengeGolden.golden";
+    let dest = ctx.root.join("../shared/vectors").join(NAME);
+    if dest.exists() {
+        return;
+    }
+    let cache = ctx
+        .output("go", &["env", "GOMODCACHE"])
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap_or_default();
+    let modules = std::fs::read_dir(cache.join("github.com/cometbft")).into_iter();
+    let mut found: Vec<PathBuf> = modules
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cometbft@v"))
+        .map(|e| e.path().join("p2p/conn/testdata").join(NAME))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    let Some(source) = found.pop() else {
+        eprintln!(
+            "notice: no {NAME} in Go's module cache to place at {}",
+            dest.display()
+        );
+        return;
+    };
+    let placed = dest
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::copy(&source, &dest));
+    match placed {
+        Ok(_) => println!("-- placed {} (from {})", dest.display(), source.display()),
+        Err(e) => eprintln!("notice: could not place {}: {e}", dest.display()),
+    }
+}
+
 pub fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
     let seconds = std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "10".into());
     // Under `ci`, the build ran early; run.sh then finds it done.
     ctx.finish_early("fuzz-build");
     ctx.run("p2p-conn-fuzz/run.sh", &[&seconds], &[])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::profile_setting;
-
-    #[test]
-    fn reads_a_profile_setting() {
-        let toml = "[workspace]\ndebug = 2\n\n[profile.dev]\nopt-level = 0\ndebug = \"line-tables-only\" # why\n\n[profile.release]\ndebug = 1\n";
-        assert_eq!(
-            profile_setting(toml, "profile.dev", "debug").as_deref(),
-            Some("line-tables-only")
-        );
-        assert_eq!(
-            profile_setting(toml, "profile.release", "debug").as_deref(),
-            Some("1")
-        );
-        assert_eq!(profile_setting(toml, "profile.bench", "debug"), None);
-    }
 }
