@@ -6,6 +6,7 @@ mod layout;
 mod lint;
 mod release;
 mod testing;
+mod trees;
 
 use crate::ctx::Ctx;
 use crate::needs::*;
@@ -37,7 +38,7 @@ pub const STAGES: &[Stage] = &[
     },
     Stage {
         name: "lint",
-        about: "the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone; the lean builds' dependency trees",
+        about: "the dependency trees: the lean builds', and the operator CLI's without the lab's crates, at most 120; the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone",
         needs: &[&PYTHON3],
         run: lint::lint,
     },
@@ -52,6 +53,12 @@ pub const STAGES: &[Stage] = &[
         about: "no module cycles in any crate (scripts/module-cycles.py)",
         needs: &[&PYTHON3],
         run: layout::cycles,
+    },
+    Stage {
+        name: "layout",
+        about: "no source file over 800 lines, and no CLI command using another (scripts/layout.py, after its self-test)",
+        needs: &[&PYTHON3],
+        run: layout::layout,
     },
     Stage {
         name: "docs",
