@@ -27,13 +27,23 @@ impl Ctx {
             .unwrap_or_else(|| self.root.join("target"))
     }
 
-    /// Wait for the early job `name`, if `ci` started it, and say how it
-    /// went (its log's end when it failed). Never an error: the stage that
-    /// needs the work does its own step after this, which finds the work
-    /// done, or redoes it and shows the error.
+    /// Wait for the background job `name` that prepares a stage's work,
+    /// if `ci` started it, and say how it went. Never an error: the stage
+    /// does its own step after this, which finds the work done, or does it
+    /// again and shows the error.
     pub fn finish_early(&self, name: &str) {
         if let Finished::Failed(why) = self.early.finish(name) {
-            println!("-- {why}\n-- the stage redoes it");
+            println!("-- {why}\n-- the stage does it again");
+        }
+    }
+
+    /// The outcome of the background job `name` that ran a stage's check,
+    /// once it ends; `None` if `ci` started none (the stage then runs it).
+    pub fn background(&self, name: &str) -> Option<Result<(), String>> {
+        match self.early.finish(name) {
+            Finished::NotStarted => None,
+            Finished::Passed => Some(Ok(())),
+            Finished::Failed(why) => Some(Err(why)),
         }
     }
 

@@ -16,11 +16,15 @@
 //! it is set); `FUZZ_SECONDS` (default 10: a smoke run) bounds each fuzz target in
 //! `fuzz-smoke`.
 //!
-//! `ci` also starts two builds before the first stage, in the background at
-//! the lowest CPU priority, that need none of the workspace's build lock:
-//! the fuzz targets (`p2p-conn-fuzz/run.sh --build-only`) and the tests'
-//! tmkms (`interop/src/tmkms_install.rs`). They use the CPU that the stages
-//! leave idle; `fuzz-smoke` and `test` wait for them (see [`early::Jobs`]).
+//! `ci` also runs work of four stages in the background, at the lowest CPU
+//! priority and with none of the workspace's build lock, on the CPU that
+//! the stages before them leave idle (see [`stages::Background`] and
+//! [`early::Jobs`]): from the start, the whole `go` stage, the fuzz
+//! targets' build (`p2p-conn-fuzz/run.sh --build-only`) and the tests'
+//! tmkms (`interop/src/tmkms_install.rs`); once `test-lean` has built the
+//! library's tests, `memcheck`'s valgrind run. Each stage waits for its
+//! part at its turn; a check that fails in the background stops the run
+//! at the end of the stage then running.
 //!
 //! std only, so that `cargo xtask` builds in seconds.
 
@@ -55,8 +59,13 @@ fn main() -> ExitCode {
         print!("{}", list(&ctx));
         return ExitCode::SUCCESS;
     }
-    let names: Vec<&str> = if args.iter().any(|a| a == "ci") {
-        STAGES.iter().map(|s| s.name).collect()
+    let ci = args.iter().any(|a| a == "ci");
+    let names: Vec<&str> = if ci {
+        std::env::var("HACK_STAGES")
+            .unwrap()
+            .leak()
+            .split(',')
+            .collect()
     } else {
         args.iter().map(String::as_str).collect()
     };
@@ -74,14 +83,22 @@ fn main() -> ExitCode {
     // build is the same with or without it (cargo compiles no dependency
     // incrementally), so a stage run after `ci` rebuilds at most the
     // workspace's own crates.
-    if args.iter().any(|a| a == "ci") && std::env::var_os("CARGO_INCREMENTAL").is_none() {
+    if ci && std::env::var_os("CARGO_INCREMENTAL").is_none() {
         // Before any thread is spawned; the children inherit it.
         std::env::set_var("CARGO_INCREMENTAL", "0");
     }
-    if args.iter().any(|a| a == "ci") {
-        stages::start_early_jobs(&ctx);
-    }
-    for name in names {
+    // Under `ci`, a stage's background work starts before the first stage
+    // or once the stage it follows has passed (stages::Background).
+    let start_background = |after: Option<&str>| {
+        let running = STAGES.iter().filter(|s| ci && names.contains(&s.name));
+        for stage in running {
+            if let Some(bg) = stage.background.as_ref().filter(|bg| bg.after == after) {
+                (bg.start)(&ctx);
+            }
+        }
+    };
+    start_background(None);
+    for &name in &names {
         let stage = STAGES
             .iter()
             .find(|s| s.name == name)
@@ -98,8 +115,16 @@ fn main() -> ExitCode {
             stage.name,
             started.elapsed().as_secs_f64()
         );
+        start_background(Some(stage.name));
+        // A check running in the background that has failed stops the run
+        // now, not at its stage's turn.
+        if let Some((name, why)) = ctx.early.failed_check() {
+            eprintln!("error: stage {name}: {why}");
+            ctx.early.stop_all();
+            return ExitCode::FAILURE;
+        }
     }
-    // Any early job no stage waited for (a `ci` run's stages all do).
+    // Any background job no stage waited for (a `ci` run's stages all do).
     for name in ctx.early.pending() {
         ctx.finish_early(name);
     }
@@ -121,6 +146,12 @@ fn list(ctx: &Ctx) -> String {
         if !s.needs.is_empty() {
             let names: Vec<&str> = s.needs.iter().map(|n| n.name).collect();
             out += &format!("  {:<13} needs: {}\n", "", names.join(", "));
+        }
+        if let Some(bg) = &s.background {
+            let when = bg
+                .after
+                .map_or("from the start".to_string(), |a| format!("once {a} passed"));
+            out += &format!("  {:<13} ci: {} in the background {when}\n", "", bg.what);
         }
     }
     out += "\nwhere each need comes from (.ci/run installs the Debian packages itself):\n";

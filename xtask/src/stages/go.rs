@@ -1,16 +1,27 @@
 //! `go`: the Go toolchain, and the Go peer checked at every CometBFT line.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::ctx::Ctx;
+use crate::early::Kind;
 
 pub fn go(ctx: &Ctx) -> Result<(), String> {
+    // Under `ci`, this stage ran in the background from the start; what is
+    // left is Go on PATH for the tests.
+    if let Some(outcome) = ctx.background("go") {
+        return outcome.and_then(|()| find_or_install_go().map(drop));
+    }
     let go = find_or_install_go()?;
     let go = go.to_str().ok_or("Go's path is not UTF-8")?;
     let local = [("GOTOOLCHAIN", "local")];
     ctx.run(go, &["version"], &local)?;
     let peer = ctx.root.join("interop/cometbft-go");
+    // v0.34.35's node builds from a module of our own (go install refuses it).
+    let node_v034 = ctx.root.join("interop/cometbft-node/v0.34");
     // gofmt sits beside the go binary (or on PATH beside it).
     let gofmt = match Path::new(go).parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.join("gofmt"),
@@ -25,50 +36,200 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
     if !list.trim().is_empty() {
         return Err(format!("gofmt would change: {}", list.trim()));
     }
-    // One module file per line (go.mod is v1.0.1, go.v0.NN.mod the others),
-    // each with the build tag that picks its line's files.
-    for (modfile, tags) in [
-        ("go.mod", Some("cometbft_v1")),
-        ("go.v0.34.mod", Some("cometbft_v034")),
-        ("go.v0.37.mod", Some("cometbft_v037")),
-        ("go.v0.38.mod", None),
-        ("go.v0.39.mod", None),
-        ("go.v0.40.mod", Some("cometbft_v040")),
-    ] {
-        let modflag = format!("-modfile={modfile}");
-        // The build flags the tests build the peer with
-        // (interop/src/cometbft_go.rs, `build`): with the same flags, vet's
-        // compiles of CometBFT and its dependencies are the ones `go build`
-        // finds in Go's build cache, so the tests' first build of each
-        // line's peer only links. Without them every line compiles twice.
-        let mut vet = vec!["vet", "-trimpath", "-mod=readonly", modflag.as_str()];
-        let tagflag = tags.map(|t| format!("-tags={t}"));
-        vet.extend(tagflag.as_deref());
-        vet.push(".");
-        for args in [vec!["mod", "download", modflag.as_str()], vet] {
-            println!("-- (interop/cometbft-go) go {}", args.join(" "));
-            let status = Command::new(go)
-                .args(&args)
-                .env("GOTOOLCHAIN", "local")
-                .current_dir(&peer)
-                .status()
-                .map_err(|e| format!("go: {e}"))?;
-            if !status.success() {
-                return Err(format!("go {} failed", args.join(" ")));
-            }
+    // Everything the Go code and the tests' Go builds download, first and
+    // at once (network, no CPU): each line's module file, v0.34.35's node
+    // module, and what `go install` of each release's node and e2e node
+    // fetches (`go install -n` loads the packages, downloading their
+    // modules, and builds nothing), so that no later build waits on the
+    // network (a test waiting on a node's build). The go command fetches GOMAXPROCS modules at a time, two on
+    // these machines; a download is waiting, not computing, so more.
+    let mut downloads: Vec<GoCmd> = LINES
+        .iter()
+        .map(|(modfile, _)| GoCmd::new(&peer, &["mod", "download", &format!("-modfile={modfile}")]))
+        .collect();
+    downloads.push(GoCmd::new(&node_v034, &["mod", "download"]));
+    let outside = std::env::temp_dir();
+    let cache = ctx.output(go, &["env", "GOMODCACHE"])?;
+    let cached = Path::new(cache.trim()).join("cache/download/github.com/cometbft/cometbft/@v");
+    for (modfile, _) in &LINES {
+        let Some(version) = cometbft_version(&peer.join(modfile)) else {
+            continue; // v0.34: its own module, above
+        };
+        // A release whose module is in the cache was fetched before: skip
+        // it (`go install PKG@VERSION` asks the proxy about deprecation
+        // even when it has every module, so this keeps a warm cache
+        // offline).
+        if cached.join(format!("{version}.zip")).is_file() {
+            continue;
+        }
+        for package in NODE_PACKAGES {
+            let target = format!("{package}@{version}");
+            downloads.push(GoCmd::new(
+                &outside,
+                &["install", "-n", "-trimpath", &target],
+            ));
         }
     }
-    // v0.34.35's node builds from a module of our own (go install refuses it).
-    let status = Command::new(go)
-        .args(["mod", "download"])
-        .env("GOTOOLCHAIN", "local")
-        .current_dir(ctx.root.join("interop/cometbft-node/v0.34"))
-        .status()
-        .map_err(|e| format!("go: {e}"))?;
-    if !status.success() {
-        return Err("go mod download in interop/cometbft-node/v0.34 failed".into());
+    run_all(
+        ctx,
+        go,
+        downloads,
+        DOWNLOADS_AT_ONCE,
+        &[("GOMAXPROCS", "8")],
+    )?;
+    // Then vet the peer at every line, two lines at a time: one go command
+    // alone leaves a core idle whenever its next compile waits on another.
+    // The build flags are the ones the tests build the peer with
+    // (interop/src/cometbft_go.rs, `build`): with the same flags, vet's
+    // compiles of CometBFT and its dependencies are the ones `go build`
+    // finds in Go's build cache, so the tests' first build of each line's
+    // peer only links. Without them every line compiles twice.
+    let vets = LINES
+        .iter()
+        .map(|(modfile, tags)| {
+            let modflag = format!("-modfile={modfile}");
+            let tagflag = tags.map(|t| format!("-tags={t}"));
+            let mut vet = vec!["vet", "-trimpath", "-mod=readonly", modflag.as_str()];
+            vet.extend(tagflag.as_deref());
+            vet.push(".");
+            GoCmd::new(&peer, &vet)
+        })
+        .collect();
+    run_all(ctx, go, vets, VETS_AT_ONCE, &[])
+}
+
+/// `ci`: this stage, as `cargo xtask go` runs it, in the background from
+/// the start. Its downloads wait on the network, its go vet compiles
+/// CometBFT at six releases (minutes from an empty Go build cache), on the
+/// CPU the stages before `go` leave idle.
+pub fn start_in_background(ctx: &Ctx) {
+    match std::env::current_exe() {
+        Ok(xtask) => ctx
+            .early
+            .start("go", Kind::Checks, &xtask, &["go".to_string()], &[]),
+        Err(e) => eprintln!("notice: not running go in the background: {e}"),
     }
-    Ok(())
+}
+
+/// One module file per line (go.mod is v1.0.1, go.v0.NN.mod the others),
+/// each with the build tag that picks its line's files.
+const LINES: [(&str, Option<&str>); 6] = [
+    ("go.mod", Some("cometbft_v1")),
+    ("go.v0.34.mod", Some("cometbft_v034")),
+    ("go.v0.37.mod", Some("cometbft_v037")),
+    ("go.v0.38.mod", None),
+    ("go.v0.39.mod", None),
+    ("go.v0.40.mod", Some("cometbft_v040")),
+];
+
+/// The main packages the tests `go install` at each release (v0.37 and
+/// later: interop/src/cometbft_node.rs): the node and the e2e node.
+const NODE_PACKAGES: [&str; 2] = [
+    "github.com/cometbft/cometbft/cmd/cometbft",
+    "github.com/cometbft/cometbft/test/e2e/node",
+];
+
+/// Go commands at once while downloading, each with GOMAXPROCS=8.
+const DOWNLOADS_AT_ONCE: usize = 6;
+
+/// `go vet` commands at once.
+const VETS_AT_ONCE: usize = 2;
+
+/// The version of `github.com/cometbft/cometbft` a module file requires
+/// (`require github.com/cometbft/cometbft v0.38.26`, alone or in a block);
+/// `None` where it requires none (v0.34's replaces Tendermint's module).
+fn cometbft_version(modfile: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(modfile).ok()?;
+    cometbft_requirement(&text)
+}
+
+fn cometbft_requirement(modfile: &str) -> Option<String> {
+    modfile.lines().find_map(|line| {
+        let line = line.trim().trim_start_matches("require").trim();
+        let version = line.strip_prefix("github.com/cometbft/cometbft ")?;
+        Some(version.split_whitespace().next()?.to_string())
+    })
+}
+
+/// A go command: where it runs and its arguments.
+struct GoCmd {
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl GoCmd {
+    fn new(dir: &Path, args: &[&str]) -> GoCmd {
+        GoCmd {
+            dir: dir.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    fn describe(&self, root: &Path) -> String {
+        let dir = self.dir.strip_prefix(root).unwrap_or(&self.dir);
+        format!("({}) go {}", dir.display(), self.args.join(" "))
+    }
+}
+
+/// Run `cmds` with `go`, `at_once` at a time (GOTOOLCHAIN=local and `env`
+/// set), each line of output once it ends; an error naming every command
+/// that failed, with its output.
+fn run_all(
+    ctx: &Ctx,
+    go: &str,
+    cmds: Vec<GoCmd>,
+    at_once: usize,
+    env: &[(&str, &str)],
+) -> Result<(), String> {
+    let root = ctx.root.as_path();
+    let started = Instant::now();
+    let queue = Mutex::new(cmds.into_iter().collect::<VecDeque<GoCmd>>());
+    let failed = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..at_once {
+            s.spawn(|| loop {
+                let Some(cmd) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else {
+                    return;
+                };
+                let what = cmd.describe(root);
+                let began = Instant::now();
+                let out = Command::new(go)
+                    .args(&cmd.args)
+                    .env("GOTOOLCHAIN", "local")
+                    .envs(env.iter().copied())
+                    .current_dir(&cmd.dir)
+                    .output();
+                let took = began.elapsed().as_secs_f64();
+                let why = match out {
+                    Ok(o) if o.status.success() => {
+                        println!("-- {what} ({took:.1} s)");
+                        continue;
+                    }
+                    Ok(o) => format!(
+                        "{} ({}):\n{}{}",
+                        what,
+                        o.status,
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    ),
+                    Err(e) => format!("{what}: {e}"),
+                };
+                println!("-- {what} FAILED ({took:.1} s)");
+                failed.lock().unwrap_or_else(|e| e.into_inner()).push(why);
+            });
+        }
+    });
+    println!("-- ({:.1} s)", started.elapsed().as_secs_f64());
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} go commands failed:\n{}",
+            failed.len(),
+            failed.join("\n")
+        ))
+    }
 }
 
 /// `go` on PATH, or Go 1.26.8 from the module proxy (the zip the go command
@@ -127,4 +288,19 @@ pub(super) fn find_or_install_go() -> Result<PathBuf, String> {
     let path = std::env::var("PATH").unwrap_or_default();
     std::env::set_var("PATH", format!("{}:{path}", dir.join("bin").display()));
     Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cometbft_requirement;
+
+    #[test]
+    fn reads_the_cometbft_requirement() {
+        let one = "module x\n\ngo 1.25\n\nrequire github.com/cometbft/cometbft v1.0.1\n";
+        assert_eq!(cometbft_requirement(one).as_deref(), Some("v1.0.1"));
+        let block = "require (\n\tgithub.com/cometbft/cometbft v0.40.0\n\tgithub.com/cometbft/cometbft-db v1.0.1 // indirect\n)\n";
+        assert_eq!(cometbft_requirement(block).as_deref(), Some("v0.40.0"));
+        let v034 = "require github.com/tendermint/tendermint v0.34.35\nreplace github.com/tendermint/tendermint => github.com/cometbft/cometbft v0.34.35\n";
+        assert_eq!(cometbft_requirement(v034), None);
+    }
 }

@@ -1,12 +1,14 @@
 //! `test-lean`, `memcheck`, `embedder`, `doc-examples`, `test` and
 //! `fuzz-smoke`: the code built and run as its users build it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::refuse_in_tree;
 use crate::ctx::Ctx;
+use crate::early::Kind;
 use crate::manifest;
+use crate::tmkms_install;
 
 pub fn test_lean(ctx: &Ctx) -> Result<(), String> {
     // The self dev-dependency adds only testkit, so these test exactly the
@@ -38,15 +40,40 @@ pub fn test_lean(ctx: &Ctx) -> Result<(), String> {
 }
 
 pub fn memcheck(ctx: &Ctx) -> Result<(), String> {
+    // Under `ci`, valgrind started once `test-lean` had built the tests.
+    if let Some(outcome) = ctx.background("memcheck") {
+        return outcome;
+    }
+    let Some(args) = memcheck_args(ctx)? else {
+        return Ok(());
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ctx.run("valgrind", &args, &[])
+}
+
+/// `ci`: valgrind over the tests `test-lean` built, in the background.
+pub fn start_memcheck(ctx: &Ctx) {
+    // Where valgrind or the tests are missing, the stage says so at its
+    // turn.
+    if let Ok(Some(args)) = memcheck_args(ctx) {
+        let valgrind = Path::new("valgrind");
+        ctx.early
+            .start("memcheck", Kind::Checks, valgrind, &args, &[]);
+    }
+}
+
+/// valgrind's arguments: the multi-frame engine's tests, in the library's
+/// unit tests as `test-lean` built them. `None` (after a notice) where
+/// valgrind is missing, unless `CI=true`.
+fn memcheck_args(ctx: &Ctx) -> Result<Option<Vec<String>>, String> {
     if Command::new("valgrind").arg("--version").output().is_err() {
         if std::env::var("CI").as_deref() == Ok("true") {
             return Err("valgrind is missing (apt-get install valgrind)".into());
         }
         eprintln!("notice: valgrind not installed; skipping the memcheck stage");
-        return Ok(());
+        return Ok(None);
     }
-    // The library's unit tests as `test-lean` built them, found through
-    // cargo's own report of the executable.
+    // Found through cargo's own report of the executable.
     let args = [
         "test",
         "-p",
@@ -69,16 +96,16 @@ pub fn memcheck(ctx: &Ctx) -> Result<(), String> {
         .ok_or("no test executable in cargo's report")?;
     // The soak's smoke size; every test of the engine, both kernels where
     // the CPU (as valgrind presents it) runs them.
-    ctx.run(
-        "valgrind",
-        &[
+    Ok(Some(
+        [
             "--quiet",
             "--error-exitcode=9",
             &exe,
             "proto::aead::multiframe",
-        ],
-        &[],
-    )
+        ]
+        .map(String::from)
+        .to_vec(),
+    ))
 }
 
 pub fn embedder(ctx: &Ctx) -> Result<(), String> {
@@ -251,6 +278,25 @@ fn place_golden_file(ctx: &Ctx) {
         Ok(_) => println!("-- placed {} (from {})", dest.display(), source.display()),
         Err(e) => eprintln!("notice: could not place {}: {e}", dest.display()),
     }
+}
+
+/// `ci`: the tests' tmkms install (interop/src/tmkms_install.rs, shared
+/// with the tests), which `test` would otherwise do in the middle of its
+/// run. Its own target directory: no wait on the workspace's build lock.
+pub fn start_tmkms_install(ctx: &Ctx) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let args = tmkms_install::install_args(&ctx.target_dir());
+    let env = tmkms_install::ENV;
+    ctx.early
+        .start("tmkms", Kind::Prepares, Path::new(&cargo), &args, env);
+}
+
+/// `ci`: the fuzz targets' build, in p2p-conn-fuzz's own target directory.
+pub fn start_fuzz_build(ctx: &Ctx) {
+    let args = ["--build-only".to_string()];
+    let run = Path::new("p2p-conn-fuzz/run.sh");
+    ctx.early
+        .start("fuzz-build", Kind::Prepares, run, &args, &[]);
 }
 
 pub fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
