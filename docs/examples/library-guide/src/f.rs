@@ -1,4 +1,4 @@
-// Generated from a Rust block of docs/guide.md; edit the document.
+// Generated from a Rust block of docs/library-guide.md; edit the document.
 async fn f(tcp: tokio::net::TcpStream) -> Result<(), Box<dyn std::error::Error>> {
 use p2p_conn::nodeinfo::{self, NodeInfo};
 use p2p_conn::{io::tokio::handshake, Config, Identity};
