@@ -49,7 +49,7 @@ use pipe::PipeArgs;
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
         key tools, a probe, a crawler, a list checker and a seed node for live networks, a test \
         remote signer, benchmarks. \
-        `p2p-conn COMMAND --help` says more of each (docs/guide.md: all of it)"
+        `p2p-conn COMMAND --help` says more of each (docs/operator-manual.md: all of it)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -86,7 +86,7 @@ enum Cmd {
     /// stderr once bound. Exit 0:
     /// all of stdin handed to the kernel and the peer's stream ended (not an
     /// acknowledgement); otherwise the stage's code, as probe's, plus 9 for
-    /// a connection that failed after the handshake (docs/guide.md, "Exit
+    /// a connection that failed after the handshake (docs/operator-manual.md, "Exit
     /// codes")
     Listen {
         /// Address to listen on, e.g. 127.0.0.1:26656 or tcp://0.0.0.0:26656
@@ -100,7 +100,7 @@ enum Cmd {
     ///
     /// ADDR is HOST:PORT or ID@HOST:PORT, either also after tcp://. Copies
     /// until both directions are done. Exit codes as listen's
-    /// (docs/guide.md, "Exit codes")
+    /// (docs/operator-manual.md, "Exit codes")
     Dial {
         /// Address to dial, e.g. 127.0.0.1:26656, NODE_ID@127.0.0.1:26656 or
         /// tcp://NODE_ID@127.0.0.1:26656
@@ -117,26 +117,26 @@ enum Cmd {
     /// print it, hang up. Exit code by stage: 0 ok, 1 usage (a malformed
     /// address, bad flags, a key file), 3 connect, 4 handshake, 5 ID
     /// mismatch, 6 NodeInfo, 7 timeout, 8 network mismatch (2: the command
-    /// line does not parse; docs/guide.md, "Exit codes")
+    /// line does not parse; docs/operator-manual.md, "Exit codes")
     Probe(probe::ProbeArgs),
     /// Map a CometBFT network over p2p (PEX, no RPC): table, JSON, graph
     ///
     /// From the seeds, breadth first, visit each node once (handshake, NodeInfo, one PexRequest,
     /// its PexAddrs, hang up) and print a table of every node, or --json;
-    /// --graph draws who knows whom (docs/guide.md, "Mapping a network")
+    /// --graph draws who knows whom (docs/operator-manual.md, "Mapping a network")
     Crawl(crawl::CrawlArgs),
     /// Check seed and peer lists (chain.json, config.toml, addresses)
     ///
     /// For each entry: reachable, the right node ID, the right network, its
     /// version and release line, the handshake time, and for a seed a PEX
     /// answer and a hang-up (seed mode). Exit 0 all pass, 10 any fails, 1
-    /// usage (docs/guide.md, "Checking seeds and peers")
+    /// usage (docs/operator-manual.md, "Checking seeds and peers")
     Check(check::CheckArgs),
     /// A seed node: answer each node's PexRequest, hang up, keep the book
     ///
     /// CometBFT's seed mode: a node that dials it gets a sample of good
     /// addresses and is hung up on; the book is re-crawled on a schedule
-    /// and saved as a CometBFT addrbook.json (docs/guide.md, "Running a
+    /// and saved as a CometBFT addrbook.json (docs/operator-manual.md, "Running a
     /// seed")
     Seed(seed::SeedArgs),
     /// A remote signer for a CometBFT validator, for tests and testnets
@@ -147,12 +147,12 @@ enum Cmd {
     /// high-water mark written to --state (synced, renamed into place)
     /// before each signature leaves. Runs until SIGINT/SIGTERM, then prints
     /// the final stats and exits 0; exits 1 if it cannot start (flags, key,
-    /// state file; docs/guide.md, "Remote signer")
+    /// state file; docs/operator-manual.md, "Remote signer")
     Signer(signer::SignerArgs),
     /// Move a signer's high-water mark between state files, or show it
     ///
     /// Between FilePV's priv_validator_state.json and p2p-conn's slot state
-    /// file (docs/guide.md, "Remote signer")
+    /// file (docs/operator-manual.md, "Remote signer")
     #[command(subcommand)]
     State(signer::StateCmd),
     /// Loopback benchmark: handshake, then stream messages and verify them

@@ -22,7 +22,7 @@
 //!
 //! It runs until SIGINT or SIGTERM, then prints the final stats and exits
 //! 0. Failures before it serves (flags, the key file, the state file, the
-//! connection key) exit 1; see docs/guide.md, "Remote signer".
+//! connection key) exit 1; see docs/operator-manual.md, "Remote signer".
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -821,7 +821,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let noise_self = matches!(address, Address::Noise { .. })
             .then(|| identity.public_key().peer_id().to_string());
         // Dial every 50 ms at first, then up to every 500 ms: well within
-        // the 3 s a starting node waits for its signer (docs/guide.md).
+        // the 3 s a starting node waits for its signer (docs/operator-manual.md).
         let mut endpoint = SignerEndpoint::new(address, identity.clone())
             .retry(Duration::from_millis(50), Duration::from_millis(500));
         if let Some(id) = node_id {
