@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo, Violation};
 use p2p_conn::{Config, Error, NodeId};
-use p2p_conn_interop::cometbft_go::GoVersion;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
@@ -216,7 +215,7 @@ async fn probe(args: ProbeArgs, host: String, expected: Option<NodeId>) -> Resul
 }
 
 /// What the version a node announces says about its release, as far as the
-/// lines p2p-conn is tested against ([`GoVersion::ALL`]) tell.
+/// lines p2p-conn is tested against ([`p2p_conn_releases::ALL`]) tell.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ReleaseLine {
     /// The lines whose nodes announce this version, oldest first (`v0.38`,
@@ -233,15 +232,13 @@ impl ReleaseLine {
     pub fn of(version: &str) -> ReleaseLine {
         let mut lines = Vec::new();
         let mut stale = Vec::new();
-        for v in GoVersion::ALL {
-            // `v0.39` names 0.39.x, `v1` names 1.x.
-            let prefix = format!("{}.", v.line().trim_start_matches('v'));
-            let announced_by_it = v.announces() == version;
-            if version.starts_with(&prefix) || announced_by_it {
-                lines.push(v.line());
+        for r in &p2p_conn_releases::ALL {
+            let announced_by_it = r.announces == version;
+            if r.names(version) || announced_by_it {
+                lines.push(r.line);
             }
-            if announced_by_it && v.label().trim_start_matches('v') != version {
-                stale.push(format!("{} announces {version}", v.label()));
+            if announced_by_it && r.announces_stale() {
+                stale.push(format!("{} announces {version}", r.label));
             }
         }
         ReleaseLine { lines, stale }
