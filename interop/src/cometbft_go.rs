@@ -24,8 +24,8 @@
 //! Go build cache makes a rebuild cheap; the first build downloads the
 //! modules through the Go module proxy.
 //!
-//! The CLI (`--baseline cometbft-go*`) and the interop tests both build
-//! through this module, so they run the very same binaries.
+//! The lab (`p2p-conn-lab bench --baseline cometbft-go*`) and the interop
+//! tests build through this module, so they run the very same binaries.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

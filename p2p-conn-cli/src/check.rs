@@ -527,7 +527,7 @@ pub fn table(outcomes: &[Outcome], network: Option<&str>) -> String {
             o.problems.join("; "),
         ]);
     }
-    let mut out = crate::columns::render(&rows);
+    let mut out = crate::output::columns::render(&rows);
     let failed = outcomes.iter().filter(|o| !o.problems.is_empty()).count();
     out.push_str(&format!(
         "{} entries, {} ok, {failed} failed; network {}\n",

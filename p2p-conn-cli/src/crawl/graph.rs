@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::scheduler::{Crawl, Status};
+use crate::output::svg::xml_escape;
 
 /// How a vertex is drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -531,24 +532,6 @@ fn clip(s: &str, n: usize) -> String {
         c.push('…');
         c
     }
-}
-
-/// Text safe in XML content and attribute values; control characters
-/// (which XML 1.0 forbids) become U+FFFD.
-pub fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn dot_escape(s: &str) -> String {

@@ -97,7 +97,7 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
             rows.last_mut().expect("a row").push(cell);
         }
     }
-    let mut out = crate::columns::render(&rows);
+    let mut out = crate::output::columns::render(&rows);
     let (answered, reachable) = counts(crawl);
     out.push_str(&format!(
         "{} dialed, {reachable} reachable, {answered} answered PEX, {} reported addresses, {} not dialed (--max-nodes); network {}\n",
