@@ -10,7 +10,7 @@
 //!
 //! # Design
 //! Each distinct (address, ID) is visited once, by the crawl's probe
-//! ([`crate::crawl::probe::probe`]): the same handshake, NodeInfo rules,
+//! ([`crate::visit::probe::probe`]): the same handshake, NodeInfo rules,
 //! announced NodeInfo (listen address `0.0.0.0:0`, which no node adds to
 //! its book) and single `PexRequest`, so `check` is as polite as `crawl`:
 //! one connection per entry, a seed asked once, a peer never asked
@@ -35,10 +35,10 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
 use crate::conn;
-use crate::crawl::probe;
-use crate::crawl::scheduler::{Report, Status, Target};
 use crate::error::CliError;
-use crate::probe::ReleaseLine;
+use crate::release_line::ReleaseLine;
+use crate::visit::probe;
+use crate::visit::report::{Report, Status, Target};
 
 /// How long a seed's connection is watched after its answer: a node in
 /// seed mode hangs up at once (CometBFT's `pex.Reactor.Receive`: it sends

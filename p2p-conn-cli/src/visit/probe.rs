@@ -1,4 +1,5 @@
-//! The crawl's one piece of network code: [`probe`] visits one node.
+//! The one piece of network code of a visit: [`probe`] visits one node,
+//! for `crawl`, `check` and `seed` alike.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use p2p_conn_mconn::{ChannelDescriptor, MConnCloseReason, MConnConfig, MConnecti
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::scheduler::{Blocks, Report, Status, Target, Verdict};
+use super::report::{Blocks, Report, Status, Target, Verdict};
 use crate::conn;
 use crate::error::describe;
 use crate::error::CliError;

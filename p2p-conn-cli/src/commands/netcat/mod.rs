@@ -13,9 +13,11 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::{self, ConnArgs, WireArgs};
 use crate::error::{CliError, CopyError};
-use crate::mconn;
 use crate::nodeinfo_step;
-use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
+use stdio::{IoCounts, StdinChunks, StdoutChunks};
+
+mod mconn;
+mod stdio;
 
 /// `listen` and `dial`: the connection and wire settings, and the optional
 /// NodeInfo exchange before piping (the NodeInfo flags' help says what

@@ -5,7 +5,8 @@ use std::io::Write;
 use p2p_conn::NodeId;
 use serde_json::{json, Value};
 
-use super::scheduler::{Crawl, Edge, ProbeId, Visit};
+use crate::visit::report::Status;
+use crate::visit::scheduler::{Crawl, Edge, ProbeId, Visit};
 
 /// `—` for what is not known.
 const NONE: &str = "-";
@@ -258,7 +259,7 @@ pub fn addrbook(crawl: &Crawl) -> (Vec<crate::addrbook::BookEntry>, usize) {
         let (Some(id), true) = (r.node_id, r.status.reachable()) else {
             continue;
         };
-        if r.status == super::scheduler::Status::OtherNetwork || !seen.insert(id) {
+        if r.status == Status::OtherNetwork || !seen.insert(id) {
             continue;
         }
         let Ok(addr) = v.target.addr.parse::<std::net::SocketAddr>() else {
@@ -280,8 +281,9 @@ pub fn addrbook(crawl: &Crawl) -> (Vec<crate::addrbook::BookEntry>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crawl::scheduler::tests::{addr_of, opts, run, Fake};
-    use crate::crawl::scheduler::{Blocks, Options, Report, Status, Target};
+    use crate::visit::report::{Blocks, Report, Target};
+    use crate::visit::scheduler::fake::{addr_of, opts, run, Fake};
+    use crate::visit::scheduler::Options;
     use std::time::Duration;
 
     /// A crawl of two answering nodes and a dial, made under node 0's ID,

@@ -7,7 +7,7 @@
 //! # Design
 //! - The book is the library's [`Book`] (sans-IO: learn, try, judge,
 //!   select) and the answering rules its [`Requests`] in seed mode; the
-//!   outbound visits are the crawl's probe ([`crate::crawl::probe`]), so
+//!   outbound visits are the crawl's probe ([`crate::visit::probe`]), so
 //!   the seed asks each node as politely as `crawl` does, at most once per
 //!   recheck interval (10 min by default, far past CometBFT's 10 s).
 //! - Inbound: a bounded number of connections at once, and per IP; each
@@ -49,9 +49,9 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::addrbook::{self, BookEntry};
 use crate::conn;
-use crate::crawl::probe;
-use crate::crawl::scheduler::{Status, Target};
 use crate::error::CliError;
+use crate::visit::probe;
+use crate::visit::report::{Status, Target};
 
 /// The moniker the seed announces.
 pub const SEED_MONIKER: &str = "p2p-conn-seed";

@@ -8,9 +8,10 @@
 //! - [`scheduler`]: a sans-IO scheduler (which address next, the limits,
 //!   one visit per node and address, one network), which takes CometBFT's
 //!   PEX rules (address validation, the request and its answer) from the
-//!   library, `p2p_conn_mconn::pex`.
+//!   library, `p2p_conn_mconn::pex`; below the commands, in
+//!   [`crate::visit`].
 //! - [`probe`](mod@probe): the one piece that touches the network, one node per
-//!   call.
+//!   call (`check` and `seed` visit through it too).
 //! - This module: the tokio driver (a task per probe, aborted at the
 //!   scheduler's deadline), the progress line, and the output through
 //!   [`output`] (table, `--json`) and [`graph`] (`--graph`, DOT or SVG).
@@ -24,10 +25,8 @@
 //! - Nodes that do not accept inbound peers (full, private, behind NAT)
 //!   are seen only as addresses others report.
 
-pub mod graph;
-pub mod output;
-pub mod probe;
-pub mod scheduler;
+mod graph;
+mod output;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -41,7 +40,9 @@ use tokio::task::JoinSet;
 
 use crate::conn;
 use crate::error::CliError;
-use scheduler::{Options, ProbeId, Report, Scheduler, Target};
+use crate::visit::probe;
+use crate::visit::report::{Report, Target};
+use crate::visit::scheduler::{self, Options, ProbeId, Scheduler};
 
 #[derive(clap::Args)]
 pub struct CrawlArgs {

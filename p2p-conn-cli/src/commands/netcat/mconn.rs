@@ -25,10 +25,10 @@ use p2p_conn_mconn::{
     DEFAULT_PONG_TIMEOUT,
 };
 
+use super::stdio::{IoCounts, StdinChunks, StdoutChunks};
 use crate::error::CliError;
 use crate::error::CopyError;
 use crate::nodeinfo_step::Channels;
-use crate::stdio::{IoCounts, StdinChunks, StdoutChunks};
 
 /// Most bytes of stdin one read takes (one message).
 const STDIN_CHUNK_BYTES: usize = 64 * 1024;
