@@ -9,7 +9,7 @@
 //! 10 when any fails, 1 for a usage error (a file that does not parse).
 //!
 //! # Design
-//! Each distinct (address, ID) is visited once, by the crawl's probe
+//! Each distinct (address, ID) is visited once, by the probe `crawl` visits with
 //! ([`crate::visit::probe::probe`]): the same handshake, NodeInfo rules,
 //! announced NodeInfo (listen address `0.0.0.0:0`, which no node adds to
 //! its book) and single `PexRequest`, so `check` is as polite as `crawl`:

@@ -7,9 +7,10 @@
 //! # Design
 //! - The book is the library's [`Book`] (sans-IO: learn, try, judge,
 //!   select) and the answering rules its [`Requests`] in seed mode; the
-//!   outbound visits are the crawl's probe ([`crate::visit::probe`]), so
-//!   the seed asks each node as politely as `crawl` does, at most once per
-//!   recheck interval (10 min by default, far past CometBFT's 10 s).
+//!   outbound visits go through the probe `crawl` visits with
+//!   ([`crate::visit::probe`]), so the seed asks each node as politely as
+//!   `crawl` does, at most once per recheck interval (10 min by default,
+//!   far past CometBFT's 10 s).
 //! - Inbound: a bounded number of connections at once, and per IP; each
 //!   runs the handshake, the NodeInfo exchange (the peer must be on the
 //!   seed's network), MConnection with the PEX channel only, waits for
