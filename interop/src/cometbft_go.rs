@@ -418,4 +418,18 @@ mod tests {
         assert_eq!(GoVersion::V1.inputs()[4], "privval_v1.go");
         assert_eq!(GoVersion::V040.inputs()[4], "privval_v0.go");
     }
+
+    /// Each Go build row is the release table's row of the same place:
+    /// its module file names that release's line (`go.mod` for v1).
+    #[test]
+    fn go_builds_follow_the_release_table() {
+        assert_eq!(GoVersion::ALL.len(), p2p_conn_releases::ALL.len());
+        for v in GoVersion::ALL {
+            let want = match v.line() {
+                "v1" => "go.mod".to_string(),
+                line => format!("go.{line}.mod"),
+            };
+            assert_eq!(v.modfile(), want, "{}", v.label());
+        }
+    }
 }
