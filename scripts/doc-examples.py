@@ -19,11 +19,13 @@ Conventions in the documents:
 - Every ```rust block (not `ignore`) belongs to the main crate, or to NAME
   when it follows `<!-- example crate: NAME -->`. Lines that rustdoc hides
   (`# ...`) are part of the code. Blocks must be items (functions, `use`s);
-  rustdoc's own wrapping in `fn main` is not reproduced.
+  rustdoc's own wrapping in `fn main` is not reproduced. A crate whose one
+  Rust block defines `fn main` is a program: the block is its
+  `src/main.rs`, which the tests build and run against real nodes.
 - Every line naming a library crate (`p2p-conn = ...`, `p2p-conn-mconn =
   ...`, `p2p-conn-privval = ...`) in any of the documents, commented or
-  not, must be one of the lines recommended in docs/guide.md (those lines
-  of its crates), so the documents cannot drift apart.
+  not, must be one of the lines recommended in docs/library-guide.md
+  (those lines of its crates), so the documents cannot drift apart.
 
   scripts/doc-examples.py --write   regenerate docs/examples/
   scripts/doc-examples.py --check   fail when docs/examples/ is not what the
@@ -42,12 +44,14 @@ DOCS = {
     "p2p-conn/README.md": "crate-readme",
     "p2p-conn-mconn/README.md": "mconn-readme",
     "p2p-conn-privval/README.md": "privval-readme",
-    "docs/guide.md": "guide",
+    "docs/library-guide.md": "library-guide",
     "docs/embedding.md": "embedding",
     "docs/profiling.md": "profiling",
 }
-GUIDE = "docs/guide.md"
+GUIDE = "docs/library-guide.md"
 MARK = re.compile(r"^<!-- example crate: ([a-z0-9-]+) -->$")
+# A program's `fn main`.
+MAIN = re.compile(r"^(async\s+)?fn\s+main\s*\(")
 # A dependency on one of this repository's library crates.
 P2P_LINE = re.compile(r"^p2p-conn(-mconn|-privval)?\s*=")
 
@@ -178,6 +182,18 @@ def generate():
                     "",
                 ]
             )
+            if any(MAIN.match(l) for code in crate["rust"] for l in code):
+                if len(crate["rust"]) != 1:
+                    sys.exit(f"error: {doc}: crate {name} has a `fn main` and more than one Rust block")
+                files[f"{base}/src/main.rs"] = "\n".join(
+                    [
+                        f"// Generated from a Rust block of {doc}; edit the document.",
+                        "#![deny(warnings)]",
+                        *crate["rust"][0],
+                        "",
+                    ]
+                )
+                continue
             taken = set()
             mods = []
             for code in crate["rust"]:

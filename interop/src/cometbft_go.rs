@@ -24,15 +24,18 @@
 //! Go build cache makes a rebuild cheap; the first build downloads the
 //! modules through the Go module proxy.
 //!
-//! The CLI (`--baseline cometbft-go*`) and the interop tests both build
-//! through this module, so they run the very same binaries.
+//! The lab (`p2p-conn-lab bench --baseline cometbft-go*`) and the interop
+//! tests build through this module, so they run the very same binaries.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
+use p2p_conn_releases::Release;
+
 /// A CometBFT release the Go peer (and a real node, see
-/// [`crate::cometbft_node`]) is built at: the newest release of each line.
+/// [`crate::cometbft_node`]) is built at: the newest release of each line,
+/// one variant per row of [`p2p_conn_releases::ALL`] (in its order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GoVersion {
     /// v0.34.35: module `github.com/tendermint/tendermint` (replaced by
@@ -54,10 +57,10 @@ pub enum GoVersion {
     V1,
 }
 
-/// What differs between the lines, one row per [`GoVersion`] (in its order).
-struct Line {
-    label: &'static str,
-    line: &'static str,
+/// What differs between the Go builds of the lines, one row per
+/// [`GoVersion`] (in its order, the order of [`p2p_conn_releases::ALL`],
+/// which says what each release is).
+struct GoBuild {
     modfile: &'static str,
     sumfile: &'static str,
     tags: Option<&'static str>,
@@ -72,15 +75,11 @@ struct Line {
     privval: &'static str,
     /// `privval_noise.go` (v0.40.0) or `privval_nonoise.go`.
     noise: &'static str,
-    announces: &'static str,
-    p2p_protocol: u64,
     buffered: bool,
 }
 
-const LINES: [Line; 6] = [
-    Line {
-        label: "v0.34.35",
-        line: "v0.34",
+const GO_BUILDS: [GoBuild; p2p_conn_releases::ALL.len()] = [
+    GoBuild {
         modfile: "go.v0.34.mod",
         sumfile: "go.v0.34.sum",
         tags: Some("cometbft_v034"),
@@ -88,13 +87,9 @@ const LINES: [Line; 6] = [
         extension: "signbytes_noext.go",
         privval: "privval_v034.go",
         noise: "privval_nonoise.go",
-        announces: "0.34.35",
-        p2p_protocol: 8,
         buffered: false,
     },
-    Line {
-        label: "v0.37.18",
-        line: "v0.37",
+    GoBuild {
         modfile: "go.v0.37.mod",
         sumfile: "go.v0.37.sum",
         tags: Some("cometbft_v037"),
@@ -102,14 +97,9 @@ const LINES: [Line; 6] = [
         extension: "signbytes_noext.go",
         privval: "privval_v0.go",
         noise: "privval_nonoise.go",
-        // `version.TMCoreSemVer` was not bumped for the release.
-        announces: "0.37.16",
-        p2p_protocol: 8,
         buffered: false,
     },
-    Line {
-        label: "v0.38.26",
-        line: "v0.38",
+    GoBuild {
         modfile: "go.v0.38.mod",
         sumfile: "go.v0.38.sum",
         tags: None,
@@ -117,13 +107,9 @@ const LINES: [Line; 6] = [
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
         noise: "privval_nonoise.go",
-        announces: "0.38.26",
-        p2p_protocol: 8,
         buffered: false,
     },
-    Line {
-        label: "v0.39.4",
-        line: "v0.39",
+    GoBuild {
         modfile: "go.v0.39.mod",
         sumfile: "go.v0.39.sum",
         tags: None,
@@ -131,13 +117,9 @@ const LINES: [Line; 6] = [
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
         noise: "privval_nonoise.go",
-        announces: "0.39.4",
-        p2p_protocol: 8,
         buffered: true,
     },
-    Line {
-        label: "v0.40.0",
-        line: "v0.40",
+    GoBuild {
         modfile: "go.v0.40.mod",
         sumfile: "go.v0.40.sum",
         // Picks privval_noise.go (noise:// remote signing).
@@ -146,14 +128,9 @@ const LINES: [Line; 6] = [
         extension: "signbytes_ext.go",
         privval: "privval_v0.go",
         noise: "privval_noise.go",
-        // `version.TMCoreSemVer` was not bumped for the release.
-        announces: "0.39.0",
-        p2p_protocol: 8,
         buffered: true,
     },
-    Line {
-        label: "v1.0.1",
-        line: "v1",
+    GoBuild {
         modfile: "go.mod",
         sumfile: "go.sum",
         tags: Some("cometbft_v1"),
@@ -161,15 +138,14 @@ const LINES: [Line; 6] = [
         extension: "signbytes_ext.go",
         privval: "privval_v1.go",
         noise: "privval_nonoise.go",
-        announces: "1.0.1",
-        p2p_protocol: 9,
         buffered: true,
     },
 ];
 
 impl GoVersion {
-    /// Every version the test suite runs against, oldest first.
-    pub const ALL: [GoVersion; 6] = [
+    /// Every version the test suite runs against, oldest first: one per
+    /// row of [`p2p_conn_releases::ALL`].
+    pub const ALL: [GoVersion; p2p_conn_releases::ALL.len()] = [
         GoVersion::V034,
         GoVersion::V037,
         GoVersion::V038,
@@ -183,31 +159,35 @@ impl GoVersion {
         self as usize
     }
 
-    fn row(self) -> &'static Line {
-        &LINES[self.index()]
+    /// What this release is: its label, line, announced version and P2P
+    /// protocol ([`p2p_conn_releases`], the one list of them).
+    pub fn release(self) -> &'static Release {
+        &p2p_conn_releases::ALL[self.index()]
+    }
+
+    fn row(self) -> &'static GoBuild {
+        &GO_BUILDS[self.index()]
     }
 
     /// The CometBFT module version, as the peer reports it: `v0.38.26`.
     pub fn label(self) -> &'static str {
-        self.row().label
+        self.release().label
     }
 
     /// The release line: `v0.34`, `v0.37`, `v0.38`, `v0.39`, `v0.40`, `v1`.
     pub fn line(self) -> &'static str {
-        self.row().line
+        self.release().line
     }
 
-    /// The version a node of this release announces in its NodeInfo (and
-    /// prints for `cometbft version`): the label without its `v`, except
-    /// where the release left `version/version.go` unbumped (v0.37.18 says
-    /// `0.37.16`, v0.40.0 says `0.39.0`).
+    /// The version a node of this release announces in its NodeInfo
+    /// ([`Release::announces`]).
     pub fn announces(self) -> &'static str {
-        self.row().announces
+        self.release().announces
     }
 
     /// The P2P protocol version in its NodeInfo: 9 at v1.0.1, 8 before.
     pub fn p2p_protocol(self) -> u64 {
-        self.row().p2p_protocol
+        self.release().p2p_protocol
     }
 
     /// Whether its `SecretConnection` buffers the socket (`bufio`: one
@@ -437,5 +417,19 @@ mod tests {
         );
         assert_eq!(GoVersion::V1.inputs()[4], "privval_v1.go");
         assert_eq!(GoVersion::V040.inputs()[4], "privval_v0.go");
+    }
+
+    /// Each Go build row is the release table's row of the same place:
+    /// its module file names that release's line (`go.mod` for v1).
+    #[test]
+    fn go_builds_follow_the_release_table() {
+        assert_eq!(GoVersion::ALL.len(), p2p_conn_releases::ALL.len());
+        for v in GoVersion::ALL {
+            let want = match v.line() {
+                "v1" => "go.mod".to_string(),
+                line => format!("go.{line}.mod"),
+            };
+            assert_eq!(v.modfile(), want, "{}", v.label());
+        }
     }
 }

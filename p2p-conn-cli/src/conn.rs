@@ -1,4 +1,5 @@
-//! What the commands that open connections share: the connection flags,
+//! What the commands that open connections share (and the lab's, which
+//! take the same wire flags and dial the same way): the connection flags,
 //! the configuration and identity they make, the address forms, the one
 //! dial helper ([`connect`]) and how a failed connection is worded.
 
@@ -10,7 +11,7 @@ use p2p_conn::{keyfile, Backend, Config, Error, Identity, NodeId};
 
 use crate::error::CliError;
 
-/// The connection settings `listen`, `dial` and `bench` share.
+/// The connection settings `listen`, `dial` and the lab's `bench` share.
 #[derive(clap::Args, Clone, Debug)]
 pub struct WireArgs {
     /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
@@ -64,28 +65,28 @@ impl WireArgs {
 /// ([`WireArgs`]) are `listen` and `dial`'s only: a probe talks to
 /// CometBFT nodes, on CometBFT's wire.
 #[derive(clap::Args, Clone)]
-pub struct ConnArgs {
+pub(crate) struct ConnArgs {
     /// node_key.json to authenticate with (default: a fresh ephemeral identity)
     #[arg(long)]
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// Bound on the whole handshake, in seconds (and, separately, on the
     /// NodeInfo exchange, as CometBFT does)
     #[arg(long, default_value_t = 20.0)]
-    pub handshake_timeout: f64,
+    pub(crate) handshake_timeout: f64,
     /// Require the peer to authenticate as this node ID (40 hex digits)
     #[arg(long)]
-    pub peer_id: Option<NodeId>,
+    pub(crate) peer_id: Option<NodeId>,
 }
 
 /// CometBFT's dial timeout: `dial` and `probe`'s `--connect-timeout`.
-pub const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 
-/// The same bound for the dials without a flag for it (`profile --connect`,
-/// the `resources` holders).
+/// The same bound for the dials without a flag for it (the lab's `profile
+/// --connect`, its `resources` holders).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The runtime `listen`, `dial` and `probe` run on.
-pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -107,7 +108,7 @@ pub fn seconds(flag: &str, secs: f64) -> Result<Duration, CliError> {
 
 /// The node ID expected of the peer: `--peer-id` or the one in `ID@ADDR`,
 /// which must agree.
-pub fn expected_id(
+pub(crate) fn expected_id(
     peer_id: Option<NodeId>,
     dialed: Option<NodeId>,
 ) -> Result<Option<NodeId>, CliError> {
@@ -122,7 +123,7 @@ pub fn expected_id(
 /// The identity (`--key` or a fresh one) and the validated configuration
 /// of `args` over `base` (the wire settings), expecting the peer `dialed`
 /// named (and `--peer-id`).
-pub fn config(
+pub(crate) fn config(
     args: &ConnArgs,
     base: Config,
     dialed: Option<NodeId>,
@@ -147,7 +148,7 @@ pub fn config(
 const TCP_SCHEME: &str = "tcp://";
 
 /// The address forms of a node, for messages.
-pub const ADDRESS_FORMS: &str = "ID@HOST:PORT, HOST:PORT, or either after tcp://";
+pub(crate) const ADDRESS_FORMS: &str = "ID@HOST:PORT, HOST:PORT, or either after tcp://";
 
 /// `[tcp://][ID@]HOST:PORT`: the address (without `tcp://`) and the ID, if
 /// given. Another scheme is an error (`http://` names the RPC port); the
@@ -176,7 +177,7 @@ pub fn split_id(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
 
 /// `listen`'s address: `IP:PORT`, or `tcp://IP:PORT` as config.toml's
 /// `laddr` writes it.
-pub fn listen_address(addr: &str) -> Result<std::net::SocketAddr, String> {
+pub(crate) fn listen_address(addr: &str) -> Result<std::net::SocketAddr, String> {
     addr.strip_prefix(TCP_SCHEME)
         .unwrap_or(addr)
         .parse()
@@ -185,7 +186,7 @@ pub fn listen_address(addr: &str) -> Result<std::net::SocketAddr, String> {
 
 /// Whether `addr` is `HOST:PORT` with a host and a port that can be dialed
 /// (1 to 65535).
-pub fn is_host_port(addr: &str) -> bool {
+pub(crate) fn is_host_port(addr: &str) -> bool {
     addr.rsplit_once(':').is_some_and(|(host, port)| {
         !host.is_empty()
             && !host.contains(|c: char| c.is_whitespace() || c == '/' || c == '@')
@@ -197,7 +198,7 @@ pub fn is_host_port(addr: &str) -> bool {
 /// `HOST:PORT` (checked, so that a typo is a usage error rather than a
 /// failed connect) and the ID, if given. Host names are resolved when
 /// dialed.
-pub fn peer_address(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
+pub(crate) fn peer_address(addr: &str) -> Result<(String, Option<NodeId>), CliError> {
     let (host, id) = split_id(addr)?;
     if !is_host_port(&host) {
         return Err(CliError::usage(format!(

@@ -57,10 +57,6 @@ pub enum CliError {
     /// Copying between stdin, the connection and stdout.
     #[error(transparent)]
     Copy(#[from] CopyError),
-    /// `profile`: the sampling profiler (what it was doing, and its error).
-    #[cfg(unix)]
-    #[error("{0}: {1}")]
-    Profiler(&'static str, pprof::Error),
     #[error(transparent)]
     P2p(#[from] Error),
     /// `signer`: the key file, the state file, or a refusal.
@@ -76,20 +72,7 @@ pub enum CliError {
     #[error(transparent)]
     NodeId(#[from] p2p_conn::IdentityError),
     #[error(transparent)]
-    Queue(#[from] p2p_conn::io::queue::SendError),
-    #[error(transparent)]
-    GoBuild(#[from] p2p_conn_interop::cometbft_go::BuildError),
-    #[error(transparent)]
-    Tendermint(#[from] tendermint_p2p::error::Error),
-    #[error(transparent)]
     Json(#[from] serde_json::Error),
-    #[error(transparent)]
-    Task(#[from] tokio::task::JoinError),
-    #[error(transparent)]
-    Int(#[from] std::num::TryFromIntError),
-    #[cfg(unix)]
-    #[error(transparent)]
-    Sys(#[from] nix::errno::Errno),
 }
 
 impl CliError {
@@ -105,7 +88,7 @@ impl CliError {
 
     /// The stage a connection command stopped at, and so its exit code:
     /// the one rule for `listen`, `dial` and `probe`.
-    pub fn stage(&self) -> Stage {
+    pub(crate) fn stage(&self) -> Stage {
         match self {
             CliError::Connect { .. } | CliError::ConnectTimeout { .. } | CliError::Socket(_) => {
                 Stage::Connect
@@ -133,11 +116,11 @@ impl CliError {
 /// Said of a reset: p2p-conn (`listen`, `dial`) resets a connection whose
 /// peer it refuses after the handshake (wrong ID, NodeInfo), since the
 /// protocol has no refusal message.
-pub const MAY_HAVE_REFUSED: &str = ": it may have refused us (see its own error)";
+pub(crate) const MAY_HAVE_REFUSED: &str = ": it may have refused us (see its own error)";
 
 /// One line naming the cause: handshake, authentication, peer-ID mismatch,
 /// timeout, or I/O.
-pub fn describe(e: &Error) -> String {
+pub(crate) fn describe(e: &Error) -> String {
     match e {
         Error::Protocol(
             p @ (ProtocolError::InvalidSignature
@@ -223,11 +206,11 @@ pub enum CopyError {
 }
 
 impl CopyError {
-    pub fn send(e: std::io::Error) -> Self {
+    pub(crate) fn send(e: std::io::Error) -> Self {
         CopyError::Send(Error::from_io(e))
     }
 
-    pub fn recv(e: std::io::Error) -> Self {
+    pub(crate) fn recv(e: std::io::Error) -> Self {
         CopyError::Recv(Error::from_io(e))
     }
 }

@@ -1,6 +1,6 @@
 //! Exit codes of the commands that talk to a peer (`listen`, `dial`,
 //! `probe`): the stage a run stopped at. [`CliError::stage`] is the one
-//! rule from failure to stage; docs/guide.md ("Exit codes") is the one
+//! rule from failure to stage; docs/operator-manual.md ("Exit codes") is the one
 //! table. Every other command exits 1 on any failure.
 //!
 //! [`CliError::stage`]: crate::error::CliError::stage

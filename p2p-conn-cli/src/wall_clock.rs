@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `t` as `YYYY-MM-DDTHH:MM:SS.mmmZ`; a time before 1970 prints as the
 /// epoch (a clock that far off is not worth a second format).
-pub fn rfc3339_ms(t: SystemTime) -> String {
+pub(crate) fn rfc3339_ms(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);

@@ -118,10 +118,10 @@ pub struct ReadmeDoctests;
 #[cfg(all(doctest, feature = "queue"))]
 pub struct EmbeddingDoctests;
 
-// docs/guide.md is not compiled here: its examples use all three library
+// docs/library-guide.md is not compiled here: its examples use all three library
 // crates (p2p-conn-mconn and p2p-conn-privval depend on this one), so CI
 // builds them as the user's crates `scripts/doc-examples.py` makes, with
-// the Cargo lines the guide recommends (docs/examples/guide*).
+// the Cargo lines the guide recommends (docs/examples/).
 
 /// docs/profiling.md's example, compiled as a doctest.
 #[doc = include_str!("../../docs/profiling.md")]

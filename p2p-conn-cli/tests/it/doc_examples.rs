@@ -1,66 +1,102 @@
-//! The documents' examples that talk to a peer, run against real `cometbft`
-//! nodes. `scripts/doc-examples.py` writes each document's Rust blocks to
+//! The documents' complete program, run against real `cometbft` nodes.
+//! `scripts/doc-examples.py` writes each document's Rust blocks to
 //! `docs/examples/` (CI builds them there with the document's own Cargo
-//! line); here the same files are compiled into this test binary and
-//! called with a live connection to a node, so an example a node would
-//! refuse fails the suite.
+//! line); here docs/library-guide.md's program (`docs/examples/pex-addresses`)
+//! is built the same way and run against a network of nodes, so a program
+//! a node would refuse, or one that prints nothing useful, fails the suite.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use p2p_conn::io::tokio::handshake;
-use p2p_conn::nodeinfo::{self, NodeInfo};
-use p2p_conn::{Config, Identity, NodeId};
 use p2p_conn_interop::cometbft_go::GoVersion;
-use p2p_conn_interop::cometbft_node::{node_binary, Node};
-use p2p_conn_mconn::ChannelDescriptor;
+use p2p_conn_interop::cometbft_network::Network;
+use p2p_conn_interop::process::run_ok;
 
-#[allow(dead_code)]
-#[path = "../../../docs/examples/guide-mconn/src/ask_for_addresses.rs"]
-mod guide_mconn;
+/// The example crate, under the workspace root.
+const PROGRAM: &str = "docs/examples/pex-addresses";
 
-/// docs/guide.md's MConnection example (`ask_for_addresses`): after our
-/// handshake and a NodeInfo announcing its channels, it sends a PEX
-/// request and gets the node's `PexAddrs`, and the node does not stop us.
-fn guide_mconn_example_gets_addresses(version: GoVersion, test: &str) {
-    let Some(bin) = node_binary(version, test) else {
+/// docs/examples/pex-addresses built as a user would build it (its own
+/// Cargo.toml, the workspace's lock file, as the `doc-examples` CI stage
+/// does, in the same target directory), once per test binary: its binary.
+fn program() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let krate = root.join(PROGRAM);
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock"))
+                .unwrap_or_else(|e| panic!("copying Cargo.lock into {krate:?}: {e}"));
+            // The cargo running the tests, where it says; else the one on PATH.
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let out = Command::new(cargo)
+                .arg("build")
+                .arg("--manifest-path")
+                .arg(krate.join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(&target)
+                .stdin(Stdio::null())
+                .output()
+                .expect("running cargo");
+            assert!(
+                out.status.success(),
+                "building {PROGRAM}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            target.join("debug").join("doc-example-pex-addresses")
+        })
+        .clone()
+}
+
+/// docs/library-guide.md's complete program against node 0 of a two-node
+/// network of `version` (node 1 dials node 0, so node 0's address book
+/// holds node 1's address): it prints node 0's NodeInfo and node 1's
+/// address from node 0's `PexAddrs`, exits 0, and the node does not stop
+/// it for anything but its hang-up.
+fn complete_program_prints_nodeinfo_and_addresses(version: GoVersion, test: &str) {
+    let Some(net) = Network::start(&[version, version], test) else {
         return;
     };
-    let node = Node::start(&bin);
-    let mark = node.log_len();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let identity = Identity::generate();
-    let got = rt.block_on(async {
-        let tcp = tokio::net::TcpStream::connect(&node.p2p_addr)
-            .await
-            .unwrap();
-        let expected: NodeId = node.node_id.parse().unwrap();
-        let config = Config::default().expect_peer(expected);
-        let mut conn = handshake(tcp, &identity, &config).await.unwrap();
-        let channels = [ChannelDescriptor::new(0x00)];
-        let mut ours = NodeInfo::new(identity.node_id(), &node.network);
-        ours.channels = ChannelDescriptor::ids(&channels);
-        let theirs = tokio::time::timeout(
-            Duration::from_secs(20),
-            nodeinfo::tokio::exchange(&mut conn, &ours),
-        )
-        .await
-        .expect("NodeInfo in time")
-        .unwrap();
-        assert!(ours.compatible_with(&theirs).is_empty(), "{test}");
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            guide_mconn::ask_for_addresses(conn, &channels),
-        )
-        .await
-        .expect("an answer in time")
-        .map_err(|e| e.to_string())
-    });
-    assert!(got.is_ok(), "{test}: {got:?}\n{}", node.log_since(mark));
-    let log = node.log_since(mark);
+    net.wait_line(Duration::from_secs(60));
+    let (asked, known) = (&net.nodes[0], &net.nodes[1]);
+    let mark = asked.node.log_len();
+    let run = run_ok(&program(), &[asked.address()], Duration::from_secs(60));
+    let out = run.stdout_text();
+    eprintln!("{test}: the program printed:\n{out}");
+    let expect = [
+        format!("node      {}", asked.node.node_id),
+        format!("moniker   {}", asked.moniker),
+        format!("network   {}", net.chain_id),
+        format!("version   {}", asked.node.version),
+        format!("listen    tcp://{}", asked.node.p2p_addr),
+    ];
+    for line in &expect {
+        assert!(
+            out.lines().any(|l| l == line),
+            "{test}: no line `{line}` in:\n{out}"
+        );
+    }
+    let count = out
+        .lines()
+        .find_map(|l| l.strip_prefix("addresses "))
+        .unwrap_or_else(|| panic!("{test}: no `addresses` line in:\n{out}"));
+    assert_ne!(count, "0", "{test}: an empty PEX answer");
+    let other = format!("  {} (not publicly routable)", known.address());
+    assert!(
+        out.lines().any(|l| l == other),
+        "{test}: node 1's address `{other}` is not listed in:\n{out}"
+    );
     // Our close ends the stream, which the node may log as "Stopping peer
-    // for error" with `EOF`; any other stop is the node refusing us.
+    // for error" with `EOF`; any other stop is the node refusing us (lines
+    // about node 1 are not about us).
+    let log = asked.node.log_since(mark);
     let stopped: Vec<&str> = log
         .lines()
+        .filter(|l| !l.contains(&known.node.node_id))
         .filter(|l| {
             l.contains("rejected msg")
                 || (l.contains("Stopping peer for error") && !l.contains("EOF"))
@@ -71,5 +107,5 @@ fn guide_mconn_example_gets_addresses(version: GoVersion, test: &str) {
 
 p2p_conn_interop::per_release! {
     v0_38: V038, v0_40: V040, v1: V1;
-    [guide_mconn_example_gets_addresses]
+    [complete_program_prints_nodeinfo_and_addresses]
 }

@@ -43,7 +43,8 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
     // modules, and builds nothing), so that no later build waits on the
     // network (a test waiting on a node's build). The go command fetches GOMAXPROCS modules at a time, two on
     // these machines; a download is waiting, not computing, so more.
-    let mut downloads: Vec<GoCmd> = LINES
+    let lines = go_builds(ctx)?;
+    let mut downloads: Vec<GoCmd> = lines
         .iter()
         .map(|(modfile, _)| GoCmd::new(&peer, &["mod", "download", &format!("-modfile={modfile}")]))
         .collect();
@@ -51,7 +52,7 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
     let outside = std::env::temp_dir();
     let cache = ctx.output(go, &["env", "GOMODCACHE"])?;
     let cached = Path::new(cache.trim()).join("cache/download/github.com/cometbft/cometbft/@v");
-    for (modfile, _) in &LINES {
+    for (modfile, _) in &lines {
         let Some(version) = cometbft_version(&peer.join(modfile)) else {
             continue; // v0.34: its own module, above
         };
@@ -84,11 +85,11 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
     // compiles of CometBFT and its dependencies are the ones `go build`
     // finds in Go's build cache, so the tests' first build of each line's
     // peer only links. Without them every line compiles twice.
-    let vets = LINES
+    let vets = lines
         .iter()
         .map(|(modfile, tags)| {
             let modflag = format!("-modfile={modfile}");
-            let tagflag = tags.map(|t| format!("-tags={t}"));
+            let tagflag = tags.as_ref().map(|t| format!("-tags={t}"));
             let mut vet = vec!["vet", "-trimpath", "-mod=readonly", modflag.as_str()];
             vet.extend(tagflag.as_deref());
             vet.push(".");
@@ -111,16 +112,55 @@ pub fn start_in_background(ctx: &Ctx) {
     }
 }
 
-/// One module file per line (go.mod is v1.0.1, go.v0.NN.mod the others),
-/// each with the build tag that picks its line's files.
-const LINES: [(&str, Option<&str>); 6] = [
-    ("go.mod", Some("cometbft_v1")),
-    ("go.v0.34.mod", Some("cometbft_v034")),
-    ("go.v0.37.mod", Some("cometbft_v037")),
-    ("go.v0.38.mod", None),
-    ("go.v0.39.mod", None),
-    ("go.v0.40.mod", Some("cometbft_v040")),
-];
+/// Where the Go builds of the release lines are listed: a row per line
+/// (`GoBuild { modfile: "go.v0.38.mod", ..., tags: None, ... }`, in the
+/// order of `p2p_conn_releases::ALL`), which the go stage reads rather
+/// than keeping a list of its own.
+const GO_BUILDS: &str = "interop/src/cometbft_go.rs";
+
+/// Each line's module file (go.mod is v1.0.1, go.v0.NN.mod the others) and
+/// the build tag that picks its files, from [`GO_BUILDS`].
+fn go_builds(ctx: &Ctx) -> Result<Vec<(String, Option<String>)>, String> {
+    let text = std::fs::read_to_string(ctx.root.join(GO_BUILDS))
+        .map_err(|e| format!("{GO_BUILDS}: {e}"))?;
+    let rows = parse_go_builds(&text);
+    if rows.is_empty() {
+        return Err(format!(
+            "no `const GO_BUILDS` rows with a modfile and tags in {GO_BUILDS}"
+        ));
+    }
+    Ok(rows)
+}
+
+/// The `(modfile, tags)` of each row of `const GO_BUILDS` in `text`; no
+/// rows if a row lacks either.
+fn parse_go_builds(text: &str) -> Vec<(String, Option<String>)> {
+    let Some(start) = text.find("const GO_BUILDS") else {
+        return Vec::new();
+    };
+    let table = &text[start..];
+    let table = &table[..table.find("\n];").unwrap_or(table.len())];
+    let quoted = |s: &str| Some(s.strip_prefix('"')?.split('"').next()?.to_string());
+    let mut rows = Vec::new();
+    let mut modfile = None;
+    for line in table.lines().map(str::trim) {
+        if let Some(value) = line.strip_prefix("modfile:") {
+            modfile = quoted(value.trim());
+        } else if let Some(value) = line.strip_prefix("tags:") {
+            let value = value.trim().trim_end_matches(',');
+            let tags = match value.strip_prefix("Some(") {
+                Some(inner) => quoted(inner),
+                None if value == "None" => None,
+                None => return Vec::new(),
+            };
+            match modfile.take() {
+                Some(m) => rows.push((m, tags)),
+                None => return Vec::new(),
+            }
+        }
+    }
+    rows
+}
 
 /// The main packages the tests `go install` at each release (v0.37 and
 /// later: interop/src/cometbft_node.rs): the node and the e2e node.
@@ -292,7 +332,51 @@ pub(super) fn find_or_install_go() -> Result<PathBuf, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::cometbft_requirement;
+    use super::{cometbft_requirement, parse_go_builds};
+
+    #[test]
+    fn reads_the_go_builds_table() {
+        let text = "struct GoBuild {\n    modfile: &'static str,\n    tags: Option<&'static str>,\n}\n\n\
+                    const GO_BUILDS: [GoBuild; 3] = [\n    GoBuild {\n        modfile: \"go.v0.34.mod\",\n        \
+                    sumfile: \"go.v0.34.sum\",\n        tags: Some(\"cometbft_v034\"),\n    },\n    GoBuild {\n        \
+                    modfile: \"go.v0.38.mod\",\n        tags: None,\n    },\n    GoBuild {\n        \
+                    modfile: \"go.mod\",\n        // a comment\n        tags: Some(\"cometbft_v1\"),\n    },\n];\n\n\
+                    fn later() { let tags: Option<u8> = None; }\n";
+        let rows = parse_go_builds(text);
+        let rows: Vec<(&str, Option<&str>)> = rows
+            .iter()
+            .map(|(m, t)| (m.as_str(), t.as_deref()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("go.v0.34.mod", Some("cometbft_v034")),
+                ("go.v0.38.mod", None),
+                ("go.mod", Some("cometbft_v1")),
+            ]
+        );
+        assert!(parse_go_builds(
+            "const GO_BUILDS: [GoBuild; 1] = [\n    GoBuild { tags: None },\n];"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn reads_this_repository_go_builds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join(super::GO_BUILDS)).unwrap();
+        let rows = parse_go_builds(&text);
+        // One row per release of the releases crate's table.
+        let releases = std::fs::read_to_string(root.join("releases/src/lib.rs")).unwrap();
+        let labels = releases
+            .lines()
+            .filter(|l| l.trim().starts_with("label: \"v"))
+            .count();
+        assert_eq!(rows.len(), labels, "{rows:?}");
+        assert!(rows
+            .iter()
+            .any(|(m, t)| m == "go.mod" && t.as_deref() == Some("cometbft_v1")));
+    }
 
     #[test]
     fn reads_the_cometbft_requirement() {

@@ -34,14 +34,18 @@ pub fn docs(ctx: &Ctx) -> Result<(), String> {
         ],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    // The CLI's own docs (its module map, and its flags' help, which
-    // rustdoc reads as Markdown) stay clean too.
+    // The CLI's and the lab's own docs (their module maps, and their flags'
+    // help, which rustdoc reads as Markdown) stay clean too.
     ctx.run(
         "cargo",
         &[
             "doc",
             "-p",
             "p2p-conn-cli",
+            "-p",
+            "p2p-conn-lab",
+            "-p",
+            "p2p-conn-releases",
             "--no-deps",
             "--document-private-items",
         ],

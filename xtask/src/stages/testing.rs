@@ -187,7 +187,7 @@ fn dev_debug(ctx: &Ctx) -> Result<String, String> {
 pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
     // docs/examples/<crate>/ is generated from the documents; first check it
     // is what they say now, and that every document's Cargo lines are ones
-    // docs/guide.md recommends. Each is a project of its own with the
+    // docs/library-guide.md recommends. Each is a project of its own with the
     // workspace's lock file, built in the workspace's target directory.
     ctx.run("python3", &["scripts/doc-examples.py", "--check"], &[])?;
     let mut crates: Vec<PathBuf> = std::fs::read_dir(ctx.root.join("docs/examples"))

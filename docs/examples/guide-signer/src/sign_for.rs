@@ -1,4 +1,4 @@
-// Generated from a Rust block of docs/guide.md; edit the document.
+// Generated from a Rust block of docs/library-guide.md; edit the document.
 use std::time::Duration;
 
 use p2p_conn_privval::endpoint::{Address, SignerEndpoint, SignerEvent};

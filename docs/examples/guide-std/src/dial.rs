@@ -1,4 +1,4 @@
-// Generated from a Rust block of docs/guide.md; edit the document.
+// Generated from a Rust block of docs/library-guide.md; edit the document.
 use std::io::{BufWriter, Write};
 use std::net::TcpStream;
 

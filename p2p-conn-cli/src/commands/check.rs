@@ -1,0 +1,677 @@
+//! `p2p-conn check`: check a list of seeds and peers, as a chain registry
+//! (`chain.json`), a node's `config.toml` or the command line gives them.
+//!
+//! For each entry: can it be reached, is the node the ID the entry names,
+//! is it on the expected network, what version (and release line) it
+//! runs, how long the handshake took, and for a seed, whether it answers a
+//! `PexRequest`, with how many addresses, and whether it hangs up after
+//! answering as a node in seed mode does. Exit 0 when every entry passes,
+//! 10 when any fails, 1 for a usage error (a file that does not parse).
+//!
+//! # Design
+//! Each distinct (address, ID) is visited once, by the probe `crawl` visits with
+//! ([`crate::visit::probe::probe`]): the same handshake, NodeInfo rules,
+//! announced NodeInfo (listen address `0.0.0.0:0`, which no node adds to
+//! its book) and single `PexRequest`, so `check` is as polite as `crawl`:
+//! one connection per entry, a seed asked once, a peer never asked
+//! (hung up after its NodeInfo, before ours is sent), nothing
+//! unsolicited. A seed's connection is watched for [`SEED_WATCH`] after
+//! its answer to see whether it hangs up.
+//!
+//! # Not provided
+//! - Host names are resolved by the system; one address per entry is
+//!   dialed (the first the resolver gives).
+//! - No RPC checks (`rpc`, `rest`, `grpc` in chain.json are not read).
+//! - `config.toml` has no chain ID: give `--network` to check it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use p2p_conn::{keyfile, Identity, NodeId};
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use crate::conn;
+use crate::error::CliError;
+use crate::release_line::ReleaseLine;
+use crate::visit::probe;
+use crate::visit::report::{Report, Status, Target};
+
+/// How long a seed's connection is watched after its answer: a node in
+/// seed mode hangs up at once (CometBFT's `pex.Reactor.Receive`: it sends
+/// the addresses, then `FlushStop` and `StopPeerGracefully`).
+pub const SEED_WATCH: Duration = Duration::from_secs(2);
+
+/// Exit code when an entry fails.
+pub const FAILED: u8 = 10;
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// What to check: chain.json files (chain registry: peers.seeds,
+    /// peers.persistent_peers), config.toml files (seeds,
+    /// persistent_peers) and peer addresses (ID@HOST:PORT)
+    #[arg(required_unless_present = "seed")]
+    inputs: Vec<String>,
+    /// A seed to check (ID@HOST:PORT; repeatable): asked for addresses
+    #[arg(long, value_name = "ID@HOST:PORT")]
+    seed: Vec<String>,
+    /// The chain ID every node must be on [default: chain.json's chain_id]
+    #[arg(long)]
+    network: Option<String>,
+    /// Bound on one entry's visit (connect to hang-up), in seconds
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Most entries checked at once
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// One JSON document instead of the table
+    #[arg(long)]
+    json: bool,
+    /// node_key.json to authenticate with (default: a fresh identity)
+    #[arg(long)]
+    key: Option<std::path::PathBuf>,
+}
+
+/// An entry's role: a seed is asked for addresses, a peer is not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Seed,
+    Peer,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Seed => "seed",
+            Role::Peer => "peer",
+        }
+    }
+}
+
+/// One entry as its list gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Where it came from: `chain.json peers.seeds[2]`, `the command line`.
+    pub source: String,
+    pub role: Role,
+    /// The node ID as written (checked later).
+    pub id: String,
+    /// `HOST:PORT` as written.
+    pub address: String,
+    /// chain.json's `provider`.
+    pub provider: Option<String>,
+}
+
+/// The entries of a list, and the chain ID it names (chain.json's).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct List {
+    pub entries: Vec<Entry>,
+    pub chain_id: Option<String>,
+}
+
+/// A chain registry `chain.json`: `chain_id`, `peers.seeds` and
+/// `peers.persistent_peers`, each a list of `{id, address, provider}`.
+pub fn parse_chain_json(name: &str, text: &str) -> Result<List, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let chain_id = v
+        .get("chain_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let peers = v
+        .get("peers")
+        .ok_or("no \"peers\" object (a chain registry chain.json has peers.seeds)")?;
+    let mut entries = Vec::new();
+    for (key, role) in [("seeds", Role::Seed), ("persistent_peers", Role::Peer)] {
+        let Some(list) = peers.get(key) else {
+            continue;
+        };
+        let list = list
+            .as_array()
+            .ok_or_else(|| format!("peers.{key} is not a list"))?;
+        for (i, e) in list.iter().enumerate() {
+            let field = |f: &str| e.get(f).and_then(Value::as_str).map(str::to_string);
+            entries.push(Entry {
+                source: format!("{name} peers.{key}[{i}]"),
+                role,
+                id: field("id").unwrap_or_default(),
+                address: field("address").unwrap_or_default(),
+                provider: field("provider"),
+            });
+        }
+    }
+    Ok(List { entries, chain_id })
+}
+
+/// A CometBFT `config.toml`: `seeds` and `persistent_peers` of `[p2p]`,
+/// comma-separated `ID@HOST:PORT` lists. Read line by line: `key = "…"`
+/// under the `[p2p]` header (the form CometBFT writes).
+pub fn parse_config_toml(name: &str, text: &str) -> Result<List, String> {
+    let mut section = String::new();
+    let mut entries = Vec::new();
+    let mut found = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(h) = line.strip_prefix('[') {
+            section = h.trim_end_matches(']').trim().to_string();
+            continue;
+        }
+        if section != "p2p" {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let role = match key.trim() {
+            "seeds" => Role::Seed,
+            "persistent_peers" => Role::Peer,
+            _ => continue,
+        };
+        found = true;
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .ok_or_else(|| format!("{}: not a quoted string: {value}", key.trim()))?;
+        for (i, item) in value
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .enumerate()
+        {
+            let (id, address) = item.split_once('@').unwrap_or(("", item));
+            entries.push(Entry {
+                source: format!("{name} p2p.{}[{i}]", key.trim()),
+                role,
+                id: id.to_string(),
+                address: address.to_string(),
+                provider: None,
+            });
+        }
+    }
+    if !found {
+        return Err("no seeds or persistent_peers under [p2p]".into());
+    }
+    Ok(List {
+        entries,
+        chain_id: None,
+    })
+}
+
+/// The entries of one command-line input: a file (chain.json or
+/// config.toml, by content) or an address.
+fn read_input(input: &str, role: Role) -> Result<List, CliError> {
+    let path = Path::new(input);
+    if !path.is_file() {
+        let (address, id) = conn::split_id(input)?;
+        return Ok(List {
+            entries: vec![Entry {
+                source: "the command line".into(),
+                role,
+                id: id.map(|i| i.to_string()).unwrap_or_default(),
+                address,
+                provider: None,
+            }],
+            chain_id: None,
+        });
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read {input}: {e}")))?;
+    let name = path
+        .file_name()
+        .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
+    let parsed = if text.trim_start().starts_with('{') {
+        parse_chain_json(&name, &text)
+    } else {
+        parse_config_toml(&name, &text)
+    };
+    parsed.map_err(|e| CliError::usage(format!("{input}: {e}")))
+}
+
+/// What was learned of one entry.
+#[derive(Debug)]
+pub struct Outcome {
+    pub entry: Entry,
+    /// The probe's report (`None`: the entry did not parse; not dialed).
+    pub report: Option<Report>,
+    /// Why the entry fails; empty when it passes.
+    pub problems: Vec<String>,
+}
+
+/// The problems of `entry` given what the probe found (`None`: not
+/// dialed, `parse` says why) and the network it must be on.
+pub fn judge(entry: &Entry, report: Option<&Report>, network: Option<&str>) -> Vec<String> {
+    let mut p = Vec::new();
+    let Some(r) = report else {
+        return p;
+    };
+    let fact = |s: &Status| match s.detail() {
+        Some(d) => format!("{}: {d}", s.name()),
+        None => s.name().to_string(),
+    };
+    match &r.status {
+        Status::Refused(_) | Status::ConnectFailed(_) | Status::HandshakeFailed(_) => {
+            p.push(format!("unreachable: {}", fact(&r.status)))
+        }
+        Status::Timeout if r.node_id.is_none() => p.push("unreachable: timeout".into()),
+        Status::Timeout => p.push("timeout after the handshake".into()),
+        Status::NodeInfoRefused(d) => p.push(format!("NodeInfo refused: {d}")),
+        Status::IdMismatch { .. } => p.push(format!(
+            "wrong node ID: the node at {} is {}",
+            entry.address,
+            r.node_id.map_or("?".into(), |i| i.to_string())
+        )),
+        Status::OtherNetwork => p.push(format!(
+            "wrong network: the node is on {}, not {}",
+            r.info.as_ref().map_or("?", |i| i.network.as_str()),
+            network.unwrap_or("?")
+        )),
+        Status::NoPex => p.push("not a seed: the node has no PEX channel".into()),
+        Status::NoAnswer(d) => p.push(format!("not a seed: no PEX answer ({d})")),
+        Status::PexViolation(d) => p.push(format!("bad PEX answer: {d}")),
+        Status::Ok | Status::Duplicate => {}
+    }
+    if entry.role == Role::Seed && r.status == Status::Ok {
+        match r.answered {
+            Some(0) => p.push("seed answered with no addresses".into()),
+            Some(_) if r.closed_after_answer.is_none() => p.push(format!(
+                "not a seed: answered PEX but stayed connected {} s after (a node in seed mode hangs up)",
+                SEED_WATCH.as_secs()
+            )),
+            _ => {}
+        }
+    }
+    p
+}
+
+/// Why an entry cannot be dialed as written, if it cannot.
+fn parse(entry: &Entry) -> Result<(NodeId, String), String> {
+    if entry.id.is_empty() {
+        return Err("no node ID: an entry needs ID@HOST:PORT".into());
+    }
+    let id = entry
+        .id
+        .parse::<NodeId>()
+        .map_err(|e| format!("bad node ID {:?}: {e}", entry.id))?;
+    if !conn::is_host_port(&entry.address) {
+        return Err(format!(
+            "bad address {:?}: want HOST:PORT (a port from 1 to 65535)",
+            entry.address
+        ));
+    }
+    Ok((id, entry.address.clone()))
+}
+
+pub fn run(args: CheckArgs) -> ExitCode {
+    match check(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(FAILED),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.stage().code())
+        }
+    }
+}
+
+/// Runs the check; `Ok(false)` when an entry failed.
+fn check(args: CheckArgs) -> Result<bool, CliError> {
+    if args.concurrency == 0 {
+        return Err(CliError::usage("--concurrency must be at least 1"));
+    }
+    let timeout = conn::seconds("--timeout", args.timeout)?;
+    let mut entries = Vec::new();
+    let mut chain_id = None;
+    for input in &args.inputs {
+        let list = read_input(input, Role::Peer)?;
+        if let (Some(a), Some(b)) = (&chain_id, &list.chain_id) {
+            if a != b && args.network.is_none() {
+                return Err(CliError::usage(format!(
+                    "the files name two chain IDs, {a} and {b}: give --network"
+                )));
+            }
+        }
+        chain_id = chain_id.or(list.chain_id);
+        entries.extend(list.entries);
+    }
+    for s in &args.seed {
+        entries.extend(read_input(s, Role::Seed)?.entries);
+    }
+    if entries.is_empty() {
+        return Err(CliError::usage("nothing to check: the lists are empty"));
+    }
+    let network = args.network.clone().or(chain_id);
+    let identity = match &args.key {
+        Some(p) => keyfile::load(p)?,
+        None => Identity::generate(),
+    };
+    eprintln!("checker id {}", identity.node_id());
+    let rt = conn::runtime()?;
+    let outcomes = rt.block_on(visit_all(
+        entries,
+        identity,
+        network.clone(),
+        timeout,
+        args.concurrency,
+    ));
+    rt.shutdown_background();
+    let passed = outcomes.iter().all(|o| o.problems.is_empty());
+    if args.json {
+        println!("{}", json_of(&outcomes, network.as_deref()));
+    } else {
+        print!("{}", table(&outcomes, network.as_deref()));
+    }
+    Ok(passed)
+}
+
+/// Visits every distinct (address, ID) once, at most `concurrency` at a
+/// time, a seed's visit serving a peer entry of the same node too.
+async fn visit_all(
+    entries: Vec<Entry>,
+    identity: Identity,
+    network: Option<String>,
+    timeout: Duration,
+    concurrency: usize,
+) -> Vec<Outcome> {
+    let identity = Arc::new(identity);
+    // (address, ID) -> the role it is visited as (seed if any entry is).
+    let mut visits: HashMap<(String, NodeId), Role> = HashMap::new();
+    let parsed: Vec<Result<(NodeId, String), String>> = entries.iter().map(parse).collect();
+    let mut order = Vec::new();
+    for (e, p) in entries.iter().zip(&parsed) {
+        if let Ok((id, addr)) = p {
+            let key = (addr.clone(), *id);
+            match visits.get_mut(&key) {
+                Some(role) => {
+                    if e.role == Role::Seed {
+                        *role = Role::Seed;
+                    }
+                }
+                None => {
+                    visits.insert(key.clone(), e.role);
+                    order.push(key);
+                }
+            }
+        }
+    }
+    let mut reports: HashMap<(String, NodeId), Report> = HashMap::new();
+    let mut tasks: JoinSet<((String, NodeId), Report)> = JoinSet::new();
+    let mut queue = order.into_iter();
+    loop {
+        while tasks.len() < concurrency {
+            let Some(key) = queue.next() else {
+                break;
+            };
+            let role = visits[&key];
+            let identity = Arc::clone(&identity);
+            let network = network.clone();
+            tasks.spawn(async move {
+                let target = Target {
+                    addr: key.0.clone(),
+                    id: Some(key.1),
+                    depth: 0,
+                };
+                let watch = if role == Role::Seed {
+                    SEED_WATCH
+                } else {
+                    Duration::ZERO
+                };
+                // The probe's own bound covers connect, handshake and the
+                // answer; this one the whole visit.
+                let limit = 2 * timeout + watch + Duration::from_secs(2);
+                let opts = probe::ProbeOptions {
+                    watch,
+                    ..probe::ProbeOptions::new(timeout)
+                };
+                // A seed is asked; a peer, once checked, is not.
+                let visit = probe::probe(&target, &identity, &opts, |id, info| {
+                    probe::expected(key.1, network.as_deref(), role == Role::Seed, id, info)
+                });
+                let report = tokio::time::timeout(limit, visit)
+                    .await
+                    .unwrap_or_else(|_| Report::failed(Status::Timeout));
+                (key, report)
+            });
+        }
+        match tasks.join_next().await {
+            Some(Ok((key, report))) => {
+                reports.insert(key, report);
+            }
+            Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Some(Err(_)) => {}
+            None => break,
+        }
+    }
+    entries
+        .into_iter()
+        .zip(parsed)
+        .map(|(entry, p)| match p {
+            Err(why) => Outcome {
+                entry,
+                report: None,
+                problems: vec![why],
+            },
+            Ok((id, addr)) => {
+                let report = reports.get(&(addr, id)).cloned();
+                let problems = match &report {
+                    Some(r) => judge(&entry, Some(r), network.as_deref()),
+                    None => vec!["not checked".into()],
+                };
+                Outcome {
+                    entry,
+                    report,
+                    problems,
+                }
+            }
+        })
+        .collect()
+}
+
+const NONE: &str = "-";
+
+/// A report's version and release line, as probe names lines.
+fn version(r: Option<&Report>) -> (Option<String>, Option<String>) {
+    let Some(v) = r.and_then(|r| r.info.as_ref()).map(|i| i.version.clone()) else {
+        return (None, None);
+    };
+    let line = ReleaseLine::of(&v);
+    let line = (!line.lines.is_empty()).then(|| line.lines.join(" or "));
+    (Some(v), line)
+}
+
+fn ms(r: Option<&Report>) -> Option<f64> {
+    r?.handshake_ms()
+}
+
+/// The table: one row per entry, its verdict first, the reasons last.
+pub fn table(outcomes: &[Outcome], network: Option<&str>) -> String {
+    let head = [
+        "VERDICT", "ROLE", "ADDRESS", "NODE ID", "NETWORK", "VERSION", "LINE", "HS MS", "PEX",
+        "WHY",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for o in outcomes {
+        let r = o.report.as_ref();
+        let info = r.and_then(|r| r.info.as_ref());
+        let (ver, line) = version(r);
+        let pex = match (o.entry.role, r.and_then(|r| r.answered)) {
+            (Role::Seed, Some(n)) => format!(
+                "{n}{}",
+                if r.is_some_and(|r| r.closed_after_answer.is_some()) {
+                    ", hung up"
+                } else {
+                    ""
+                }
+            ),
+            _ => NONE.into(),
+        };
+        rows.push(vec![
+            if o.problems.is_empty() { "ok" } else { "FAIL" }.into(),
+            o.entry.role.name().into(),
+            if o.entry.address.is_empty() {
+                NONE.into()
+            } else {
+                o.entry.address.clone()
+            },
+            if o.entry.id.is_empty() {
+                NONE.into()
+            } else {
+                o.entry.id.get(..12).unwrap_or(&o.entry.id).to_string()
+            },
+            info.map_or(NONE.into(), |i| i.network.clone()),
+            ver.unwrap_or_else(|| NONE.into()),
+            line.unwrap_or_else(|| NONE.into()),
+            ms(r).map_or(NONE.into(), |m| format!("{m:.1}")),
+            pex,
+            o.problems.join("; "),
+        ]);
+    }
+    let mut out = crate::output::columns::render(&rows);
+    let failed = outcomes.iter().filter(|o| !o.problems.is_empty()).count();
+    out.push_str(&format!(
+        "{} entries, {} ok, {failed} failed; network {}\n",
+        outcomes.len(),
+        outcomes.len() - failed,
+        network.unwrap_or("not checked (give --network)")
+    ));
+    out
+}
+
+/// The same as one JSON document.
+pub fn json_of(outcomes: &[Outcome], network: Option<&str>) -> Value {
+    let entries: Vec<Value> = outcomes
+        .iter()
+        .map(|o| {
+            let r = o.report.as_ref();
+            let info = r.and_then(|r| r.info.as_ref());
+            let (ver, line) = version(r);
+            json!({
+                "source": o.entry.source,
+                "role": o.entry.role.name(),
+                "id": o.entry.id,
+                "address": o.entry.address,
+                "provider": o.entry.provider,
+                "ok": o.problems.is_empty(),
+                "problems": o.problems,
+                "status": r.map(|r| r.status.name()),
+                "detail": r.and_then(|r| r.status.detail()),
+                "node_id": r.and_then(|r| r.node_id).map(|i| i.to_string()),
+                "network": info.map(|i| &i.network),
+                "moniker": info.map(|i| &i.moniker),
+                "version": ver,
+                "release_line": line,
+                "handshake_ms": ms(r),
+                "pex_addrs": r.and_then(|r| r.answered),
+                "hung_up_after_answer_ms": r
+                    .and_then(|r| r.closed_after_answer)
+                    .map(|d| (d.as_secs_f64() * 1e4).round() / 10.0),
+            })
+        })
+        .collect();
+    let failed = outcomes.iter().filter(|o| !o.problems.is_empty()).count();
+    json!({
+        "network": network,
+        "entries": entries,
+        "ok": failed == 0,
+        "failed": failed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHAIN_JSON: &str = r#"{
+      "chain_name": "test", "chain_id": "test-chain-1",
+      "peers": {
+        "seeds": [
+          {"id": "ade4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0", "address": "seeds.example.org:26656", "provider": "a"},
+          {"id": "", "address": "1.2.3.4:26656"}
+        ],
+        "persistent_peers": [
+          {"id": "bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0", "address": "5.6.7.8:26656"}
+        ]
+      }
+    }"#;
+
+    #[test]
+    fn chain_json_entries_and_chain_id() {
+        let l = parse_chain_json("chain.json", CHAIN_JSON).unwrap();
+        assert_eq!(l.chain_id.as_deref(), Some("test-chain-1"));
+        assert_eq!(l.entries.len(), 3);
+        assert_eq!(l.entries[0].role, Role::Seed);
+        assert_eq!(l.entries[0].address, "seeds.example.org:26656");
+        assert_eq!(l.entries[0].provider.as_deref(), Some("a"));
+        assert_eq!(l.entries[1].source, "chain.json peers.seeds[1]");
+        assert_eq!(l.entries[2].role, Role::Peer);
+        assert_eq!(
+            parse(&l.entries[1]),
+            Err("no node ID: an entry needs ID@HOST:PORT".into())
+        );
+        assert!(parse(&l.entries[0]).is_ok());
+        assert!(parse_chain_json("x", "{}").is_err());
+        assert!(parse_chain_json("x", "[").is_err());
+    }
+
+    #[test]
+    fn config_toml_seeds_and_persistent_peers() {
+        let toml = r#"
+moniker = "n"
+[rpc]
+seeds = "not this one"
+[p2p]
+laddr = "tcp://0.0.0.0:26656"
+seeds = "ade4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0@1.2.3.4:26656, bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0@5.6.7.8:26656"
+persistent_peers = ""
+[mempool]
+"#;
+        let l = parse_config_toml("config.toml", toml).unwrap();
+        assert_eq!(l.chain_id, None);
+        assert_eq!(l.entries.len(), 2);
+        assert_eq!(l.entries[1].id, "bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0");
+        assert_eq!(l.entries[1].address, "5.6.7.8:26656");
+        assert_eq!(l.entries[1].source, "config.toml p2p.seeds[1]");
+        assert!(parse_config_toml("c", "[p2p]\nladdr = \"x\"\n").is_err());
+        assert!(parse_config_toml("c", "[p2p]\nseeds = bare\n").is_err());
+    }
+
+    fn seed() -> Entry {
+        Entry {
+            source: "t".into(),
+            role: Role::Seed,
+            id: "ade4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0".into(),
+            address: "1.2.3.4:26656".into(),
+            provider: None,
+        }
+    }
+
+    #[test]
+    fn a_seed_must_answer_with_addresses_and_hang_up() {
+        let mut r = Report::failed(Status::Ok);
+        r.answered = Some(0);
+        assert_eq!(
+            judge(&seed(), Some(&r), None),
+            vec!["seed answered with no addresses"]
+        );
+        r.answered = Some(1);
+        let stayed = judge(&seed(), Some(&r), None);
+        assert!(
+            stayed[0].starts_with("not a seed: answered PEX but stayed"),
+            "{stayed:?}"
+        );
+        r.closed_after_answer = Some(Duration::from_millis(3));
+        assert!(judge(&seed(), Some(&r), None).is_empty());
+        // A peer is not asked: Ok with no addresses passes.
+        let peer = Entry {
+            role: Role::Peer,
+            ..seed()
+        };
+        assert!(judge(&peer, Some(&Report::failed(Status::Ok)), None).is_empty());
+        let refused = Report::failed(Status::Refused("connection refused".into()));
+        assert_eq!(
+            judge(&peer, Some(&refused), None),
+            vec!["unreachable: refused: connection refused"]
+        );
+    }
+}

@@ -1,0 +1,672 @@
+//! `p2p-conn seed`: a seed node, with CometBFT's seed-mode behaviour: a
+//! node that dials it gets a sample of good addresses for its
+//! `PexRequest` and is hung up on; meanwhile the seed re-crawls its book
+//! on a schedule, to keep it fresh, and saves it as a CometBFT
+//! `addrbook.json`.
+//!
+//! # Design
+//! - The book is the library's [`Book`] (sans-IO: learn, try, judge,
+//!   select) and the answering rules its [`Requests`] in seed mode; the
+//!   outbound visits go through the probe `crawl` visits with
+//!   ([`crate::visit::probe`]), so the seed asks each node as politely as
+//!   `crawl` does, at most once per recheck interval (10 min by default,
+//!   far past CometBFT's 10 s).
+//! - Inbound: a bounded number of connections at once, and per IP; each
+//!   runs the handshake, the NodeInfo exchange (the peer must be on the
+//!   seed's network), MConnection with the PEX channel only, waits for
+//!   the peer's request, answers once with [`Book::selection`] (never the
+//!   peer's own address) and closes. The peer's self-reported listen
+//!   address enters the book as new (CometBFT's seed does the same), to be
+//!   tried by the next round before it is handed out as good.
+//! - Rounds: every `--recrawl-every` seconds, the entries due are tried
+//!   (`--concurrency` at once); a node reached with its ID is good, and
+//!   the addresses it reports enter the book; 3 failures in a row make an
+//!   entry bad, and bad entries are dropped; the book is saved after each
+//!   round (written beside, renamed into place).
+//! - `--metrics ADDR`: Prometheus text (GET /metrics).
+//!
+//! # Not provided
+//! - No consensus, mempool or blocks: only the PEX channel is listed.
+//! - No persistent peers, no outbound PEX of its own beyond the rounds.
+//! - CometBFT's bucket structure (see [`p2p_conn_mconn::pex::book`]).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use p2p_conn::io::tokio as ptokio;
+use p2p_conn::nodeinfo::{self, NodeInfo};
+use p2p_conn::{keyfile, Config, Identity, NodeId};
+use p2p_conn_mconn::pex::book::{Book, BookConfig, Entry, Standing};
+use p2p_conn_mconn::pex::{
+    AddrPolicy, Direction, NetAddress, PexMessage, RequestVerdict, Requests, RequestsConfig,
+    MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL,
+};
+use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::addrbook::{self, BookEntry};
+use crate::conn;
+use crate::error::CliError;
+use crate::visit::probe;
+use crate::visit::report::{Status, Target};
+
+/// The moniker the seed announces.
+pub const SEED_MONIKER: &str = "p2p-conn-seed";
+
+/// How long an inbound peer has to send its `PexRequest` after the
+/// NodeInfo exchange (a CometBFT node asks a seed at once).
+const REQUEST_WAIT: Duration = Duration::from_secs(10);
+
+/// Bound on an inbound connection's handshake and NodeInfo exchange.
+const INBOUND_SETUP: Duration = Duration::from_secs(10);
+
+#[derive(clap::Args)]
+pub struct SeedArgs {
+    /// Where to listen, e.g. 0.0.0.0:26656 or tcp://0.0.0.0:26656
+    #[arg(long, value_parser = conn::listen_address)]
+    listen: SocketAddr,
+    /// The address to announce in NodeInfo [default: --listen's]
+    #[arg(long)]
+    external: Option<SocketAddr>,
+    /// The network (chain ID) this seed serves
+    #[arg(long)]
+    network: String,
+    /// The seed's node_key.json (its ID, which nodes' `seeds` name;
+    /// `p2p-conn keygen` makes one)
+    #[arg(long)]
+    key: PathBuf,
+    /// Where to start, comma-separated ID@HOST:PORT (repeatable); may be
+    /// empty when --book already holds addresses
+    #[arg(long, value_delimiter = ',')]
+    seeds: Vec<String>,
+    /// The address book, a CometBFT addrbook.json: loaded at start if it
+    /// exists, saved after each round
+    #[arg(long)]
+    book: PathBuf,
+    /// Most entries in the book
+    #[arg(long, default_value_t = 10_000)]
+    book_size: usize,
+    /// Seconds between rounds of re-crawling
+    #[arg(long, default_value_t = 30.0)]
+    recrawl_every: f64,
+    /// Seconds before an entry is tried again
+    #[arg(long, default_value_t = 600.0)]
+    recheck_after: f64,
+    /// Most nodes tried at once in a round
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Bound on one outbound visit, in seconds
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Most inbound connections at once
+    #[arg(long, default_value_t = 64)]
+    max_inbound: usize,
+    /// Most inbound connections at once from one IP address
+    #[arg(long, default_value_t = 4)]
+    max_per_ip: usize,
+    /// Also keep and hand out addresses that are not publicly routable
+    /// (local and private test networks)
+    #[arg(long)]
+    allow_unroutable: bool,
+    /// Serve Prometheus metrics on ADDR (GET /metrics)
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+}
+
+/// What the seed counts, for the metrics and its log.
+#[derive(Default)]
+struct Counters {
+    inbound: AtomicU64,
+    refused_full: AtomicU64,
+    refused_ip: AtomicU64,
+    answered: AtomicU64,
+    addrs_sent: AtomicU64,
+    other_network: AtomicU64,
+    unsolicited: AtomicU64,
+    failed_inbound: AtomicU64,
+    tries: AtomicU64,
+    reached: AtomicU64,
+    evicted: AtomicU64,
+    rounds: AtomicU64,
+}
+
+struct Seed {
+    identity: Identity,
+    network: String,
+    announced: SocketAddr,
+    policy: AddrPolicy,
+    book: Mutex<Book>,
+    requests: Mutex<Requests>,
+    counters: Counters,
+    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    inbound_now: AtomicU64,
+    key_hex: String,
+}
+
+pub fn run(args: SeedArgs) -> Result<(), CliError> {
+    let identity = keyfile::load(&args.key)?;
+    let every = conn::seconds("--recrawl-every", args.recrawl_every)?;
+    let recheck = conn::seconds("--recheck-after", args.recheck_after)?;
+    let timeout = conn::seconds("--timeout", args.timeout)?;
+    if args.concurrency == 0 || args.max_inbound == 0 || args.max_per_ip == 0 {
+        return Err(CliError::usage(
+            "--concurrency, --max-inbound and --max-per-ip must be at least 1",
+        ));
+    }
+    let policy = if args.allow_unroutable {
+        AddrPolicy::AcceptUnroutable
+    } else {
+        AddrPolicy::Strict
+    };
+    let mut book = Book::new(
+        BookConfig::default()
+            .with_max_size(args.book_size)
+            .with_recheck_after(recheck),
+    );
+    let mut key_hex = addrbook::new_key();
+    if args.book.exists() {
+        let text = std::fs::read_to_string(&args.book)
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", args.book.display())))?;
+        let (key, entries, skipped) = addrbook::from_json(&text)
+            .map_err(|e| CliError::usage(format!("{}: {e}", args.book.display())))?;
+        if key.len() == 48 {
+            key_hex = key;
+        }
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let back = |t: Option<SystemTime>| {
+            t.and_then(|t| wall.duration_since(t).ok())
+                .and_then(|ago| now.checked_sub(ago))
+        };
+        let mut loaded = 0;
+        for e in entries {
+            let Some(addr) = peer_addr(e.id, e.addr, policy) else {
+                continue;
+            };
+            book.restore(Entry {
+                addr,
+                standing: if e.good {
+                    Standing::Good
+                } else {
+                    Standing::New
+                },
+                failures: e.attempts,
+                last_try: back(e.last_attempt),
+                last_success: back(e.last_success),
+            });
+            loaded += 1;
+        }
+        eprintln!(
+            "book {}: {loaded} addresses loaded{}",
+            args.book.display(),
+            if skipped > 0 {
+                format!(", {skipped} unreadable skipped")
+            } else {
+                String::new()
+            }
+        );
+    }
+    for s in &args.seeds {
+        let (addr, id) = conn::peer_address(s)?;
+        let id = id.ok_or_else(|| CliError::usage(format!("--seeds {s:?}: want ID@HOST:PORT")))?;
+        let sock: SocketAddr = addr.parse().map_err(|_| {
+            CliError::usage(format!("--seeds {s:?}: the host must be an IP address"))
+        })?;
+        // Seeds are given, so any address is taken, as crawl takes its seeds.
+        let pa = peer_addr(id, sock, AddrPolicy::AcceptUnroutable).ok_or_else(|| {
+            CliError::usage(format!("--seeds {s:?}: not an address a node dials"))
+        })?;
+        book.add(pa);
+    }
+    if book.is_empty() {
+        return Err(CliError::usage(
+            "nothing to start from: give --seeds, or a --book that holds addresses",
+        ));
+    }
+    let metrics =
+        match args.metrics {
+            Some(addr) => Some(crate::metrics_http::bind(addr).map_err(|e| {
+                CliError::usage(format!("--metrics {addr}: cannot listen there: {e}"))
+            })?),
+            None => None,
+        };
+    let rt = conn::runtime()?;
+    rt.block_on(async move {
+        let listener = TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| CliError::usage(format!("--listen {}: {e}", args.listen)))?;
+        let bound = listener.local_addr().map_err(CliError::Io)?;
+        let announced = args.external.unwrap_or(bound);
+        let seed = Arc::new(Seed {
+            network: args.network.clone(),
+            announced,
+            policy,
+            book: Mutex::new(book),
+            requests: Mutex::new(Requests::new(
+                RequestsConfig::default().with_seed_mode(true),
+            )),
+            counters: Counters::default(),
+            per_ip: Mutex::new(HashMap::new()),
+            inbound_now: AtomicU64::new(0),
+            key_hex,
+            identity,
+        });
+        eprintln!(
+            "seed {}@{bound} for network {} (announcing {announced})",
+            seed.identity.node_id(),
+            seed.network
+        );
+        if let Some(l) = metrics {
+            let l = TcpListener::from_std(l).map_err(CliError::Io)?;
+            let s = Arc::clone(&seed);
+            tokio::spawn(crate::metrics_http::serve(l, Arc::new(move || s.render())));
+        }
+        let crawler = tokio::spawn(rounds(
+            Arc::clone(&seed),
+            every,
+            timeout,
+            args.concurrency,
+            args.book.clone(),
+        ));
+        let accept = accept_loop(
+            Arc::clone(&seed),
+            listener,
+            args.max_inbound,
+            args.max_per_ip,
+        );
+        tokio::select! {
+            _ = accept => {}
+            _ = crawler => {}
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate() => {}
+        }
+        seed.save(&args.book);
+        eprintln!(
+            "stopped; answered {} requests; book saved to {}",
+            seed.counters.answered.load(Ordering::Relaxed),
+            args.book.display()
+        );
+        Ok(())
+    })
+}
+
+/// SIGTERM.
+async fn terminate() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending::<()>().await,
+    }
+}
+
+/// A node's address as the book keeps it, if the rules take it.
+fn peer_addr(
+    id: NodeId,
+    addr: SocketAddr,
+    policy: AddrPolicy,
+) -> Option<p2p_conn_mconn::pex::PeerAddr> {
+    NetAddress {
+        id: id.to_string(),
+        ip: addr.ip().to_string(),
+        port: u32::from(addr.port()),
+    }
+    .validate(policy)
+    .ok()
+}
+
+impl Seed {
+    fn save(&self, path: &std::path::Path) {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        let at = |t: Option<Instant>| t.map(|t| wall - now.saturating_duration_since(t));
+        let entries: Vec<BookEntry> = {
+            let book = self.book.lock().expect("book");
+            book.entries()
+                .map(|e| BookEntry {
+                    id: e.addr.id(),
+                    addr: e.addr.socket_addr(),
+                    good: e.standing == Standing::Good,
+                    attempts: e.failures,
+                    last_attempt: at(e.last_try),
+                    last_success: at(e.last_success),
+                })
+                .collect()
+        };
+        if let Err(e) = addrbook::write_atomic(path, &addrbook::to_json(&self.key_hex, &entries)) {
+            eprintln!("cannot save the book to {}: {e}", path.display());
+        }
+    }
+
+    fn render(&self) -> String {
+        let (new, good, bad) = self.book.lock().expect("book").counts();
+        let c = &self.counters;
+        let mut out = String::new();
+        let mut put = |name: &str, kind: &str, help: &str, v: u64| {
+            out.push_str(&format!(
+                "# HELP p2p_conn_seed_{name} {help}\n# TYPE p2p_conn_seed_{name} {kind}\np2p_conn_seed_{name} {v}\n"
+            ));
+        };
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        put(
+            "book_new",
+            "gauge",
+            "Book entries not reached yet.",
+            new as u64,
+        );
+        put(
+            "book_good",
+            "gauge",
+            "Book entries reached on their last try.",
+            good as u64,
+        );
+        put(
+            "book_bad",
+            "gauge",
+            "Book entries that failed their last tries.",
+            bad as u64,
+        );
+        put(
+            "inbound_total",
+            "counter",
+            "Inbound connections accepted.",
+            get(&c.inbound),
+        );
+        put(
+            "inbound_open",
+            "gauge",
+            "Inbound connections open now.",
+            get(&self.inbound_now),
+        );
+        put(
+            "refused_full_total",
+            "counter",
+            "Inbound connections refused: --max-inbound reached.",
+            get(&c.refused_full),
+        );
+        put(
+            "refused_per_ip_total",
+            "counter",
+            "Inbound connections refused: --max-per-ip reached.",
+            get(&c.refused_ip),
+        );
+        put(
+            "answered_total",
+            "counter",
+            "PexRequests answered.",
+            get(&c.answered),
+        );
+        put(
+            "addrs_sent_total",
+            "counter",
+            "Addresses sent in answers.",
+            get(&c.addrs_sent),
+        );
+        put(
+            "other_network_total",
+            "counter",
+            "Inbound peers of another network, hung up on.",
+            get(&c.other_network),
+        );
+        put(
+            "inbound_failed_total",
+            "counter",
+            "Inbound connections that failed before an answer.",
+            get(&c.failed_inbound),
+        );
+        put(
+            "tries_total",
+            "counter",
+            "Outbound visits of book entries.",
+            get(&c.tries),
+        );
+        put(
+            "reached_total",
+            "counter",
+            "Outbound visits that reached the node.",
+            get(&c.reached),
+        );
+        put(
+            "evicted_total",
+            "counter",
+            "Bad entries dropped from the book.",
+            get(&c.evicted),
+        );
+        put(
+            "rounds_total",
+            "counter",
+            "Re-crawl rounds.",
+            get(&c.rounds),
+        );
+        out
+    }
+}
+
+/// Accepts inbound connections within the limits, each on its own task.
+async fn accept_loop(
+    seed: Arc<Seed>,
+    listener: TcpListener,
+    max_inbound: usize,
+    max_per_ip: usize,
+) {
+    loop {
+        let Ok((tcp, from)) = listener.accept().await else {
+            continue;
+        };
+        let ip = from.ip();
+        if seed.inbound_now.load(Ordering::Relaxed) as usize >= max_inbound {
+            seed.counters.refused_full.fetch_add(1, Ordering::Relaxed);
+            continue; // dropped: closed at once
+        }
+        {
+            let mut per = seed.per_ip.lock().expect("per ip");
+            let n = per.entry(ip).or_default();
+            if *n >= max_per_ip {
+                seed.counters.refused_ip.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            *n += 1;
+        }
+        seed.inbound_now.fetch_add(1, Ordering::Relaxed);
+        seed.counters.inbound.fetch_add(1, Ordering::Relaxed);
+        let s = Arc::clone(&seed);
+        tokio::spawn(async move {
+            // The whole visit is bounded: setup, the wait for a request,
+            // the answer.
+            let limit = INBOUND_SETUP + REQUEST_WAIT + Duration::from_secs(5);
+            let done = tokio::time::timeout(limit, serve_inbound(&s, tcp)).await;
+            if !matches!(done, Ok(true)) {
+                s.counters.failed_inbound.fetch_add(1, Ordering::Relaxed);
+            }
+            s.inbound_now.fetch_sub(1, Ordering::Relaxed);
+            let mut per = s.per_ip.lock().expect("per ip");
+            if let Some(n) = per.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    per.remove(&ip);
+                }
+            }
+        });
+    }
+}
+
+/// One inbound peer: handshake, NodeInfo, its request, our answer, close.
+/// Whether it was answered.
+async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
+    let _ = tcp.set_nodelay(true);
+    let cfg = Config::default().handshake_timeout(INBOUND_SETUP);
+    let Ok(mut sc) = ptokio::handshake(tcp, &seed.identity, &cfg).await else {
+        return false;
+    };
+    let peer = sc.remote_node_id();
+    let mut ours = NodeInfo::new(seed.identity.node_id(), seed.network.clone());
+    ours.moniker = SEED_MONIKER.to_string();
+    ours.listen_addr = seed.announced.to_string();
+    ours.channels = vec![PEX_CHANNEL];
+    // Ours first: a CometBFT node writes and reads at once, so either
+    // order works with it.
+    if nodeinfo::tokio::write(&mut sc, &ours).await.is_err() {
+        return false;
+    }
+    let Ok(theirs) = nodeinfo::tokio::read(&mut sc).await else {
+        return false;
+    };
+    if !theirs.validate().is_empty() || theirs.check_id(peer).is_err() {
+        return false;
+    }
+    if theirs.network != seed.network {
+        seed.counters.other_network.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    // Its own listen address, as its own source (CometBFT's AddPeer for
+    // an inbound peer): new, until a round reaches it.
+    if let Some(sock) = theirs
+        .listen_addr
+        .trim_start_matches("tcp://")
+        .parse::<SocketAddr>()
+        .ok()
+        .and_then(|a| peer_addr(peer, a, seed.policy))
+    {
+        seed.book.lock().expect("book").add(sock);
+    }
+    let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
+    let Ok((tx, mut rx)) = MConnection::spawn(sc, &[pex], MConnConfig::default()) else {
+        return false;
+    };
+    // The peer's first message must be its request; anything else (its
+    // addresses unasked, something that does not decode, the end) ends
+    // the visit.
+    let first = tokio::time::timeout(REQUEST_WAIT, rx.recv()).await;
+    let request = match first {
+        Ok(Some(Received::Message { data, .. })) => match PexMessage::decode(&data) {
+            Ok(PexMessage::Request) => true,
+            // Addresses unasked: CometBFT stops such a peer
+            // (`Violation::Unsolicited`); none is taken.
+            Ok(PexMessage::Addrs(_)) => {
+                seed.counters.unsolicited.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    };
+    let verdict = request.then(|| {
+        seed.requests
+            .lock()
+            .expect("requests")
+            .on_request(peer, Direction::Inbound, Instant::now())
+    });
+    let mut answered = false;
+    if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
+        let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
+        let addrs = seed
+            .book
+            .lock()
+            .expect("book")
+            .selection(Some(&peer), seed_bits);
+        let n = addrs.len() as u64;
+        if tx
+            .send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode())
+            .await
+            .is_ok()
+        {
+            answered = true;
+            seed.counters.answered.fetch_add(1, Ordering::Relaxed);
+            seed.counters.addrs_sent.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+    // Flush the answer and hang up (CometBFT's FlushStop).
+    tx.close();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(event) = rx.recv().await {
+            if matches!(event, Received::Closed(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+    seed.requests.lock().expect("requests").remove(&peer);
+    answered
+}
+
+/// Re-crawl rounds: the entries due, tried `concurrency` at once; the book
+/// judged, grown, pruned and saved after each round.
+async fn rounds(
+    seed: Arc<Seed>,
+    every: Duration,
+    timeout: Duration,
+    concurrency: usize,
+    path: PathBuf,
+) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let due = seed
+            .book
+            .lock()
+            .expect("book")
+            .due(Instant::now(), usize::MAX);
+        let mut queue = due.into_iter();
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            while tasks.len() < concurrency {
+                let Some(pa) = queue.next() else {
+                    break;
+                };
+                let s = Arc::clone(&seed);
+                tasks.spawn(async move {
+                    let target = Target {
+                        addr: pa.socket_addr().to_string(),
+                        id: Some(pa.id()),
+                        depth: 0,
+                    };
+                    let network = s.network.clone();
+                    let opts = probe::ProbeOptions::new(timeout);
+                    let visit = probe::probe(&target, &s.identity, &opts, |id, info| {
+                        probe::expected(pa.id(), Some(&network), true, id, info)
+                    });
+                    let limit = 2 * timeout + Duration::from_secs(3);
+                    let report = tokio::time::timeout(limit, visit).await.ok();
+                    (pa, report)
+                });
+            }
+            let Some(Ok((pa, report))) = tasks.join_next().await else {
+                break;
+            };
+            seed.counters.tries.fetch_add(1, Ordering::Relaxed);
+            let now = Instant::now();
+            // Reached: the node proved the ID and is on the network.
+            let reached = report.as_ref().is_some_and(|r| {
+                r.node_id == Some(pa.id())
+                    && r.status.reachable()
+                    && !matches!(r.status, Status::OtherNetwork | Status::IdMismatch { .. })
+            });
+            if reached {
+                seed.counters.reached.fetch_add(1, Ordering::Relaxed);
+            }
+            let mut book = seed.book.lock().expect("book");
+            book.tried(&pa.id(), reached, now);
+            if let Some(r) = report.filter(|r| r.status == Status::Ok) {
+                for a in r.addrs.iter().flatten() {
+                    if let Ok(p) = a.validate(seed.policy) {
+                        book.add(p);
+                    }
+                }
+            }
+        }
+        let evicted = seed.book.lock().expect("book").evict_bad();
+        seed.counters
+            .evicted
+            .fetch_add(evicted as u64, Ordering::Relaxed);
+        seed.counters.rounds.fetch_add(1, Ordering::Relaxed);
+        seed.save(&path);
+        let (new, good, bad) = seed.book.lock().expect("book").counts();
+        eprintln!(
+            "{} round: book {good} good, {new} new, {bad} bad ({evicted} dropped); answered {} requests so far",
+            crate::wall_clock::now(),
+            seed.counters.answered.load(Ordering::Relaxed)
+        );
+    }
+}
