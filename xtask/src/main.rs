@@ -1,7 +1,8 @@
 //! `cargo xtask`: the CI stages as named tasks, each runnable alone.
 //!
 //! ```text
-//! cargo xtask list            the stages, in CI's order, with what each checks
+//! cargo xtask list            the stages, in CI's order: what each checks and needs
+//! cargo xtask list --markdown the same as CONTRIBUTING.md's tables
 //! cargo xtask STAGE...        run these stages (e.g. `cargo xtask lint test`)
 //! cargo xtask ci              every stage in order (what `.ci/run` runs)
 //! ```
@@ -30,6 +31,7 @@
 
 mod ctx;
 mod early;
+mod list;
 mod manifest;
 mod needs;
 mod stages;
@@ -56,7 +58,13 @@ fn main() -> ExitCode {
             .iter()
             .any(|a| a == "list" || a == "-h" || a == "--help")
     {
-        print!("{}", list(&ctx));
+        let rust = manifest::workspace_setting(&ctx.root, "workspace.package", "rust-version")
+            .unwrap_or_else(|| "?".into());
+        if args.iter().any(|a| a == "--markdown") {
+            print!("{}", list::markdown(&rust));
+        } else {
+            print!("{}", list::text(&rust));
+        }
         return ExitCode::SUCCESS;
     }
     let ci = args.iter().any(|a| a == "ci");
@@ -129,34 +137,4 @@ fn main() -> ExitCode {
         ctx.finish_early(name);
     }
     ExitCode::SUCCESS
-}
-
-/// `cargo xtask list`: each stage, what it checks and what it needs, then
-/// where each need comes from.
-fn list(ctx: &Ctx) -> String {
-    let rust = manifest::workspace_setting(&ctx.root, "workspace.package", "rust-version")
-        .unwrap_or_else(|| "?".into());
-    let mut out = format!(
-        "cargo xtask STAGE... | ci | list\n\n\
-         stages, in CI's order (each needs Rust {rust} or later with rustfmt and clippy, \
-         and a C compiler; `needs` is what else):\n"
-    );
-    for s in STAGES {
-        out += &format!("  {:<13} {}\n", s.name, s.about);
-        if !s.needs.is_empty() {
-            let names: Vec<&str> = s.needs.iter().map(|n| n.name).collect();
-            out += &format!("  {:<13} needs: {}\n", "", names.join(", "));
-        }
-        if let Some(bg) = &s.background {
-            let when = bg
-                .after
-                .map_or("from the start".to_string(), |a| format!("once {a} passed"));
-            out += &format!("  {:<13} ci: {} in the background {when}\n", "", bg.what);
-        }
-    }
-    out += "\nwhere each need comes from (.ci/run installs the Debian packages itself):\n";
-    for n in needs::ALL {
-        out += &format!("  {:<20} {}\n", n.name, n.how);
-    }
-    out
 }

@@ -81,7 +81,7 @@ pub const STAGES: &[Stage] = &[
     },
     Stage {
         name: "docs",
-        about: "cargo doc -D warnings for the library crates (also as docs.rs builds them) and the CLI",
+        about: "cargo doc -D warnings for the library crates (also as docs.rs builds them), the CLI, the lab and the releases table",
         needs: &[&BOOTSTRAP],
         background: None,
         run: release::docs,
