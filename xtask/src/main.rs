@@ -69,11 +69,7 @@ fn main() -> ExitCode {
     }
     let ci = args.iter().any(|a| a == "ci");
     let names: Vec<&str> = if ci {
-        std::env::var("HACK_STAGES")
-            .unwrap()
-            .leak()
-            .split(',')
-            .collect()
+        STAGES.iter().map(|s| s.name).collect()
     } else {
         args.iter().map(String::as_str).collect()
     };
