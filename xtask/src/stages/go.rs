@@ -41,8 +41,9 @@ pub fn go(ctx: &Ctx) -> Result<(), String> {
     // module, and what `go install` of each release's node and e2e node
     // fetches (`go install -n` loads the packages, downloading their
     // modules, and builds nothing), so that no later build waits on the
-    // network (a test waiting on a node's build). The go command fetches GOMAXPROCS modules at a time, two on
-    // these machines; a download is waiting, not computing, so more.
+    // network (a test waiting on a node's build). The go command fetches
+    // GOMAXPROCS modules at a time, two on these machines; a download
+    // waits rather than computes, so more.
     let lines = go_builds(ctx)?;
     let mut downloads: Vec<GoCmd> = lines
         .iter()
