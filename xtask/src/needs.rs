@@ -42,7 +42,7 @@ pub const TMKMS: Need = Need {
 
 pub const VECTORS: Need = Need {
     name: "golden file",
-    how: "CometBFT's p2p/conn/testdata/TestDeriveSecretsAndChallengeGolden.golden in ../shared/vectors/ beside the checkout (never committed); the test stage copies it from Go's module cache where missing",
+    how: "CometBFT's p2p/conn/testdata/TestDeriveSecretsAndChallengeGolden.golden in ../shared/vectors/ beside the checkout, where this workplace provides it (never committed); without it the known-answer test skips, unless CI=true",
 };
 
 pub const ROOT: Need = Need {

@@ -224,9 +224,8 @@ pub fn test(ctx: &Ctx) -> Result<(), String> {
     let ci = std::env::var("CI").unwrap_or_else(|_| "true".into());
     // Go on PATH for the tests, as the go stage puts it there (installed
     // under ~/.cache/p2p-conn where none is on PATH).
-    match super::go::find_or_install_go() {
-        Ok(_) => place_golden_file(ctx),
-        Err(e) => eprintln!("notice: no Go for the interop tests: {e}"),
+    if let Err(e) = super::go::find_or_install_go() {
+        eprintln!("notice: no Go for the interop tests: {e}");
     }
     let result = ctx.run(
         "cargo",
@@ -237,47 +236,6 @@ pub fn test(ctx: &Ctx) -> Result<(), String> {
     // on cargo's lock for it if it was still running.
     ctx.finish_early("tmkms");
     result
-}
-
-/// The file CometBFT's own HKDF test reads, which p2p-conn's known-answer
-/// test reads from `../shared/vectors/` beside the checkout (never
-/// committed: p2p-conn/tests/it/vectors.rs): where it is missing, a copy
-/// from CometBFT's module in Go's module cache, where the go stage put
-/// it. Every release holds the same file.
-fn place_golden_file(ctx: &Ctx) {
-    const NAME: &str = "TestDeriveSecretsAndChallengeGolden.golden";
-    let dest = ctx.root.join("../shared/vectors").join(NAME);
-    if dest.exists() {
-        return;
-    }
-    let cache = ctx
-        .output("go", &["env", "GOMODCACHE"])
-        .map(|s| PathBuf::from(s.trim()))
-        .unwrap_or_default();
-    let modules = std::fs::read_dir(cache.join("github.com/cometbft")).into_iter();
-    let mut found: Vec<PathBuf> = modules
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("cometbft@v"))
-        .map(|e| e.path().join("p2p/conn/testdata").join(NAME))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    let Some(source) = found.pop() else {
-        eprintln!(
-            "notice: no {NAME} in Go's module cache to place at {}",
-            dest.display()
-        );
-        return;
-    };
-    let placed = dest
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::copy(&source, &dest));
-    match placed {
-        Ok(_) => println!("-- placed {} (from {})", dest.display(), source.display()),
-        Err(e) => eprintln!("notice: could not place {}: {e}", dest.display()),
-    }
 }
 
 /// `ci`: the tests' tmkms install (interop/src/tmkms_install.rs, shared
