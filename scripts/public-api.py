@@ -11,7 +11,8 @@ p2p-conn-mconn, `p2p_conn::testkit` and `p2p_conn_mconn::testkit`,
 documented as having no stability promise), then walks the crate from its
 root the way a user can name things: public modules, re-exports, items,
 their public fields and variants, the methods of inherent impls, and the
-trait impls written in the crate (auto traits and blanket impls are left
+trait impls written in the crate (auto traits, blanket impls and the
+`StructuralPartialEq` marker every derived `PartialEq` brings are left
 out). Each line is an item with its signature, so a diff of the snapshot
 shows every API change.
 
@@ -334,6 +335,12 @@ class Api:
             if for_.startswith(own):
                 for_ = path + for_[len(own):]
             if v.get("trait"):
+                # `StructuralPartialEq` is the unstable marker that
+                # `#[derive(PartialEq)]` adds beside every `PartialEq` it
+                # writes: no user can name it on stable, so a line for it
+                # says nothing the `PartialEq` line does not.
+                if v["trait"]["path"].split("::")[-1] == "StructuralPartialEq":
+                    continue
                 neg = "!" if v.get("is_negative") else ""
                 self.emit(f"impl{g} {neg}{self.path(v['trait'])} for {for_}{w}")
                 continue
