@@ -48,7 +48,7 @@ impl FrameSize {
     /// The CometBFT wire: 1024 data bytes per frame.
     pub const STANDARD: FrameSize = FrameSize(STANDARD_FRAME_SIZE);
 
-    /// Check `frame_size` against [`MIN_FRAME_SIZE`]..=[`MAX_FRAME_SIZE`].
+    /// Check `frame_size` against the profile's bounds: 64 bytes to 1 MiB.
     pub fn new(frame_size: usize) -> Result<Self, ProtocolError> {
         if (MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&frame_size) {
             Ok(FrameSize(frame_size))
@@ -70,7 +70,7 @@ impl FrameSize {
     /// The largest multiple of the sealed frame length that is at most
     /// `bytes`, and at least one frame: what "`flush_size` bytes" means in
     /// every adapter.
-    pub const fn whole_frames(self, bytes: usize) -> usize {
+    pub(crate) const fn whole_frames(self, bytes: usize) -> usize {
         let frames = bytes / self.sealed_len();
         if frames == 0 {
             self.sealed_len()
@@ -82,7 +82,7 @@ impl FrameSize {
     /// Plaintext bytes that one flush of `flush_size` sealed bytes carries
     /// at most ([`Self::whole_frames`] of full frames): the most one write
     /// call of a connection takes.
-    pub const fn flush_chunk(self, flush_size: usize) -> usize {
+    pub(crate) const fn flush_chunk(self, flush_size: usize) -> usize {
         self.whole_frames(flush_size) / self.sealed_len() * self.0
     }
 }
@@ -181,8 +181,9 @@ pub struct Sealer {
 }
 
 impl Sealer {
-    /// A sealer whose first frame uses counter 0.
-    pub fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
+    /// A sealer whose first frame uses counter 0 (a handshake's
+    /// [`super::Established`] hands out the connection's).
+    pub(crate) fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
         Self::with_counter(cipher, frame_size, 0)
     }
 
@@ -208,7 +209,7 @@ impl Sealer {
     }
 
     /// Frames needed for `len` plaintext bytes (an empty message needs none).
-    pub fn frames_for(&self, len: usize) -> usize {
+    pub(crate) fn frames_for(&self, len: usize) -> usize {
         len.div_ceil(self.frame_size)
     }
 
@@ -367,6 +368,7 @@ impl Sealer {
         out[plain_end..plain_end + TAG_LEN].copy_from_slice(&tag);
     }
 
+    #[cfg(any(test, feature = "testkit"))]
     /// Seal one frame carrying `chunk` (at most `frame_size` bytes; may be empty).
     fn seal_one<B: SealBuf + ?Sized>(
         &mut self,
@@ -389,7 +391,8 @@ impl Sealer {
 
     /// Seal exactly one frame even when `chunk` is empty (the handshake's frame
     /// #0 helper and tests use this; application writes never send empty frames).
-    pub fn seal_frame<B: SealBuf + ?Sized>(
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn seal_frame<B: SealBuf + ?Sized>(
         &mut self,
         chunk: &[u8],
         out: &mut B,
@@ -433,8 +436,9 @@ pub struct Opener {
 }
 
 impl Opener {
-    /// An opener whose first frame uses counter 0.
-    pub fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
+    /// An opener whose first frame uses counter 0 (a handshake's
+    /// [`super::Established`] hands out the connection's).
+    pub(crate) fn new(cipher: Cipher, frame_size: FrameSize) -> Self {
         Self::with_counter(cipher, frame_size, 0)
     }
 
@@ -460,7 +464,8 @@ impl Opener {
     }
 
     /// Counter of the next frame to open (meaningless after exhaustion).
-    pub fn next_counter(&self) -> u64 {
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn next_counter(&self) -> u64 {
         self.counter.next
     }
 

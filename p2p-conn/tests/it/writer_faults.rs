@@ -35,10 +35,10 @@ use crate::common::{
 };
 use futures::poll;
 use p2p_conn::io::tokio as ptokio;
-use p2p_conn::proto::wire::sealed_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::HandshakeParams;
-use p2p_conn::proto::Opener;
+use p2p_conn::testkit::internals::wire::sealed_len;
+use p2p_conn::testkit::internals::FrameSizeHooks;
 use p2p_conn::testkit::internals::{
     handshake_with_ephemeral, open_at, poll_handshake, ready, FrameReader, ReadCore, StdIo,
 };
@@ -781,7 +781,7 @@ fn open_wire(wire: &[u8], peer_secret: [u8; 32], frame: usize) -> Vec<u8> {
     assert_eq!(&wire[..3], &[0x22, 0x0a, 0x20], "ephemeral key message");
     let eph: [u8; 32] = wire[3..35].try_into().unwrap();
     let keys = p2p_conn::testkit::PeerKeys::derive(peer_secret, &eph);
-    let mut opener = Opener::new(
+    let mut opener = p2p_conn::testkit::internals::opener(
         p2p_conn::testkit::internals::cipher(Backend::default(), &keys.recv),
         FrameSize::new(frame).unwrap(),
     );
