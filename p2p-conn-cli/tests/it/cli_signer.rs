@@ -24,10 +24,12 @@ use p2p_conn::{keyfile, Identity};
 use p2p_conn_interop::privval_peer::validator_key_json;
 use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient};
 use p2p_conn_privval::guard::{Hrs, Step};
-use p2p_conn_privval::message::Sum;
+use p2p_conn_privval::testkit::message::Sum;
+use p2p_conn_privval::testkit::{
+    encode, Message, MessageDecoder, PingRequest, PubKeyRequest, SignVoteRequest,
+};
 use p2p_conn_privval::{
-    crypto_public_key, encode, signed_msg_type, state_file, vote_sign_bytes, BlockId, Message,
-    MessageDecoder, PingRequest, PubKeyRequest, SignVoteRequest, Timestamp, Vote,
+    crypto_public_key, signed_msg_type, state_file, vote_sign_bytes, BlockId, Timestamp, Vote,
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
