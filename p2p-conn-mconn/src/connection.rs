@@ -991,7 +991,7 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     use super::*;
-    use crate::{encode_packet, Packet, PacketMsg};
+    use crate::packet::{encode_packet, Packet, PacketMsg};
 
     const LIMIT: Duration = Duration::from_secs(20);
 
