@@ -113,6 +113,25 @@ impl std::fmt::Display for PeerAddr {
     }
 }
 
+impl std::fmt::Display for NetAddress {
+    /// CometBFT's `NetAddress.String()`: `ID@IP:PORT`, without `ID@` when
+    /// the ID is empty; the IP as Go prints it (`net.JoinHostPort`: an IPv6
+    /// address in brackets, an IPv4-mapped one as IPv4). The fields are
+    /// printed as received, unchecked: an IP that does not parse as it
+    /// came (in brackets if it holds a colon), the port as the number sent.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.id.is_empty() {
+            write!(f, "{}@", self.id)?;
+        }
+        match parse_ip(&self.ip) {
+            Ok(IpAddr::V6(v6)) => write!(f, "[{v6}]:{}", self.port),
+            Ok(ip) => write!(f, "{ip}:{}", self.port),
+            Err(_) if self.ip.contains(':') => write!(f, "[{}]:{}", self.ip, self.port),
+            Err(_) => write!(f, "{}:{}", self.ip, self.port),
+        }
+    }
+}
+
 impl NetAddress {
     /// Checks the address as CometBFT's PEX reactor and address book do
     /// before storing it, in the same order: the IP and port first (what
