@@ -80,6 +80,17 @@
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
 //!   [`MConnConfig::send_rate`]).
+//!
+//! # Cargo features
+//! With `default-features = false` the crate is the sans-IO core and PEX.
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `tokio` | yes | the adapter, `MConnection` (brings p2p-conn's `queue`) |
+//! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
+//! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
+//! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `testkit` | no | `testkit`: two cores wired in memory on a test clock, and the packet layer; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

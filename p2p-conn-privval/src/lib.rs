@@ -72,6 +72,19 @@
 //!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
 //! - A public message stream: the endpoints bound every read and write
 //!   (the node gives each 5 s; `spec/privval.md`).
+//!
+//! # Cargo features
+//! With `default-features = false` the crate is sans-IO: the types, sign
+//! bytes, guard, state file and `GuardedSigner`.
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `tokio` | yes | `endpoint`: the signer and node sides over `tcp://` and `unix://` |
+//! | `noise` | yes | `noise://` (CometBFT v0.40) in the endpoints: p2p-conn's `noise` |
+//! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
+//! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
+//! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
