@@ -9,7 +9,7 @@ use super::NetAddress;
 
 /// Whether an address must be publicly routable to be accepted: CometBFT's
 /// `addr_book_strict` (the address book's `routabilityStrict`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AddrPolicy {
     /// Refuse addresses that are not publicly routable
     /// ([`AddrError::Unroutable`]): CometBFT's default,

@@ -183,7 +183,7 @@ impl fmt::Display for Address {
 }
 
 /// The requests a node sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RequestKind {
     /// `PubKeyRequest`.
