@@ -6,9 +6,9 @@ Usage: scripts/public-api.py [--check | --write] [CRATE...]
 
 Builds the rustdoc JSON of the library on the stable toolchain
 (RUSTC_BOOTSTRAP=1, rustdoc's `--output-format json`) with every feature an
-embedder can turn on except `testkit` (the test doubles of p2p-conn and
-p2p-conn-mconn, `p2p_conn::testkit` and `p2p_conn_mconn::testkit`,
-documented as having no stability promise), then walks the crate from its
+embedder can turn on except `testkit` (the test doubles and internals of
+each crate, `p2p_conn::testkit`, `p2p_conn_mconn::testkit` and
+`p2p_conn_privval::testkit`, documented as having no stability promise), then walks the crate from its
 root the way a user can name things: public modules, re-exports, items,
 their public fields and variants, the methods of inherent impls, and the
 trait impls written in the crate (auto traits, blanket impls and the
@@ -28,8 +28,9 @@ import subprocess
 import sys
 
 # Each library crate with every feature an embedder can turn on. Never
-# `testkit`: leaving the feature out is what keeps `p2p_conn::testkit` and
-# `p2p_conn_mconn::testkit` out of the snapshots.
+# `testkit`: leaving the feature out is what keeps `p2p_conn::testkit`,
+# `p2p_conn_mconn::testkit` and `p2p_conn_privval::testkit` out of the
+# snapshots.
 CRATES = {
     "p2p-conn": "tokio,queue,ring,avx512,avx2,stats,codec,keyfile,nodeinfo,noise,metrics,tracing,rustcrypto",
     "p2p-conn-mconn": "tokio,ring,avx512,avx2",
