@@ -6,12 +6,13 @@ Usage: scripts/public-api.py [--check | --write] [CRATE...]
 
 Builds the rustdoc JSON of the library on the stable toolchain
 (RUSTC_BOOTSTRAP=1, rustdoc's `--output-format json`) with every feature an
-embedder can turn on except `testkit` (the test doubles of p2p-conn and
-p2p-conn-mconn, `p2p_conn::testkit` and `p2p_conn_mconn::testkit`,
-documented as having no stability promise), then walks the crate from its
+embedder can turn on except `testkit` (the test doubles and internals of
+each crate, `p2p_conn::testkit`, `p2p_conn_mconn::testkit` and
+`p2p_conn_privval::testkit`, documented as having no stability promise), then walks the crate from its
 root the way a user can name things: public modules, re-exports, items,
 their public fields and variants, the methods of inherent impls, and the
-trait impls written in the crate (auto traits and blanket impls are left
+trait impls written in the crate (auto traits, blanket impls and the
+`StructuralPartialEq` marker every derived `PartialEq` brings are left
 out). Each line is an item with its signature, so a diff of the snapshot
 shows every API change.
 
@@ -27,8 +28,9 @@ import subprocess
 import sys
 
 # Each library crate with every feature an embedder can turn on. Never
-# `testkit`: leaving the feature out is what keeps `p2p_conn::testkit` and
-# `p2p_conn_mconn::testkit` out of the snapshots.
+# `testkit`: leaving the feature out is what keeps `p2p_conn::testkit`,
+# `p2p_conn_mconn::testkit` and `p2p_conn_privval::testkit` out of the
+# snapshots.
 CRATES = {
     "p2p-conn": "tokio,queue,ring,avx512,avx2,stats,codec,keyfile,nodeinfo,noise,metrics,tracing,rustcrypto",
     "p2p-conn-mconn": "tokio,ring,avx512,avx2",
@@ -334,6 +336,12 @@ class Api:
             if for_.startswith(own):
                 for_ = path + for_[len(own):]
             if v.get("trait"):
+                # `StructuralPartialEq` is the unstable marker that
+                # `#[derive(PartialEq)]` adds beside every `PartialEq` it
+                # writes: no user can name it on stable, so a line for it
+                # says nothing the `PartialEq` line does not.
+                if v["trait"]["path"].split("::")[-1] == "StructuralPartialEq":
+                    continue
                 neg = "!" if v.get("is_negative") else ""
                 self.emit(f"impl{g} {neg}{self.path(v['trait'])} for {for_}{w}")
                 continue

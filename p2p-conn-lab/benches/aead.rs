@@ -7,7 +7,6 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::Sealer;
 use p2p_conn::Backend;
 
 fn raw_aead(c: &mut Criterion) {
@@ -67,7 +66,7 @@ fn framed_seal(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(msg.len() as u64));
     for frame_size in [1024usize, 4096, 16384] {
         for &backend in Backend::ALL {
-            let mut sealer = Sealer::new(
+            let mut sealer = p2p_conn::testkit::internals::sealer(
                 p2p_conn::testkit::internals::cipher(backend, &[9u8; 32]),
                 FrameSize::new(frame_size).unwrap(),
             );
@@ -88,7 +87,6 @@ fn framed_seal(c: &mut Criterion) {
 }
 
 fn framed_open(c: &mut Criterion) {
-    use p2p_conn::proto::Opener;
     use p2p_conn::testkit::internals::{FrameReader, ReadCore};
     use std::task::Poll;
     let mut g = c.benchmark_group("reader_64KiB_message");
@@ -98,9 +96,15 @@ fn framed_open(c: &mut Criterion) {
         let key = [9u8; 32];
         let fs = FrameSize::STANDARD;
         // Enough sealed messages for every iteration's counter.
-        let mut sealer = Sealer::new(p2p_conn::testkit::internals::cipher(backend, &key), fs);
+        let mut sealer = p2p_conn::testkit::internals::sealer(
+            p2p_conn::testkit::internals::cipher(backend, &key),
+            fs,
+        );
         let mut reader = FrameReader::new(ReadCore::new(
-            Opener::new(p2p_conn::testkit::internals::cipher(backend, &key), fs),
+            p2p_conn::testkit::internals::opener(
+                p2p_conn::testkit::internals::cipher(backend, &key),
+                fs,
+            ),
             Vec::new(),
             64 * 1024,
         ));

@@ -14,7 +14,6 @@ use std::task::Poll;
 
 use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::Sealer;
 use p2p_conn::testkit::internals::{seal_at, FrameWriter, WriteCore};
 use p2p_conn::Backend;
 
@@ -48,7 +47,7 @@ fn main() {
             }
         }
         "writer" => {
-            let sealer = Sealer::new(
+            let sealer = p2p_conn::testkit::internals::sealer(
                 p2p_conn::testkit::internals::cipher(Backend::Ring, &key),
                 FrameSize::new(frame).unwrap(),
             );

@@ -13,6 +13,34 @@ pub const DEFAULT_SEND_QUEUE_CAPACITY: usize = 1 << 20;
 
 /// One channel both sides have: its ID, its share of the send bandwidth and
 /// its caps.
+///
+/// Build one with [`ChannelDescriptor::new`] and the `with_*` methods (the
+/// type is `#[non_exhaustive]`, so a struct literal does not compile outside
+/// this crate; the fields can be read and set). A connection's channels are
+/// a slice of these, which [`MConnCore::new`](crate::MConnCore::new) and
+/// `MConnection::spawn` take; [`ChannelDescriptor::ids`] gives the IDs its
+/// NodeInfo announces.
+///
+/// ```
+/// use p2p_conn_mconn::pex::{MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
+/// use p2p_conn_mconn::ChannelDescriptor;
+///
+/// // PEX as CometBFT declares it: priority 1, messages up to 64000 bytes.
+/// let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
+/// // An application's channel: twice PEX's share of the send bandwidth,
+/// // messages up to 1 MiB, at most 4 MiB waiting to be sent.
+/// let app = ChannelDescriptor::new(0x77)
+///     .with_priority(2)
+///     .with_recv_message_capacity(1 << 20)
+///     .with_send_queue_capacity(4 << 20);
+/// let channels = [pex, app];
+///
+/// assert_eq!(pex.priority, 1);
+/// assert_eq!(app.send_queue_capacity, 4 << 20);
+/// // What the NodeInfo sent with these channels announces
+/// // (`NodeInfo::channels`).
+/// assert_eq!(ChannelDescriptor::ids(&channels), [0x00, 0x77]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ChannelDescriptor {

@@ -23,12 +23,13 @@
 //!     and yields one [`Event`] at a time (a whole message, a ping, a pong);
 //!   - [`MConnCore::poll_timeout`] says when to call
 //!     [`MConnCore::handle_timeout`] (ping due, pong deadline, rate limit).
-//! - The packet layer ([`Packet`], [`encode_packet`], [`PacketDecoder`])
-//!   encodes and decodes through hand-declared protobuf messages (prost, no
-//!   code generation); the decoder is the crate's one delimited reader (the
-//!   same as NodeInfo's and privval's). `MConnCore` writes its own
-//!   `PacketMsg`s without copying the data into a message first; a test
-//!   holds that writer to prost's bytes.
+//! - The packet layer (the core's own; tests, fuzz targets and peers played
+//!   by hand reach it through `testkit`) encodes and decodes through
+//!   hand-declared protobuf messages (prost, no code generation); the
+//!   decoder is the crate's one delimited reader (the same as NodeInfo's
+//!   and privval's). `MConnCore` writes its own `PacketMsg`s without
+//!   copying the data into a message first; a test holds that writer to
+//!   prost's bytes.
 //! - [`pex`] holds the PEX messages (`PexRequest`, `PexAddrs`) and, as
 //!   sans-IO code, the PEX reactor's rules: address validation, the
 //!   requests a node takes (`pex::Requests`), the requests we send
@@ -40,11 +41,13 @@
 //!   then why it closed). Its own docs give its design and guarantees.
 //! - With feature `testkit` (off by default; for tests, no stability
 //!   promise), `testkit::Pair` wires two cores together in memory on a
-//!   test clock, with budgets, split patterns and an event log per side.
+//!   test clock, with budgets, split patterns and an event log per side;
+//!   `testkit` also holds the packet layer (`Packet`, `encode_packet`,
+//!   `PacketDecoder`).
 //!
 //! # Guarantees
-//! - A packet's length prefix over [`max_packet_size`] (1034 bytes by
-//!   default, CometBFT's value) is refused as soon as it is read, before a
+//! - A packet's length prefix over the largest packet (the payload size
+//!   plus 10: 1034 bytes by default, CometBFT's value) is refused as soon as it is read, before a
 //!   byte of the body is buffered; a body is read into one buffer of at most
 //!   that size.
 //! - A piece that would take a channel's message past its
@@ -77,6 +80,17 @@
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
 //!   [`MConnConfig::send_rate`]).
+//!
+//! # Cargo features
+//! With `default-features = false` the crate is the sans-IO core and PEX.
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `tokio` | yes | the adapter, `MConnection` (brings p2p-conn's `queue`) |
+//! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
+//! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
+//! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `testkit` | no | `testkit`: two cores wired in memory on a test clock, and the packet layer; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -105,10 +119,7 @@ pub use self::connection::{
     Received, BATCH_BYTES, CLOSE_TIMEOUT, PEER_CLOSE_HINT_WINDOW, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
-pub use self::packet::{
-    encode_packet, max_packet_size, max_packet_wire_size, Packet, PacketDecoder, PacketMsg,
-    DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
-};
+pub use self::packet::DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE;
 
 /// CometBFT's default ping interval (`pingInterval`, 60 s).
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(60);
@@ -122,7 +133,7 @@ pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(45);
 pub struct MConnConfig {
     /// The most message bytes in one `PacketMsg`
     /// ([`DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE`]); it also sets the largest
-    /// packet accepted ([`max_packet_size`]). Both sides must agree.
+    /// packet accepted (the payload size plus 10). Both sides must agree.
     pub max_packet_msg_payload_size: usize,
     /// How often to ping ([`DEFAULT_PING_INTERVAL`]).
     pub ping_interval: Duration,
@@ -214,7 +225,7 @@ pub enum MConnError {
     PacketTooLarge {
         /// The announced length.
         len: u64,
-        /// The maximum ([`max_packet_size`]).
+        /// The maximum (the payload size plus 10).
         max: usize,
     },
     /// A packet that is not valid protobuf.

@@ -84,7 +84,7 @@ pub const fn max_packet_size(max_payload: usize) -> usize {
 
 /// The most bytes a packet takes on the wire, length prefix included
 /// (1036 for the default payload of 1024).
-pub const fn max_packet_wire_size(max_payload: usize) -> usize {
+pub(crate) const fn max_packet_wire_size(max_payload: usize) -> usize {
     let body = max_packet_size(max_payload);
     const_varint_len(body as u64) + body
 }
@@ -206,13 +206,16 @@ pub(crate) fn decode_packet(body: &[u8]) -> Result<Packet, MConnError> {
 /// call returns the same error.
 ///
 /// ```
-/// use p2p_conn_mconn::{Packet, PacketDecoder, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE};
+/// # #[cfg(feature = "testkit")] {
+/// use p2p_conn_mconn::testkit::{Packet, PacketDecoder};
+/// use p2p_conn_mconn::DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE;
 ///
 /// let mut dec = PacketDecoder::new(DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE);
 /// let wire = [0x02, 0x0a, 0x00, 0x02, 0x12, 0x00]; // ping, pong
 /// assert_eq!(dec.feed(&wire).unwrap(), (3, Some(Packet::Ping)));
 /// assert_eq!(dec.feed(&wire[3..4]).unwrap(), (1, None));
 /// assert_eq!(dec.feed(&wire[4..]).unwrap(), (2, Some(Packet::Pong)));
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct PacketDecoder {
@@ -231,6 +234,7 @@ impl PacketDecoder {
     }
 
     /// The largest packet body it accepts, in bytes.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn max_packet_size(&self) -> usize {
         self.reader.limit()
     }

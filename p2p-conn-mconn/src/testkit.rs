@@ -1,6 +1,7 @@
 //! Two [`MConnCore`]s wired together in memory, for tests of the core and
-//! of code built on it (feature `testkit`; no stability promise, never for
-//! production builds).
+//! of code built on it, and the packet layer ([`Packet`], [`encode_packet`],
+//! [`PacketDecoder`]) for tests, fuzz targets and peers played by hand
+//! (feature `testkit`; no stability promise, never for production builds).
 //!
 //! ```
 //! use std::time::Duration;
@@ -71,6 +72,11 @@
 //! - Calls a test makes on [`Pair::a`] or [`Pair::b`] directly (with a time
 //!   of its choosing) bypass the log: their events and errors are the
 //!   test's.
+
+// The packet layer the core runs on, for tests, fuzz targets and peers
+// played by hand: whole packets encoded and decoded as CometBFT's `protoio`
+// does (the core writes its own `PacketMsg`s).
+pub use crate::packet::{encode_packet, max_packet_size, Packet, PacketDecoder, PacketMsg};
 
 use std::time::{Duration, Instant};
 

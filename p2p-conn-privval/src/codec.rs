@@ -3,7 +3,7 @@
 
 use prost::Message as _;
 
-use super::messages::Message;
+use super::envelope::Message;
 use super::{PrivvalError, MAX_MESSAGE_BYTES};
 use p2p_conn::delimited::{DelimitedReader, Feed, PrefixError};
 
@@ -29,7 +29,8 @@ pub fn encode(msg: &Message) -> Vec<u8> {
 /// drop the connection).
 ///
 /// ```
-/// use p2p_conn_privval::{encode, message::Sum, MessageDecoder, Message, PingRequest};
+/// # #[cfg(feature = "testkit")] {
+/// use p2p_conn_privval::testkit::{encode, message::Sum, Message, MessageDecoder, PingRequest};
 ///
 /// let wire = encode(&Message::from(Sum::PingRequest(PingRequest::default())));
 /// assert_eq!(wire, [2, 0x3a, 0]);
@@ -37,6 +38,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
 /// let (used, got) = dec.feed(&wire).unwrap();
 /// assert_eq!(used, 3);
 /// assert!(matches!(got.and_then(|m| m.sum), Some(Sum::PingRequest(_))));
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct MessageDecoder {
@@ -68,11 +70,13 @@ impl MessageDecoder {
     }
 
     /// The limit on a message body, in bytes.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn limit(&self) -> usize {
         self.reader.limit()
     }
 
     /// Whether the decoder is between messages (no byte of a message taken).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn is_idle(&self) -> bool {
         !self.failed && self.reader.is_idle()
     }
@@ -175,7 +179,7 @@ impl Feed for Frames {
 
 #[cfg(test)]
 mod tests {
-    use super::super::messages::{message::Sum, PingRequest, PubKeyRequest};
+    use super::super::envelope::{message::Sum, PingRequest, PubKeyRequest};
     use super::*;
 
     fn ping() -> Vec<u8> {

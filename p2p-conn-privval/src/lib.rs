@@ -1,6 +1,6 @@
-//! The remote-signer (privval) protocol's wire core: the messages a
-//! CometBFT node and its remote signer exchange, the length-prefixed
-//! message stream they are framed in, and the bytes a validator signs.
+//! CometBFT's remote-signer (privval) protocol: the node's and the
+//! signer's endpoints, the signer's safety core (double-sign guard, state
+//! file), and the votes, proposals and bytes a validator signs.
 //!
 //! A node configured with `priv_validator_laddr` listens there and the
 //! signer dials it. Over `tcp://` the connection is a secret connection
@@ -11,89 +11,114 @@
 //! the wire format per release line, the limits and the node's timeouts.
 //!
 //! # Design
-//! - [`Message`] and the types inside it: the protobuf messages, declared
-//!   by hand for `prost` (no code generation step), in a wire form every
-//!   tested line (v0.34.35, v0.37.18, v0.38.26, v0.39.4, v0.40.0, v1.0.1)
-//!   reads. They are the wire types themselves (they implement
-//!   `prost::Message`), so `prost` is a public dependency of this crate.
-//!   Fields gogoproto declares non-nullable are plain fields, always
-//!   encoded as Go does; nullable ones are `Option`. Every type is
-//!   `#[non_exhaustive]`: build one from `Default` and set its fields.
+//! - The protobuf types, declared by hand for `prost` (no code generation
+//!   step), in a wire form every tested line (v0.34.35, v0.37.18,
+//!   v0.38.26, v0.39.4, v0.40.0, v1.0.1) reads. Public are the ones a
+//!   signer and a node handle: [`Vote`], [`Proposal`] and what they hold
+//!   ([`BlockId`], [`PartSetHeader`], [`Timestamp`]), [`CryptoPublicKey`]
+//!   and [`RemoteSignerError`]. They implement `prost::Message`, so `prost`
+//!   is a public dependency of this crate. Fields gogoproto declares
+//!   non-nullable are plain fields, always encoded as Go does; nullable ones
+//!   are `Option`. Every type is `#[non_exhaustive]`: build one from
+//!   `Default` and set its fields.
+//! - The envelope (`Message`, a oneof of requests and responses), the
+//!   request and response types and the message stream (a sans-IO decoder
+//!   that checks the length prefix against its limit before it allocates,
+//!   and names what went wrong in a [`PrivvalError`]) are the endpoints'
+//!   own: a signer implements [`Signer`] and a node calls
+//!   [`endpoint::SignerClient`], and neither sees them. Tests, fuzz targets
+//!   and peers played by hand reach them through feature `testkit` (no
+//!   stability promise).
 //! - Where the lines differ the types carry the union of the fields: a
 //!   line's decoder skips fields it does not declare.
-//!   - `Message.sum`: 1 to 8 at every line; 9 [`SignBytesRequest`] and 10
-//!     [`SignBytesResponse`] at v1.0.1 only.
-//!   - [`PubKeyResponse`]: `pub_key` 1 up to v0.40.0; v1.0.1 reserves 1
-//!     and reads `pub_key_bytes` 3 and `pub_key_type` 4.
-//!     [`PubKeyResponse::ed25519`] fills all three; each line's own
-//!     generated decoder keeps its fields and drops the others' (tested),
-//!     and a real node of every line takes its validator key from it
-//!     (`p2p-conn-cli/tests/it/signer_cometbft_node.rs`).
-//!   - [`SignVoteRequest::skip_extension_signing`] (3): v1.0.1 only.
+//!   - `Message.sum`: 1 to 8 at every line; 9 `SignBytesRequest` and 10
+//!     `SignBytesResponse` at v1.0.1 only.
+//!   - `PubKeyResponse`: `pub_key` 1 up to v0.40.0; v1.0.1 reserves 1 and
+//!     reads `pub_key_bytes` 3 and `pub_key_type` 4. The signer fills all
+//!     three; each line's own generated decoder keeps its fields and drops
+//!     the others' (tested), and a real node of every line takes its
+//!     validator key from it (`p2p-conn-cli/tests/it/signer_cometbft_node.rs`).
+//!   - `SignVoteRequest.skip_extension_signing` (3): v1.0.1 only.
 //!   - [`Vote::extension`] (9) and [`Vote::extension_signature`] (10): from
 //!     v0.38.26; v0.34.35 and v0.37.18 skip them.
 //!   - [`CryptoPublicKey`]: ed25519 (1) and secp256k1 (2), the types every line
 //!     has; a key of another type decodes with `sum: None`.
 //!
 //!   `spec/privval.md` lists every field number per line.
-//! - [`MessageDecoder`] is the sans-IO reader: it takes exactly one message's
-//!   bytes at a time, checks the length prefix against its limit before it
-//!   allocates, and names what went wrong in a [`PrivvalError`].
-//!   [`encode`] writes a message with its prefix.
 //! - [`vote_sign_bytes`], [`proposal_sign_bytes`] and
 //!   [`vote_extension_sign_bytes`] build CometBFT's canonical sign bytes.
 //!   The test suite compares them byte for byte with CometBFT's own
 //!   functions at every tested line, and has each line's generated Go code
 //!   decode and re-encode every message form.
-//! - [`tokio`] reads and writes one message over a tokio stream.
 //! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
 //!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
 //!   `priv_validator_state.json` format, written atomically and synced;
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
 //!   Ed25519 software signer that persists each signature's state before
 //!   returning it.
-//!
-//! # Guarantees
-//! - No input panics the decoder, and it never allocates more than its
-//!   limit for a message body.
-//! - The decoder never takes a byte past the message it returns.
-//!
-//! - [`endpoint`] (with `tokio`): the signer side, which dials, retries,
+//! - `endpoint` (with `tokio`): the signer side, which dials, retries,
 //!   reconnects and serves a [`Signer`]; the node side, which listens,
 //!   pings and times out.
+//!
+//! # Guarantees
+//! - No input panics the message decoder, and it never allocates more than
+//!   its limit for a message body.
+//! - The decoder never takes a byte past the message it returns.
 //!
 //! # Not provided
 //! - Validation in the sign-bytes functions: they encode what they are
 //!   given. The [`guard`] checks block ID hash lengths and timestamps
 //!   before anything is signed; heights and the chain ID beyond the
 //!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
-//! - Timeouts in [`MessageDecoder`] and [`tokio`]: the endpoints bound every read
-//!   and write; over these, use `tokio::time::timeout` (the node gives
-//!   each read and write 5 s; `spec/privval.md`).
+//! - A public message stream: the endpoints bound every read and write
+//!   (the node gives each 5 s; `spec/privval.md`).
+//!
+//! # Cargo features
+//! With `default-features = false` the crate is sans-IO: the types, sign
+//! bytes, guard, state file and `GuardedSigner`.
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `tokio` | yes | `endpoint`: the signer and node sides over `tcp://` and `unix://` |
+//! | `noise` | yes | `noise://` (CometBFT v0.40) in the endpoints: p2p-conn's `noise` |
+//! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
+//! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
+//! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// The envelope and the message stream: run by the endpoints, reached by
+// tests through `testkit`.
+#[cfg(any(test, feature = "tokio", feature = "testkit"))]
 mod codec;
 #[cfg(feature = "tokio")]
 pub mod endpoint;
+#[cfg(any(test, feature = "tokio", feature = "testkit"))]
+mod envelope;
 pub mod guard;
 mod messages;
 mod sign_bytes;
 mod signer;
 pub mod state_file;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 #[cfg(feature = "tokio")]
-pub mod tokio;
+mod tokio;
 
 #[cfg(feature = "tokio")]
-pub(crate) use codec::{decode_body, Frames};
-pub use codec::{encode, MessageDecoder};
+pub(crate) use codec::{decode_body, encode, Frames};
+#[cfg(feature = "tokio")]
+pub(crate) use envelope::{
+    message, Message, PingRequest, PingResponse, PubKeyRequest, PubKeyResponse, SignBytesRequest,
+    SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
+    SignedVoteResponse,
+};
 pub use messages::{
-    crypto_public_key, message, signed_msg_type, BlockId, CryptoPublicKey, Message, PartSetHeader,
-    PingRequest, PingResponse, Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError,
-    SignBytesRequest, SignBytesResponse, SignProposalRequest, SignVoteRequest,
-    SignedProposalResponse, SignedVoteResponse, Timestamp, Vote,
+    crypto_public_key, signed_msg_type, BlockId, CryptoPublicKey, PartSetHeader, Proposal,
+    RemoteSignerError, Timestamp, Vote,
 };
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
 pub use signer::{

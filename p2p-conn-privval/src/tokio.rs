@@ -2,13 +2,9 @@
 //! [`p2p_conn::io::tokio::SecretConnection`] (`tcp://`) or any `AsyncBufRead`,
 //! such as a `tokio::io::BufReader` over a `UnixStream` (`unix://`).
 
-use std::future::poll_fn;
-use std::pin::Pin;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
-
-use super::{encode, Message, MessageDecoder, PrivvalError};
-use p2p_conn::io::tokio::poll_decode as poll_feed;
+use super::{encode, Message, PrivvalError};
 
 /// Reads the next message, taking only its bytes from the stream's buffer.
 /// A clean end of stream between messages is
@@ -17,11 +13,16 @@ use p2p_conn::io::tokio::poll_decode as poll_feed;
 ///
 /// Cancel-safe: the partial message lives in `decoder`, and only bytes fed
 /// to it are consumed. Call again with the same decoder to resume.
-pub async fn read<S>(stream: &mut S, decoder: &mut MessageDecoder) -> Result<Message, PrivvalError>
+#[cfg(any(test, feature = "testkit"))]
+pub async fn read<S>(
+    stream: &mut S,
+    decoder: &mut super::codec::MessageDecoder,
+) -> Result<Message, PrivvalError>
 where
-    S: AsyncBufRead + Unpin,
+    S: tokio::io::AsyncBufRead + Unpin,
 {
-    poll_fn(|cx| poll_feed(Pin::new(&mut *stream), cx, decoder)).await
+    use p2p_conn::io::tokio::poll_decode;
+    std::future::poll_fn(|cx| poll_decode(std::pin::Pin::new(&mut *stream), cx, decoder)).await
 }
 
 /// Writes `msg` with its length prefix and flushes it.

@@ -12,7 +12,7 @@
 //!   rules), so no byte past a message is ever taken;
 //! - the length is checked against the limit as soon as the prefix is
 //!   complete, before anything is allocated;
-//! - a body's buffer is reserved whole up to [`INITIAL_BODY_CAPACITY`] and
+//! - a body's buffer is reserved whole up to 64 KiB and
 //!   grows with the bytes that arrive past it, so a prefix alone never
 //!   reserves more than that, whatever the limit.
 //!
@@ -37,7 +37,7 @@ use crate::proto::varint::{Step, UvarintReader};
 /// The most a reader reserves for a body before its bytes arrive (above
 /// NodeInfo's limit and every privval limit but v0.40.0's, so a body within
 /// those is read into one allocation).
-pub const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
+pub(crate) const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
 
 /// Why a length prefix was refused. Complete (not `#[non_exhaustive]`): a
 /// prefix is either no uvarint or too large, and each layer maps both to

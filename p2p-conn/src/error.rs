@@ -82,8 +82,9 @@ impl Error {
         }
     }
 
-    /// Convert into an `std::io::Error` carrying this error.
-    pub fn into_io(self) -> std::io::Error {
+    /// Convert into an `std::io::Error` carrying this error (users have the
+    /// `From` impl).
+    pub(crate) fn into_io(self) -> std::io::Error {
         use std::io::ErrorKind;
         let kind = match &self {
             Error::Io(_) => {

@@ -9,18 +9,36 @@
 //! ## Design
 //! | module | what |
 //! |---|---|
-//! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] holds the wire's sizes |
+//! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] the standard frame size and a frame's sealed length |
 //! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
 //! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
 //! | [`delimited`] | the uvarint length-delimited reader (sans-IO) every protobuf layer above the connection shares: NodeInfo here, `p2p-conn-privval` and `p2p-conn-mconn` above; the adapters drive it (`io::tokio::poll_decode`, [`io::blocking::decode`]) |
-//! | `noise` (feature `noise`) | libp2p's Noise secure channel for CometBFT v0.40's `noise://` remote signing: a sans-IO handshake (snow's state machine, this crate's primitives) and frames, and a tokio stream |
+//! | `noise` (feature `noise`) | libp2p's Noise secure channel for CometBFT v0.40's `noise://` remote signing: a tokio stream over a sans-IO handshake (snow's state machine, this crate's primitives) and frames |
 //! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
 //! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core; `atomic_file`, the durable write it shares with `p2p-conn-privval`'s state file |
 //! | `testkit` (feature `testkit`) | test doubles, handshake pumps and, in `testkit::internals`, the engine and test hooks for tests and fuzz targets; no stability promise, never for production |
 //!
-//! The default features are what a tokio node wants: `tokio`, `queue`,
-//! `ring`, `avx512` and `stats`. With `default-features = false` the crate
-//! is pure Rust (RustCrypto AEAD) with the std adapter only.
+//! ## Cargo features
+//! The defaults are what a tokio node wants. With `default-features =
+//! false` the crate is pure Rust (RustCrypto AEAD) with the std adapter
+//! only.
+//!
+//! | feature | default | what |
+//! |---|---|---|
+//! | `tokio` | yes | the tokio adapter `io::tokio` (it needs no tokio runtime feature of its own) |
+//! | `queue` | yes | the send queue `io::queue` (brings `tokio` with its runtime and sync parts, and `tracing`) |
+//! | `ring` | yes | ring's assembly ChaCha20-Poly1305 (`Backend::Ring`), the default where no multi-frame engine applies |
+//! | `avx512` | yes | `Backend::Avx512`: 16 standard frames sealed or opened at once on CPUs with AVX-512 IFMA |
+//! | `avx2` | yes | `Backend::Avx2`: the same engine's AVX2 kernel, the default on x86_64 with AVX2 and BMI2 but no AVX-512 IFMA |
+//! | `stats` | yes | the per-connection counters and timers of [`stats`] (without it they stay zero) |
+//! | `rustcrypto` | no | names the pure-Rust build; adds nothing (the RustCrypto backend is always compiled) |
+//! | `codec` | no | the tokio-util codec adapter `io::codec` |
+//! | `tracing` | no | `tracing` events: the handshake's outcome, each side's close with its cause and counts |
+//! | `metrics` | no | `stats::export` through the `metrics` facade |
+//! | `nodeinfo` | no | the NodeInfo exchange, `nodeinfo` |
+//! | `noise` | no | libp2p's Noise for `noise://` remote signing, `noise` (brings `tokio`) |
+//! | `keyfile` | no | `node_key.json`, `keyfile` and `atomic_file` |
+//! | `testkit` | no | test doubles and test hooks, `testkit`; no stability promise, never in production |
 //!
 //! ## Guarantees
 //! * A write of up to 1024 bytes is exactly one frame; a larger write is split

@@ -92,7 +92,7 @@ pub fn complaints(log: &str, id: &str) -> Vec<String> {
 /// secret connection: a piece of a message, `eof` on its last piece (for
 /// the hostile peers of the crawl and seed tests).
 pub fn pex_piece(data: Vec<u8>, eof: bool) -> Vec<u8> {
-    use p2p_conn_mconn::{encode_packet, Packet, PacketMsg};
+    use p2p_conn_mconn::testkit::{encode_packet, Packet, PacketMsg};
     let mut out = Vec::new();
     encode_packet(
         &Packet::Msg(PacketMsg {

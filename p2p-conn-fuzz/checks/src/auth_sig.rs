@@ -3,10 +3,11 @@
 
 use crate::internals::{read_uvarint, Varint};
 use crate::Seeds;
-use p2p_conn::proto::wire::EPH_MSG_LEN;
 use p2p_conn::proto::{HandshakeParams, Stage};
 use p2p_conn::testkit;
 use p2p_conn::testkit::internals::auth_sig;
+use p2p_conn::testkit::internals::wire::EPH_MSG_LEN;
+use p2p_conn::testkit::internals::HandshakeHooks;
 use p2p_conn::ProtocolError;
 
 /// `auth_sig::decode` and `read_uvarint` on arbitrary bytes, and the
@@ -21,7 +22,10 @@ use p2p_conn::ProtocolError;
 pub fn check(data: &[u8]) {
     if let Ok((key, sig)) = auth_sig::decode(data) {
         let enc = auth_sig::encode(&key, &sig);
-        assert_eq!(enc.len(), p2p_conn::proto::wire::AUTH_SIG_MSG_LEN);
+        assert_eq!(
+            enc.len(),
+            p2p_conn::testkit::internals::wire::AUTH_SIG_MSG_LEN
+        );
         assert_eq!(usize::from(enc[0]), enc.len() - 1, "delimiting prefix");
         assert_eq!(
             auth_sig::decode(&enc[1..]),

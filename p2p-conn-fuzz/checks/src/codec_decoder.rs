@@ -16,8 +16,8 @@ use crate::drive::handshake_pair;
 use crate::input::Input;
 use crate::Seeds;
 use p2p_conn::io::codec::{SecretCodec, SecretDecoder};
-use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::Config;
 
 /// Most steps decoded from one input.
@@ -243,7 +243,7 @@ pub fn check(data: &[u8]) {
 /// `codec_decoder` input (see `p2p_conn_fuzz_checks::codec_decoder`): the
 /// backend, the messages the peer seals, then steps.
 mod cd {
-    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
+    use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
     use p2p_conn::Backend;
 
     pub fn head(backend: Backend, lens: &[u16]) -> Vec<u8> {
@@ -294,7 +294,7 @@ pub fn seeds() -> Seeds {
     use p2p_conn::Backend;
     let mut s = Seeds::default();
     use cd::*;
-    use p2p_conn::proto::wire::STANDARD_SEALED_FRAME as FRAME;
+    use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME as FRAME;
     let avx512 = Backend::ALL.iter().copied().find(|b| b.name() == "avx512");
     let wide = avx512.unwrap_or(Backend::ALL[0]);
     let narrow = Backend::ALL[0];

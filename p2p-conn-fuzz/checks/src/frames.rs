@@ -5,9 +5,10 @@ use crate::drive::{handshake_pair, read_all, Chunks, KEY};
 use crate::input::Input;
 use crate::internals::ReadCore;
 use crate::Seeds;
-use p2p_conn::proto::wire::{sealed_frame_len, LEN_PREFIX, TAG_LEN};
-use p2p_conn::proto::{FrameSize, Opener};
+use p2p_conn::proto::wire::sealed_frame_len;
+use p2p_conn::proto::FrameSize;
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::wire::{LEN_PREFIX, TAG_LEN};
 use p2p_conn::Backend;
 
 /// The receive side after a handshake. `cfg % 3` picks the mode, `cfg / 4`
@@ -124,7 +125,7 @@ fn frames_hostile(inp: &mut Input<'_>, backend: Backend) {
         .flat_map(|d| d.as_deref().unwrap_or_default().iter().copied())
         .collect();
     let core = ReadCore::new(
-        Opener::new(
+        p2p_conn::testkit::internals::opener(
             p2p_conn::testkit::internals::cipher(read_backend, &KEY),
             FrameSize::new(fs).expect("valid frame size"),
         ),

@@ -5,9 +5,10 @@ use crate::Seeds;
 use std::time::Instant;
 
 use p2p_conn_mconn::pex::PexMessage;
+use p2p_conn_mconn::testkit::{encode_packet, Packet, PacketDecoder};
 use p2p_conn_mconn::{
-    encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet,
-    PacketDecoder, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
+    ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError,
+    DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };
 
 /// The receive cap of channel 0x20 (small, so the fuzzer reaches it).
@@ -135,9 +136,8 @@ pub fn seeds() -> Seeds {
     use crate::cat;
     let mut s = Seeds::default();
     use p2p_conn_mconn::pex::{NetAddress, PexMessage};
-    use p2p_conn_mconn::{
-        encode_packet, ChannelDescriptor, MConnConfig, MConnCore, Packet, PacketMsg,
-    };
+    use p2p_conn_mconn::testkit::{encode_packet, Packet, PacketMsg};
+    use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnCore};
     use std::time::Instant;
 
     let now = Instant::now();

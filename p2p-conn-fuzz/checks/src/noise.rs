@@ -3,7 +3,8 @@
 
 use crate::input::Input;
 use crate::Seeds;
-use p2p_conn::noise::{Handshake, NoiseError, Opener, Role, MAX_FRAME_PLAINTEXT};
+use p2p_conn::noise::{NoiseError, Role};
+use p2p_conn::testkit::internals::noise::{Handshake, Opener, MAX_FRAME_PLAINTEXT};
 use p2p_conn::{testkit, Identity, PeerId};
 
 /// Our identity, and the peer's whose transcripts the seeds hold.

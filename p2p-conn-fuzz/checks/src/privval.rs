@@ -2,9 +2,9 @@
 
 use crate::Seeds;
 use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
+use p2p_conn_privval::testkit::{encode, message::Sum, Message, MessageDecoder};
 use p2p_conn_privval::{
-    encode, message::Sum, proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId,
-    Message, MessageDecoder, Timestamp,
+    proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes, BlockId, Timestamp,
 };
 
 /// Whether CometBFT can sign a request with this block ID and timestamp,
@@ -132,7 +132,8 @@ pub fn check(data: &[u8]) {
 /// oneof field. The first byte of each is the chunk size.
 pub fn seeds() -> Seeds {
     use crate::cat;
-    use p2p_conn_privval::{PingRequest, PubKeyRequest, SignVoteRequest, Vote};
+    use p2p_conn_privval::testkit::{PingRequest, PubKeyRequest, SignVoteRequest};
+    use p2p_conn_privval::Vote;
 
     let msg = |sum: Sum| encode(&Message::from(sum));
     let ping = msg(Sum::PingRequest(PingRequest::default()));

@@ -9,7 +9,7 @@ use crate::drive::{read_all, Chunks, KEY, MAX_STEPS};
 use crate::input::Input;
 use crate::internals::{FrameWriter, ReadCore, WriteCore};
 use p2p_conn::proto::wire::sealed_frame_len;
-use p2p_conn::proto::{FrameSize, Opener, Sealer};
+use p2p_conn::proto::FrameSize;
 use p2p_conn::testkit;
 
 /// Messages through a [`FrameWriter`] and back through a [`FrameReader`].
@@ -61,7 +61,10 @@ pub fn check(data: &[u8]) {
     }
 
     let mut writer = FrameWriter::new(WriteCore::new(
-        Sealer::new(p2p_conn::testkit::internals::cipher(wb, &KEY), frame_size),
+        p2p_conn::testkit::internals::sealer(
+            p2p_conn::testkit::internals::cipher(wb, &KEY),
+            frame_size,
+        ),
         flush,
     ));
     let max_chunk = writer.core().max_chunk();
@@ -168,7 +171,10 @@ pub fn check(data: &[u8]) {
     assert_eq!(wire.len(), expected_wire, "wire length");
 
     let core = ReadCore::new(
-        Opener::new(p2p_conn::testkit::internals::cipher(rb, &KEY), frame_size),
+        p2p_conn::testkit::internals::opener(
+            p2p_conn::testkit::internals::cipher(rb, &KEY),
+            frame_size,
+        ),
         initial.clone(),
         rbuf,
     );

@@ -9,7 +9,7 @@ use super::NetAddress;
 
 /// Whether an address must be publicly routable to be accepted: CometBFT's
 /// `addr_book_strict` (the address book's `routabilityStrict`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AddrPolicy {
     /// Refuse addresses that are not publicly routable
     /// ([`AddrError::Unroutable`]): CometBFT's default,
@@ -110,6 +110,25 @@ impl std::fmt::Display for PeerAddr {
     /// `ID@IP:PORT`, CometBFT's form.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}@{}", self.id, self.addr)
+    }
+}
+
+impl std::fmt::Display for NetAddress {
+    /// CometBFT's `NetAddress.String()`: `ID@IP:PORT`, without `ID@` when
+    /// the ID is empty; the IP as Go prints it (`net.JoinHostPort`: an IPv6
+    /// address in brackets, an IPv4-mapped one as IPv4). The fields are
+    /// printed as received, unchecked: an IP that does not parse as it
+    /// came (in brackets if it holds a colon), the port as the number sent.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.id.is_empty() {
+            write!(f, "{}@", self.id)?;
+        }
+        match parse_ip(&self.ip) {
+            Ok(IpAddr::V6(v6)) => write!(f, "[{v6}]:{}", self.port),
+            Ok(ip) => write!(f, "{ip}:{}", self.port),
+            Err(_) if self.ip.contains(':') => write!(f, "[{}]:{}", self.ip, self.port),
+            Err(_) => write!(f, "{}:{}", self.ip, self.port),
+        }
     }
 }
 

@@ -87,7 +87,7 @@ impl BookConfig {
 }
 
 /// What the book thinks of an entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Standing {
     /// Learned, not reached yet (or not since it was learned).
     New,

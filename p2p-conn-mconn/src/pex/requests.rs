@@ -23,7 +23,7 @@ pub const MIN_REQUEST_INTERVAL: Duration = Duration::from_secs(10);
 pub const FREE_REQUESTS: u32 = 2;
 
 /// Who dialed the connection a request came on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
     /// The peer dialed us.
     Inbound,

@@ -1,6 +1,6 @@
 //! MConnection wire bytes for tests that play a peer by hand.
 
-use p2p_conn_mconn::{encode_packet, Packet, PacketMsg};
+use p2p_conn_mconn::testkit::{encode_packet, Packet, PacketMsg};
 
 /// One encoded (length-prefixed) `PacketMsg`.
 pub fn msg_packet(channel_id: i32, eof: bool, data: Vec<u8>) -> Vec<u8> {

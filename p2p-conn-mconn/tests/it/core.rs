@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use crate::common::msg_packet;
 
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
+use p2p_conn_mconn::testkit::{encode_packet, Packet};
 use p2p_conn_mconn::testkit::{Pair, Side, Split};
-use p2p_conn_mconn::{
-    encode_packet, ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError, Packet,
-};
+use p2p_conn_mconn::{ChannelDescriptor, Event, MConnConfig, MConnCore, MConnError};
 use proptest::prelude::*;
 
 fn channels() -> Vec<ChannelDescriptor> {

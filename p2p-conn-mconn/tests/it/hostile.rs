@@ -14,9 +14,10 @@ use crate::common::msg_packet;
 use p2p_conn::testkit::evil_peer::{play, After, Auth, Scenario};
 use p2p_conn::{Config, Identity};
 use p2p_conn_interop::alloc::{live_here, peak_here, reset_peak_here, Counting};
+use p2p_conn_mconn::testkit::max_packet_size;
 use p2p_conn_mconn::{
-    max_packet_size, ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnection,
-    Received, DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
+    ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnection, Received,
+    DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE,
 };
 
 #[global_allocator]

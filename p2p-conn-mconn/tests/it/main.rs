@@ -30,3 +30,12 @@ mod core;
 mod hostile;
 mod pair;
 mod pex_rules;
+
+/// The crate docs' table of Cargo features is Cargo.toml's.
+#[test]
+fn crate_docs_list_the_cargo_features() {
+    p2p_conn::testkit::docs::check_feature_table(
+        include_str!("../../src/lib.rs"),
+        include_str!("../../Cargo.toml"),
+    );
+}

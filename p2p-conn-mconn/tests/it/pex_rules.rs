@@ -74,6 +74,30 @@ fn valid_addresses_pass_with_their_id_and_socket_address() {
 }
 
 #[test]
+fn net_address_displays_as_cometbft_prints_it() {
+    // p2p/netaddress.go, NetAddress.String: IDAddressString(ID, DialString).
+    assert_eq!(
+        addr(ID, "1.2.3.4", 26656).to_string(),
+        format!("{ID}@1.2.3.4:26656")
+    );
+    assert_eq!(
+        addr(ID, "2001:db8::1", 26656).to_string(),
+        format!("{ID}@[2001:db8::1]:26656")
+    );
+    assert_eq!(
+        addr(ID, "::ffff:1.2.3.4", 26656).to_string(),
+        format!("{ID}@1.2.3.4:26656")
+    );
+    assert_eq!(addr("", "1.2.3.4", 80).to_string(), "1.2.3.4:80");
+    // Unchecked fields print as they came.
+    assert_eq!(
+        addr(ID, "example.com", 70000).to_string(),
+        format!("{ID}@example.com:70000")
+    );
+    assert_eq!(addr("x", "1::g", 1).to_string(), "x@[1::g]:1");
+}
+
+#[test]
 fn ports_from_1_to_65535() {
     assert!(strict(&addr(ID, "8.8.8.8", 1)).is_ok());
     assert!(strict(&addr(ID, "8.8.8.8", 65535)).is_ok());

@@ -228,12 +228,6 @@ impl SignerClient {
         Ok(())
     }
 
-    /// Send `msg` and return the signer's reply, whatever its kind.
-    pub async fn request(&self, msg: Message) -> Result<Message, EndpointError> {
-        let kind = RequestKind::of(msg.sum.as_ref());
-        self.call(kind, msg, Ok).await
-    }
-
     async fn call<T>(
         &self,
         kind: RequestKind,

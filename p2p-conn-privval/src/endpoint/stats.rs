@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::latency::LatencyHistogram;
 use super::RequestKind;
-use p2p_conn::stats::LatencyHistogram;
 
 #[derive(Default)]
 struct Kind {

@@ -4,7 +4,7 @@
 //!   file, `fsync`, rename and folder `fsync`: below;
 //! - p2p-conn's slot file (`P2PCPVS1`): two checksummed slots in a file of
 //!   fixed size, saved with one `fdatasync` of one overwritten slot (about
-//!   half the sign latency; [`slots`]).
+//!   half the sign latency; the format is in `spec/privval.md` §6).
 //!
 //! [`load`] reads either; [`create_new`] and [`write_new`] make either;
 //! [`load`] then [`write_new`] moves a mark from one format to the other
@@ -74,7 +74,7 @@
 //! - Filesystems where rename is not atomic or `flock` is not shared
 //!   between machines (some network mounts).
 
-pub mod slots;
+mod slots;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -173,7 +173,7 @@ pub enum StateFileProblem {
     /// Sign bytes are recorded but no signature (FilePV panics on this).
     #[error("signbytes are recorded but no signature")]
     SignBytesWithoutSignature,
-    /// A slot state file of another size than [`slots::FILE_BYTES`].
+    /// A slot state file of another size than 8192 bytes.
     #[error("it is a slot state file of {bytes} bytes, not 8192: it was cut or changed by something else")]
     SlotFileSize {
         /// Its size.
@@ -190,7 +190,7 @@ pub enum StateFileProblem {
 pub enum Format {
     /// CometBFT's `priv_validator_state.json`, as FilePV writes it.
     FilePv,
-    /// p2p-conn's slot file ([`slots`]).
+    /// p2p-conn's slot file (`spec/privval.md` §6).
     Slots,
 }
 

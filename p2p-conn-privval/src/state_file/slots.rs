@@ -49,11 +49,11 @@ use super::StateFileProblem;
 use crate::guard::{Hrs, SignState, Step};
 
 /// The first bytes of every slot.
-pub const MAGIC: &[u8; 8] = b"P2PCPVS1";
+pub(crate) const MAGIC: &[u8; 8] = b"P2PCPVS1";
 /// One slot.
-pub const SLOT_BYTES: usize = 4096;
+pub(crate) const SLOT_BYTES: usize = 4096;
 /// The whole file: two slots.
-pub const FILE_BYTES: usize = 2 * SLOT_BYTES;
+pub(crate) const FILE_BYTES: usize = 2 * SLOT_BYTES;
 const SUM_AT: usize = SLOT_BYTES - 32;
 /// Where the signature's length is (the sign bytes' follows the signature).
 const PARTS_AT: usize = 29;

@@ -13,10 +13,10 @@ use p2p_conn_privval::endpoint::{
     Address, EndpointError, NodeEndpoint, RequestKind, SignerClient, SignerEndpoint, SignerEvent,
     StatsHandle,
 };
+use p2p_conn_privval::testkit::{encode, message::Sum, Message, PingRequest};
 use p2p_conn_privval::{
-    crypto_public_key, encode, message::Sum, proposal_sign_bytes, signed_msg_type, state_file,
-    vote_extension_sign_bytes, vote_sign_bytes, GuardedSigner, Message, PingRequest, Proposal,
-    Timestamp,
+    crypto_public_key, proposal_sign_bytes, signed_msg_type, state_file, vote_extension_sign_bytes,
+    vote_sign_bytes, GuardedSigner, Proposal, Timestamp,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -27,3 +27,12 @@ mod sign_bytes_cometbft_go;
 mod signer;
 #[cfg(feature = "tokio")]
 mod tmkms;
+
+/// The crate docs' table of Cargo features is Cargo.toml's.
+#[test]
+fn crate_docs_list_the_cargo_features() {
+    p2p_conn::testkit::docs::check_feature_table(
+        include_str!("../../src/lib.rs"),
+        include_str!("../../Cargo.toml"),
+    );
+}

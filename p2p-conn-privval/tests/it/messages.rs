@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use crate::common::{proptest_config, tokio_secret_pair};
 use p2p_conn::Config;
+use p2p_conn_privval::testkit::{
+    encode, message::Sum, Message, MessageDecoder, PingRequest, PingResponse, PubKeyRequest,
+    PubKeyResponse, SignBytesRequest, SignBytesResponse, SignProposalRequest, SignVoteRequest,
+    SignedProposalResponse, SignedVoteResponse,
+};
 use p2p_conn_privval::{
-    encode, message::Sum, Message, MessageDecoder, PingRequest, PingResponse, PrivvalError,
-    Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError, SignBytesRequest,
-    SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
-    SignedVoteResponse, Timestamp, Vote, MAX_MESSAGE_BYTES,
+    PrivvalError, Proposal, RemoteSignerError, Timestamp, Vote, MAX_MESSAGE_BYTES,
 };
 use proptest::prelude::*;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -87,7 +89,7 @@ async fn every_message_through_a_secret_connection_then_an_oversized_one() {
     let sent = every_message();
     let writer = async {
         for m in &sent {
-            p2p_conn_privval::tokio::write(&mut a, m).await?;
+            p2p_conn_privval::testkit::write(&mut a, m).await?;
         }
         // A length one above the limit, then bytes the reader must not need.
         a.write_all(&[0x81, 0x50, 1, 2, 3]).await?;
@@ -98,9 +100,9 @@ async fn every_message_through_a_secret_connection_then_an_oversized_one() {
         let mut dec = MessageDecoder::new();
         let mut got = Vec::new();
         for _ in 0..sent.len() {
-            got.push(p2p_conn_privval::tokio::read(&mut b, &mut dec).await?);
+            got.push(p2p_conn_privval::testkit::read(&mut b, &mut dec).await?);
         }
-        let err = p2p_conn_privval::tokio::read(&mut b, &mut dec)
+        let err = p2p_conn_privval::testkit::read(&mut b, &mut dec)
             .await
             .unwrap_err();
         Ok::<_, PrivvalError>((got, err))
@@ -129,7 +131,7 @@ async fn plaintext_stream_and_its_end() {
     let sent = every_message();
     let writer = async {
         for m in &sent {
-            p2p_conn_privval::tokio::write(&mut client, m)
+            p2p_conn_privval::testkit::write(&mut client, m)
                 .await
                 .unwrap();
         }
@@ -144,14 +146,14 @@ async fn plaintext_stream_and_its_end() {
         let mut got = Vec::new();
         for _ in 0..sent.len() {
             got.push(
-                p2p_conn_privval::tokio::read(&mut server, &mut dec)
+                p2p_conn_privval::testkit::read(&mut server, &mut dec)
                     .await
                     .unwrap(),
             );
         }
         (
             got,
-            p2p_conn_privval::tokio::read(&mut server, &mut dec)
+            p2p_conn_privval::testkit::read(&mut server, &mut dec)
                 .await
                 .unwrap_err(),
         )
@@ -175,7 +177,7 @@ async fn clean_end_between_messages_is_eof() {
     let (client, server) = tokio::io::duplex(64);
     drop(client);
     let mut server = BufReader::new(server);
-    let err = p2p_conn_privval::tokio::read(&mut server, &mut MessageDecoder::new())
+    let err = p2p_conn_privval::testkit::read(&mut server, &mut MessageDecoder::new())
         .await
         .unwrap_err();
     assert!(

@@ -24,12 +24,15 @@ use p2p_conn_interop::cometbft_go::GoVersion;
 use p2p_conn_interop::go_peer::go_peer;
 use p2p_conn_interop::process::{Feed, Proc};
 use p2p_conn_privval::guard::{check_proposal, check_vote, Decision, SignState};
+use p2p_conn_privval::testkit::{
+    message::Sum, Message, PingRequest, PingResponse, PubKeyRequest, PubKeyResponse,
+    SignBytesRequest, SignBytesResponse, SignProposalRequest, SignVoteRequest,
+    SignedProposalResponse, SignedVoteResponse,
+};
 use p2p_conn_privval::BlockId;
 use p2p_conn_privval::{
-    crypto_public_key, message::Sum, signed_msg_type, CryptoPublicKey, Message, PingRequest,
-    PingResponse, Proposal, PubKeyRequest, PubKeyResponse, RemoteSignerError, SignBytesRequest,
-    SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
-    SignedVoteResponse, Timestamp, Vote,
+    crypto_public_key, signed_msg_type, CryptoPublicKey, Proposal, RemoteSignerError, Timestamp,
+    Vote,
 };
 use prost::Message as _;
 

@@ -8,7 +8,7 @@ use super::{NodeInfo, MAX_CHANNELS};
 use crate::NodeId;
 
 /// A CometBFT rule a NodeInfo can break.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Rule {
     /// `Validate`: the ID is 40 hex digits (CometBFT checks it as part of the

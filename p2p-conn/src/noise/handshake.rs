@@ -129,6 +129,7 @@ impl Handshake {
     }
 
     /// The peer's identity, once its payload has been checked.
+    #[cfg(any(test, feature = "testkit"))]
     pub fn remote_peer(&self) -> Option<PeerId> {
         self.remote
     }

@@ -9,7 +9,8 @@
 //!   snow gets its primitives from this crate: X25519 (x25519-dalek, a
 //!   shared secret of all zeros refused), SHA-256, and the same
 //!   ChaCha20-Poly1305 backends the secret connection seals with. The
-//!   randomness is passed in ([`Handshake::new`]): the core is sans-IO.
+//!   randomness is passed in: the core is sans-IO (the crate's own; its
+//!   tests and fuzz target reach it through `testkit::internals::noise`).
 //! - Every message, handshake or transport, is a 2-byte big-endian length
 //!   and at most 65535 bytes. The handshake payload is libp2p's
 //!   `NoiseHandshakePayload`: the sender's Ed25519 key in libp2p's
@@ -17,18 +18,19 @@
 //!   Noise static key. The static key is fresh per session, as go-libp2p
 //!   makes it; the identity is the Ed25519 key, named by its
 //!   [`PeerId`].
-//! - After the handshake, [`Sealer`] seals a write into whole frames
-//!   (at most 65519 plaintext bytes each) in one buffer, and [`Opener`]
-//!   opens frames in place, with Noise's nonce (four zero bytes and a
+//! - After the handshake, a sealer seals a write into whole frames (at
+//!   most 65519 plaintext bytes each) in one buffer, and an opener opens
+//!   frames in place, with Noise's nonce (four zero bytes and a
 //!   little-endian counter).
-//! - `NoiseStream` (feature `tokio`) drives both over a tokio stream:
-//!   `noise::handshake` under a timeout, then `AsyncRead`,
-//!   `AsyncBufRead` and `AsyncWrite`.
+//! - What a user calls: [`handshake()`] runs the handshake over a tokio
+//!   stream under a timeout, and the [`NoiseStream`] it returns drives the
+//!   frames: `AsyncRead`, `AsyncBufRead` and `AsyncWrite` (feature `noise`
+//!   brings `tokio`).
 //!
 //! # Guarantees
 //! - Before the peer is authenticated, nothing is buffered beyond one
-//!   handshake message: a length over [`MAX_HANDSHAKE_MESSAGE`] (4 KiB;
-//!   libp2p's messages are under 300 bytes) fails with
+//!   handshake message: a length over 4 KiB (libp2p's messages are under
+//!   300 bytes) fails with
 //!   [`NoiseError::MessageTooLong`] before its body is read.
 //! - A payload whose key is not Ed25519 ([`NoiseError::KeyType`]), whose
 //!   signature does not verify ([`NoiseError::BadSignature`]), that does
@@ -51,16 +53,13 @@
 //!   the Ed25519 keys.
 
 mod crypto;
-mod handshake;
+pub(crate) mod handshake;
 mod payload;
-#[cfg(feature = "tokio")]
 mod stream;
-mod transport;
+pub(crate) mod transport;
 
-pub use handshake::{Handshake, Role, Session};
-#[cfg(feature = "tokio")]
+pub use handshake::Role;
 pub use stream::{handshake, NoiseStream};
-pub use transport::{Opened, Opener, Sealer};
 
 use std::time::Duration;
 
@@ -68,12 +67,12 @@ use crate::PeerId;
 
 /// The longest handshake message read (after its 2-byte length): far
 /// above libp2p's (under 300 bytes), far below Noise's 65535.
-pub const MAX_HANDSHAKE_MESSAGE: usize = 4096;
+pub(crate) const MAX_HANDSHAKE_MESSAGE: usize = 4096;
 /// The longest transport frame after its length: Noise's limit, tag
 /// included.
-pub const MAX_FRAME: usize = 65535;
+pub(crate) const MAX_FRAME: usize = 65535;
 /// The most plaintext one frame carries.
-pub const MAX_FRAME_PLAINTEXT: usize = MAX_FRAME - 16;
+pub(crate) const MAX_FRAME_PLAINTEXT: usize = MAX_FRAME - 16;
 
 /// Why a Noise handshake or session failed.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +92,7 @@ pub enum NoiseError {
     MessageTooLong {
         /// The length the peer announced.
         len: usize,
-        /// [`MAX_HANDSHAKE_MESSAGE`].
+        /// The most read (4 KiB).
         max: usize,
     },
     /// A transport frame shorter than its 16-byte tag.

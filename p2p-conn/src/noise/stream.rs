@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use super::{Handshake, NoiseError, Opener, Role, Sealer, MAX_FRAME, MAX_HANDSHAKE_MESSAGE};
+use super::handshake::{Handshake, Role};
+use super::transport::{Opener, Sealer};
+use super::{NoiseError, MAX_FRAME, MAX_HANDSHAKE_MESSAGE};
 use crate::{Identity, PeerId};
 
 /// The most plaintext one `poll_write` takes: 16 full frames, sealed into
@@ -93,7 +95,7 @@ impl<T> std::fmt::Debug for NoiseStream<T> {
 }
 
 impl<T> NoiseStream<T> {
-    fn new(io: T, session: super::Session, leftover: &[u8]) -> NoiseStream<T> {
+    fn new(io: T, session: super::handshake::Session, leftover: &[u8]) -> NoiseStream<T> {
         let peer = session.peer();
         let (sealer, opener) = session.split();
         let mut rbuf = vec![0u8; 2 + MAX_FRAME].into_boxed_slice();

@@ -1,10 +1,13 @@
-//! Needs feature `testkit` (its seeded generator).
+//! Needs feature `testkit` (the seeded generator's `rand_chacha`).
 
+use super::handshake::{Handshake, Session};
 use super::*;
 use crate::Identity;
 
 fn rng(seed: u8) -> rand_chacha::ChaCha20Rng {
-    crate::testkit::seeded_rng(u64::from(seed))
+    // As `testkit::seeded_rng`, without using `testkit` (which reaches
+    // into this module).
+    rand_chacha::rand_core::SeedableRng::seed_from_u64(u64::from(seed))
 }
 
 fn ids() -> (Identity, Identity) {

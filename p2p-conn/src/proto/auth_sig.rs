@@ -17,7 +17,7 @@
 use super::error::ProtocolError;
 use super::varint::{read_uvarint, Varint};
 
-pub use super::wire::{AUTH_SIG_MSG_LEN, MAX_AUTH_SIG_BODY};
+pub(crate) use super::wire::{AUTH_SIG_MSG_LEN, MAX_AUTH_SIG_BODY};
 
 /// Encode the delimited AuthSigMessage for an Ed25519 key.
 pub fn encode(public_key: &[u8; 32], signature: &[u8; 64]) -> [u8; AUTH_SIG_MSG_LEN] {

@@ -44,8 +44,9 @@ pub enum ProtocolError {
         /// The configured frame data size.
         max: usize,
     },
-    /// More data was handed to [`crate::proto::Sealer::seal_frame`] than one
-    /// frame carries (a caller bug).
+    /// More data was handed to a one-frame seal than one frame carries (a
+    /// caller bug; only `testkit`'s `SealerHooks::seal_frame` seals one
+    /// frame at a time).
     #[error("a frame carries at most {max} data bytes, not {len}")]
     ChunkTooLarge {
         /// Bytes handed over.

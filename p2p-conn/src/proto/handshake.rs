@@ -49,7 +49,7 @@ use super::kdf;
 use super::varint::{read_uvarint, Varint};
 use crate::identity::{Identity, PublicKey};
 
-pub use super::wire::EPH_MSG_LEN;
+pub(crate) use super::wire::EPH_MSG_LEN;
 
 /// The plaintext ephemeral-key message: a protobuf `BytesValue` holding
 /// `key`, length-prefixed (`0x22 0x0a 0x20 || key`).
@@ -214,8 +214,10 @@ impl Handshake {
         }
     }
 
-    /// Our ephemeral X25519 public key.
-    pub fn local_ephemeral_key(&self) -> [u8; 32] {
+    /// Our ephemeral X25519 public key (tests: `testkit::internals`'s
+    /// `HandshakeHooks`).
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn local_ephemeral_key(&self) -> [u8; 32] {
         self.local_eph
     }
 

@@ -22,7 +22,7 @@ pub(crate) mod varint;
 pub mod wire;
 
 pub(crate) use aead::Backend;
-pub use aead::{Cipher, ParseBackendError};
+pub use aead::ParseBackendError;
 pub(crate) use error::ProtocolError;
 pub use frame::{FrameSize, Opener, SealBuf, Sealer};
 pub use handshake::{Established, Handshake, HandshakeParams, Stage};

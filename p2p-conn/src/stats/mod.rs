@@ -49,8 +49,8 @@
 //!   it so. Use a non-blocking socket (or tokio) to separate them.
 //! * No histograms of the connection's own calls: cumulative counters
 //!   only; take two snapshots and subtract ([`ConnStats::since`]) for a
-//!   rate. Request/response layers (privval) keep a [`LatencyHistogram`]
-//!   per request kind.
+//!   rate. Request/response layers keep their own latencies (privval's
+//!   endpoints, per request kind).
 
 use std::fmt;
 use std::time::Duration;
@@ -58,10 +58,7 @@ use std::time::Duration;
 pub(crate) mod clock;
 #[cfg(feature = "metrics")]
 pub mod export;
-mod latency;
 pub(crate) mod recorder;
-
-pub use latency::LatencyHistogram;
 
 pub(crate) use recorder::{now, RecvRecorder, SendRecorder, Stamp, Transfer};
 

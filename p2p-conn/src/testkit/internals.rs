@@ -22,7 +22,7 @@ pub use crate::engine::{
 };
 pub use crate::proto::varint::{read_uvarint, Varint};
 
-use crate::proto::aead::Cipher;
+pub use crate::proto::aead::Cipher;
 use crate::Backend;
 
 /// The handshake's key schedule: the Merlin transcript and the HKDF split
@@ -32,6 +32,40 @@ pub mod kdf {
         challenge, derive_keys, session, sort_keys, SessionKeys, HKDF_INFO, LABEL_CHALLENGE,
         LABEL_DH, LABEL_LOWER, LABEL_UPPER, TRANSCRIPT_LABEL,
     };
+}
+
+/// The wire's sizes the tests and fuzz targets compute with: the crate's
+/// own (`proto::wire`, whose public part is only the standard frame size
+/// and [`crate::proto::wire::sealed_frame_len`]), copied here.
+pub mod wire {
+    use crate::proto::wire as w;
+
+    /// Length of the plaintext ephemeral-key message.
+    pub const EPH_MSG_LEN: usize = w::EPH_MSG_LEN;
+    /// Length of the delimited Ed25519 AuthSigMessage, prefix included.
+    pub const AUTH_SIG_MSG_LEN: usize = w::AUTH_SIG_MSG_LEN;
+    /// Poly1305 tag length.
+    pub const TAG_LEN: usize = w::TAG_LEN;
+    /// Bytes of the length prefix inside each frame.
+    pub const LEN_PREFIX: usize = w::LEN_PREFIX;
+    /// Sealed bytes per standard frame (1044).
+    pub const STANDARD_SEALED_FRAME: usize = w::STANDARD_SEALED_FRAME;
+
+    /// Sealed bytes of a message of `len` bytes in frames of `frame_size`.
+    pub const fn sealed_len(len: usize, frame_size: usize) -> usize {
+        w::sealed_len(len, frame_size)
+    }
+}
+
+/// libp2p Noise's sans-IO handshake and frames, which `noise::handshake`
+/// and `NoiseStream` run (feature `noise`).
+#[cfg(feature = "noise")]
+pub mod noise {
+    pub use crate::noise::handshake::{Handshake, Session};
+    pub use crate::noise::transport::{Opened, Opener, Sealer};
+
+    /// The most plaintext one Noise frame carries.
+    pub const MAX_FRAME_PLAINTEXT: usize = crate::noise::MAX_FRAME_PLAINTEXT;
 }
 
 /// The AuthSigMessage codec (`spec/wire-protocol.md` §1.8).
@@ -47,8 +81,83 @@ pub fn cipher(backend: Backend, key: &[u8; 32]) -> Cipher {
 use crate::proto::wire::{nonce_bytes, STANDARD_SEALED_FRAME, TAG_LEN};
 #[cfg(any(feature = "avx512", feature = "avx2"))]
 use crate::proto::wire::{GROUP_FRAMES, STANDARD_FRAME_SIZE};
-use crate::proto::{FrameSize, Handshake, HandshakeParams, Opener, Sealer};
-use crate::Identity;
+use crate::proto::{FrameSize, Handshake, HandshakeParams, Opener, SealBuf, Sealer};
+use crate::{Identity, ProtocolError};
+
+/// What a [`Sealer`] does inside, for tests.
+pub trait SealerHooks {
+    /// Seal exactly one frame, even an empty one (the handshake's frame #0
+    /// and a peer played by hand need that; application writes never send
+    /// one).
+    fn seal_frame<B: SealBuf + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        out: &mut B,
+    ) -> Result<(), ProtocolError>;
+}
+
+impl SealerHooks for Sealer {
+    fn seal_frame<B: SealBuf + ?Sized>(
+        &mut self,
+        chunk: &[u8],
+        out: &mut B,
+    ) -> Result<(), ProtocolError> {
+        Sealer::seal_frame(self, chunk, out)
+    }
+}
+
+/// What an [`Opener`] counts, for tests.
+pub trait OpenerHooks {
+    /// Counter of the next frame to open.
+    fn next_counter(&self) -> u64;
+}
+
+impl OpenerHooks for Opener {
+    fn next_counter(&self) -> u64 {
+        Opener::next_counter(self)
+    }
+}
+
+/// How the adapters size a flush from a [`FrameSize`], for tests.
+pub trait FrameSizeHooks {
+    /// The largest multiple of the sealed frame length that is at most
+    /// `bytes`, and at least one frame.
+    fn whole_frames(self, bytes: usize) -> usize;
+    /// Plaintext bytes one flush of `flush_size` sealed bytes carries.
+    fn flush_chunk(self, flush_size: usize) -> usize;
+}
+
+impl FrameSizeHooks for FrameSize {
+    fn whole_frames(self, bytes: usize) -> usize {
+        FrameSize::whole_frames(self, bytes)
+    }
+    fn flush_chunk(self, flush_size: usize) -> usize {
+        FrameSize::flush_chunk(self, flush_size)
+    }
+}
+
+/// A [`Handshake`]'s own key, for tests.
+pub trait HandshakeHooks {
+    /// Our ephemeral X25519 public key.
+    fn local_ephemeral_key(&self) -> [u8; 32];
+}
+
+impl HandshakeHooks for Handshake {
+    fn local_ephemeral_key(&self) -> [u8; 32] {
+        Handshake::local_ephemeral_key(self)
+    }
+}
+
+/// A sealer of `cipher` whose first frame uses counter 0, as a handshake
+/// makes one (only a handshake builds one outside these hooks).
+pub fn sealer(cipher: Cipher, frame_size: FrameSize) -> Sealer {
+    Sealer::new(cipher, frame_size)
+}
+
+/// An opener of `cipher` whose first frame uses counter 0.
+pub fn opener(cipher: Cipher, frame_size: FrameSize) -> Opener {
+    Opener::new(cipher, frame_size)
+}
 
 /// A sealer whose next frame uses `counter` (a real connection starts at 0).
 pub fn sealer_at(cipher: Cipher, frame_size: FrameSize, counter: u64) -> Sealer {

@@ -47,10 +47,12 @@
 //! | [`evil_peer`] | scripted malicious peers over loopback sockets, and the harness that plays them against a victim of either adapter |
 //! | [`peer`] | [`PeerKeys`]: a peer played by hand derives the session the other side will use |
 //! | [`tcp`] | loopback TCP pairs, raw or handshaken by the tokio or std adapter |
+//! | [`docs`] | the check that a crate's table of Cargo features is its Cargo.toml's |
 //! | [`internals`] | the engine's parts and the test hooks (chosen counters and ephemeral keys) the tests and fuzz targets reach into; no stability promise |
 #![allow(missing_docs)]
 
 pub mod conn;
+pub mod docs;
 pub mod evil_peer;
 pub mod internals;
 pub mod peer;

@@ -20,7 +20,8 @@
 use crate::common::proptest_config;
 use bytes::{BufMut, BytesMut};
 use p2p_conn::io::codec::{SecretCodec, SecretDecoder, SecretEncoder};
-use p2p_conn::proto::{wire::STANDARD_SEALED_FRAME, HandshakeParams};
+use p2p_conn::proto::HandshakeParams;
+use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::testkit::{deterministic_handshake, payload, run_handshakes};
 use p2p_conn::{Backend, ProtocolError};
 use p2p_conn::{Config, Error};

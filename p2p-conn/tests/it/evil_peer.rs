@@ -19,13 +19,14 @@ use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 use crate::common::feed;
-use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{wire::EPH_MSG_LEN, Handshake, HandshakeParams, Stage};
+use p2p_conn::proto::{Handshake, HandshakeParams, Stage};
 use p2p_conn::testkit::evil_peer::*;
+use p2p_conn::testkit::internals::wire::{EPH_MSG_LEN, STANDARD_SEALED_FRAME};
 use p2p_conn::testkit::internals::{
     handshake_with_ephemeral, opener_at, sealer_at, FrameReader, FrameWriter, ReadCore, WriteCore,
 };
+use p2p_conn::testkit::internals::{HandshakeHooks, SealerHooks};
 use p2p_conn::Backend;
 use p2p_conn::{Config, Error, Identity, ProtocolError};
 use x25519_dalek::{PublicKey as XPublic, StaticSecret};

@@ -35,3 +35,12 @@ mod stats;
 mod syscall_counts;
 mod vectors;
 mod writer_faults;
+
+/// The crate docs' table of Cargo features is Cargo.toml's.
+#[test]
+fn crate_docs_list_the_cargo_features() {
+    p2p_conn::testkit::docs::check_feature_table(
+        include_str!("../../src/lib.rs"),
+        include_str!("../../Cargo.toml"),
+    );
+}

@@ -21,10 +21,11 @@ use crate::common::{payload, pipe, proptest_config, End, Fault, Plan, Rates};
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::{
-    wire::sealed_frame_len, wire::STANDARD_FRAME_SIZE, wire::STANDARD_SEALED_FRAME, Handshake,
-    HandshakeParams, Opener, Sealer,
+    wire::sealed_frame_len, wire::STANDARD_FRAME_SIZE, Handshake, HandshakeParams,
 };
 use p2p_conn::testkit::internals::auth_sig;
+use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
+use p2p_conn::testkit::internals::OpenerHooks;
 use p2p_conn::{Backend, ProtocolError};
 use p2p_conn::{Config, Identity};
 use proptest::prelude::*;
@@ -451,7 +452,7 @@ proptest! {
         bit in 0u8..8,
     ) {
         let data = payload(len, seed);
-        let mut sealer = Sealer::new(p2p_conn::testkit::internals::cipher(backend(seal_backend), &key), FrameSize::new(frame_size).unwrap());
+        let mut sealer = p2p_conn::testkit::internals::sealer(p2p_conn::testkit::internals::cipher(backend(seal_backend), &key), FrameSize::new(frame_size).unwrap());
         let mut sealed = Vec::new();
         let frames = sealer.seal_append(&data, &mut sealed).unwrap();
         let flen = frame_size + 20;
@@ -460,7 +461,7 @@ proptest! {
         prop_assert_eq!(sealed.len(), frames * flen);
         prop_assert_eq!(sealed.len(), sealer.sealed_len(len));
 
-        let opener = || Opener::new(p2p_conn::testkit::internals::cipher(backend(open_backend), &key), FrameSize::new(frame_size).unwrap());
+        let opener = || p2p_conn::testkit::internals::opener(p2p_conn::testkit::internals::cipher(backend(open_backend), &key), FrameSize::new(frame_size).unwrap());
         let mut o = opener();
         let mut got = Vec::new();
         let mut copy = sealed.clone();

@@ -8,10 +8,10 @@ use std::time::Duration;
 use ed25519_dalek::Signer;
 use futures::StreamExt;
 use p2p_conn::io::{blocking, codec, tokio as ptokio};
-use p2p_conn::proto::wire::EPH_MSG_LEN;
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{wire::STANDARD_SEALED_FRAME, Sealer};
 use p2p_conn::testkit::internals::auth_sig;
+use p2p_conn::testkit::internals::wire::{EPH_MSG_LEN, STANDARD_SEALED_FRAME};
+use p2p_conn::testkit::internals::SealerHooks;
 use p2p_conn::testkit::PeerKeys;
 use p2p_conn::Backend;
 use p2p_conn::{Config, Identity};
@@ -38,7 +38,7 @@ async fn early_data_peer(mut io: DuplexStream, early: Vec<u8>, then: &[u8]) -> D
     );
     let mut frame0_plain = auth.to_vec();
     frame0_plain.extend_from_slice(&early);
-    let mut sealer = Sealer::new(
+    let mut sealer = p2p_conn::testkit::internals::sealer(
         p2p_conn::testkit::internals::cipher(Backend::RustCrypto, &keys.send),
         FrameSize::STANDARD,
     );

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::common::{connect, pair, tokio_secret_pair, End, Fault, Plan, StdConn};
 use p2p_conn::io::blocking;
-use p2p_conn::proto::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::stats::ConnStats;
+use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
 use p2p_conn::{Config, Identity};
 
 fn enabled() {

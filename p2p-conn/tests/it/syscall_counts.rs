@@ -35,7 +35,7 @@ use crate::common::{
 use bytes::Bytes;
 use futures::{FutureExt, SinkExt};
 use p2p_conn::io::codec;
-use p2p_conn::proto::wire::sealed_len;
+use p2p_conn::testkit::internals::wire::sealed_len;
 use p2p_conn::testkit::internals::WRITE_BUFFER_KEEP;
 use p2p_conn::{Config, Identity, DEFAULT_FLUSH_SIZE};
 use tokio::io::AsyncWriteExt;

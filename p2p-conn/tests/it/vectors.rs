@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use crate::common::run_handshakes;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::proto::HandshakeParams;
-use p2p_conn::proto::{wire::STANDARD_SEALED_FRAME, Sealer};
+use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
+use p2p_conn::testkit::internals::HandshakeHooks;
 use p2p_conn::testkit::internals::{auth_sig, kdf};
 use p2p_conn::Backend;
 use p2p_conn::Identity;
@@ -190,7 +191,7 @@ fn standalone_kdf_and_frames() {
     let frame_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("frame ")).collect();
     assert_eq!(frame_lines.len(), 2);
     for &backend in Backend::ALL {
-        let mut sealer = Sealer::new(
+        let mut sealer = p2p_conn::testkit::internals::sealer(
             p2p_conn::testkit::internals::cipher(backend, &keys.send),
             FrameSize::STANDARD,
         );

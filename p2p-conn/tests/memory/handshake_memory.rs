@@ -92,7 +92,7 @@ fn stalled_handshakes_hold_at_most_4_kib_each_and_end_at_the_timeout() {
         evil[0].read_to_end(&mut got).await.unwrap();
         assert_eq!(
             got.len(),
-            eph.len() + p2p_conn::proto::wire::STANDARD_SEALED_FRAME
+            eph.len() + p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME
         );
     });
 }

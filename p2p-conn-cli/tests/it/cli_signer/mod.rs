@@ -23,10 +23,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use p2p_conn::Identity;
 use p2p_conn_interop::privval_peer::validator_key_json;
-use p2p_conn_privval::message::Sum;
-use p2p_conn_privval::{
-    encode, signed_msg_type, BlockId, Message, MessageDecoder, SignVoteRequest, Timestamp, Vote,
-};
+use p2p_conn_privval::testkit::message::Sum;
+use p2p_conn_privval::testkit::{encode, Message, MessageDecoder, SignVoteRequest};
+use p2p_conn_privval::{signed_msg_type, BlockId, Timestamp, Vote};
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 

@@ -10,10 +10,9 @@ use ed25519_consensus::{Signature, VerificationKey};
 use p2p_conn::{keyfile, Identity};
 use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient};
 use p2p_conn_privval::guard::{Hrs, Step};
-use p2p_conn_privval::message::Sum;
-use p2p_conn_privval::{
-    crypto_public_key, state_file, vote_sign_bytes, PingRequest, PubKeyRequest,
-};
+use p2p_conn_privval::testkit::message::Sum;
+use p2p_conn_privval::testkit::{PingRequest, PubKeyRequest};
+use p2p_conn_privval::{crypto_public_key, state_file, vote_sign_bytes};
 
 use super::{
     count, is_rfc3339_utc_ms, json_events, prevote, sigterm, stderr, untimed, validator_key,

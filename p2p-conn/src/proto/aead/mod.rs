@@ -253,11 +253,6 @@ impl Cipher {
         }
     }
 
-    /// The backend this cipher was keyed for.
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
     /// Free the expanded key (it is rebuilt on the next frame): for a
     /// connection that has gone idle, and after the handshake, whose frame
     /// #0 expanded both.

@@ -1,5 +1,6 @@
-//! A latency histogram for request/response layers (privval today): fixed
-//! memory, constant-time recording, quantiles within a stated error.
+//! The endpoints' latency histogram (one per request kind, behind
+//! [`super::StatsHandle`]): fixed memory, constant-time recording,
+//! quantiles within a stated error.
 
 use std::fmt;
 use std::time::Duration;
@@ -17,7 +18,7 @@ const BUCKETS: usize = SUB * (OCTAVES + 1);
 /// exactly). 2.6 KiB, whatever the count; [`LatencyHistogram::record`] is
 /// a few integer operations.
 #[derive(Clone, PartialEq, Eq)]
-pub struct LatencyHistogram {
+pub(crate) struct LatencyHistogram {
     counts: Box<[u32; BUCKETS]>,
     total: u64,
     sum_ns: u128,
@@ -58,12 +59,13 @@ fn bucket_mid(i: usize) -> u64 {
 
 impl LatencyHistogram {
     /// An empty histogram.
-    pub fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Counts one latency.
-    pub fn record(&mut self, latency: Duration) {
+    pub(crate) fn record(&mut self, latency: Duration) {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         let b = &mut self.counts[bucket_of(ns)];
         *b = b.saturating_add(1);
@@ -73,13 +75,14 @@ impl LatencyHistogram {
     }
 
     /// How many latencies were recorded.
-    pub fn count(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> u64 {
         self.total
     }
 
     /// The `q` quantile (0.5 for the median, 0.99 for p99), within about 3%;
     /// `None` before the first record. `q` is clamped to 0..=1.
-    pub fn quantile(&self, q: f64) -> Option<Duration> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         if self.total == 0 {
             return None;
         }
@@ -97,7 +100,8 @@ impl LatencyHistogram {
     }
 
     /// The mean; `None` before the first record.
-    pub fn mean(&self) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn mean(&self) -> Option<Duration> {
         (self.total > 0).then(|| {
             Duration::from_nanos(
                 u64::try_from(self.sum_ns / u128::from(self.total)).unwrap_or(u64::MAX),
@@ -106,7 +110,7 @@ impl LatencyHistogram {
     }
 
     /// The largest latency recorded (exact); `None` before the first.
-    pub fn max(&self) -> Option<Duration> {
+    pub(crate) fn max(&self) -> Option<Duration> {
         (self.total > 0).then(|| Duration::from_nanos(self.max_ns))
     }
 }
