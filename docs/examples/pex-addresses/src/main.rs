@@ -78,8 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         match addr.validate(AddrPolicy::AcceptUnroutable) {
             Ok(peer) if peer.is_routable() => println!("  {peer}"),
             Ok(peer) => println!("  {peer} (not publicly routable)"),
-            // TODO(merge): print `{addr}` once NetAddress has Display.
-            Err(why) => println!("  {}@{}:{} refused: {why}", addr.id, addr.ip, addr.port),
+            Err(why) => println!("  {addr} refused: {why}"),
         }
     }
     Ok(())
