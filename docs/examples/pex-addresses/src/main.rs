@@ -8,7 +8,7 @@ use std::time::Duration;
 use p2p_conn::io::tokio::handshake;
 use p2p_conn::nodeinfo::{self, NodeInfo};
 use p2p_conn::{Config, Identity, NodeId};
-use p2p_conn_mconn::pex::{AddrPolicy, PexMessage, PEX_CHANNEL};
+use p2p_conn_mconn::pex::{AddrPolicy, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
 use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 
 #[tokio::main]
@@ -30,7 +30,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     //    the channels MConnection will run. A channel is a descriptor:
     //    its ID, then optionally its priority and its caps, e.g.
     //    ChannelDescriptor::new(0x20).with_priority(5).with_recv_message_capacity(1 << 20).
-    let channels = [ChannelDescriptor::new(PEX_CHANNEL).with_priority(1)];
+    //    PEX as CometBFT declares it: a PexAddrs is at most 64000 bytes.
+    let channels = [ChannelDescriptor::new(PEX_CHANNEL)
+        .with_priority(1)
+        .with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE)];
     let theirs = tokio::time::timeout(step, nodeinfo::tokio::read(&mut conn)).await??;
     let mut ours = NodeInfo::new(identity.node_id(), &theirs.network);
     ours.moniker = "pex-addresses".into();
@@ -61,7 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             Some(Received::Closed(why)) => return Err(why.into()),
-            Some(_) => {}
+            Some(_) => {} // `Received` is #[non_exhaustive]
             None => return Err("the connection ended".into()),
         }
     };
