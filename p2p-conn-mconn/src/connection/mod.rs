@@ -185,7 +185,7 @@ impl Shared {
 ///   ping wakes the writer for the pong.
 /// - The writer asks [`MConnCore::poll_transmit`] for a batch of up to
 ///   [`BATCH_BYTES`] of packets (pongs and pings first, as the core orders
-///   them) and hands it, as one [`Bytes`], to the send queue, whose own
+///   them) and hands it, as one [`Bytes`](bytes::Bytes), to the send queue, whose own
 ///   writer task seals it as a whole and writes it (never a write per
 ///   packet; the queue packs batches waiting together into one write of up
 ///   to the connection's `flush_size`), again while the core has more. No
@@ -197,7 +197,8 @@ impl Shared {
 ///   queues fill, and [`MConnSender::send`] waits, so a peer that reads
 ///   slowly slows the producers. Those waits
 ///   are the normal pace under load; the queue counts them
-///   ([`QueueStats::overflows`], [`MConnSender::queue_stats`]) and logs
+///   ([`QueueStats::overflows`](p2p_conn::stats::QueueStats::overflows),
+///   [`MConnSender::queue_stats`]) and logs
 ///   them at trace level only. The writer sleeps until
 ///   [`MConnCore::poll_timeout`] (the next ping, the pong deadline, a rate
 ///   limit's release) or a wake-up, and runs [`MConnCore::handle_timeout`]:

@@ -19,7 +19,7 @@ pub enum MConnCloseReason {
     #[error("secret connection: {0}")]
     Transport(Arc<Error>),
     /// The peer ended the stream. `after_message` is set when it did so
-    /// within [`PEER_CLOSE_HINT_WINDOW`] of our last message: a CometBFT
+    /// within [`PEER_CLOSE_HINT_WINDOW`](crate::PEER_CLOSE_HINT_WINDOW) of our last message: a CometBFT
     /// node stops a peer at once when a reactor cannot decode its message
     /// (in its log: `rejected msg`, `Stopping peer for error`), and this is
     /// as much of that as the connection can see.
@@ -28,7 +28,8 @@ pub enum MConnCloseReason {
         /// Our last message, when the end followed it closely.
         after_message: Option<LastMessage>,
     },
-    /// [`MConnSender::close`], or the [`MConnReceiver`] was dropped.
+    /// [`MConnSender::close`](crate::MConnSender::close), or the
+    /// [`MConnReceiver`](crate::MConnReceiver) was dropped.
     #[error("closed locally")]
     Local,
 }
@@ -80,7 +81,7 @@ pub enum MConnSendError {
     Closed(MConnCloseReason),
 }
 
-/// What [`MConnReceiver::recv`] gives.
+/// What [`MConnReceiver::recv`](crate::MConnReceiver::recv) gives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Received {
