@@ -82,9 +82,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
-use p2p_conn::atomic_file::{
-    is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged,
-};
+use crate::atomic_file::{is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
