@@ -146,11 +146,6 @@ impl MConnCore {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &MConnConfig {
-        &self.config
-    }
-
     /// The most bytes one packet takes on the wire (1036 by default): a
     /// [`poll_transmit`](Self::poll_transmit) budget of at least this always
     /// makes progress when something is pending.
@@ -471,7 +466,7 @@ impl MConnCore {
     }
 
     /// One channel's counters (`None`: unknown channel).
-    pub fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
+    pub(crate) fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
         Some(self.channels[self.channel_index(channel)?].snapshot())
     }
 

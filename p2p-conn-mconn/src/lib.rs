@@ -116,7 +116,7 @@ pub use self::channel::{
 #[cfg(feature = "tokio")]
 pub use self::connection::{
     LastMessage, MConnCloseReason, MConnReceiver, MConnSendError, MConnSender, MConnection,
-    Received, BATCH_BYTES, CLOSE_TIMEOUT, PEER_CLOSE_HINT_WINDOW, RECV_BUFFER_BYTES,
+    Received, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE;
@@ -128,7 +128,7 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// The connection-wide settings (CometBFT's `MConnConfig`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MConnConfig {
     /// The most message bytes in one `PacketMsg`

@@ -25,7 +25,7 @@ pub const DEFAULT_READ_BUFFER: usize = 64 * 1024;
 pub const MAX_BUFFER_SIZE: usize = 64 << 20;
 
 /// Settings of one connection. `Config::default()` speaks the CometBFT wire.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
     /// Bound on the whole handshake (both messages, both directions), so a

@@ -19,7 +19,7 @@ pub enum MConnCloseReason {
     #[error("secret connection: {0}")]
     Transport(Arc<Error>),
     /// The peer ended the stream. `after_message` is set when it did so
-    /// within [`PEER_CLOSE_HINT_WINDOW`] of our last message: a CometBFT
+    /// within 1 s of our last message: a CometBFT
     /// node stops a peer at once when a reactor cannot decode its message
     /// (in its log: `rejected msg`, `Stopping peer for error`), and this is
     /// as much of that as the connection can see.

@@ -45,7 +45,7 @@ use p2p_conn::NodeId;
 use super::{answer_len, fit_answer, NetAddress, PeerAddr};
 
 /// How a book is bounded and how it judges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct BookConfig {
     /// The most entries (default 10,000).
@@ -137,11 +137,6 @@ impl Book {
             config,
             entries: HashMap::new(),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &BookConfig {
-        &self.config
     }
 
     /// How many entries.

@@ -32,7 +32,7 @@ pub enum Direction {
 }
 
 /// How a node takes requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RequestsConfig {
     /// The least time between two requests of a peer past the free ones

@@ -40,7 +40,7 @@ pub enum Overflow {
 
 /// Settings of one send queue. `#[non_exhaustive]`: build it from
 /// [`QueueConfig::default()`] with the setters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QueueConfig {
     /// Most message bytes queued and not yet sealed. A message (or bundle)
