@@ -29,7 +29,7 @@ pub enum Event {
 }
 
 /// Keepalive and packet counters of the whole connection.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct MConnStats {
     /// Pings sent.

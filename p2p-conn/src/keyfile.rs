@@ -77,7 +77,7 @@ const JSON_PREFIX: &str = r#"{"priv_key":{"type":"tendermint/PrivKeyEd25519","va
 const JSON_SUFFIX: &str = r#""}}"#;
 
 /// What is wrong with the content of a key file. Never carries any of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyFileProblem {
     /// The bytes are not UTF-8 text.

@@ -98,7 +98,7 @@ pub enum Standing {
 }
 
 /// One node the book knows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Entry {
     /// Where it was first learned to be.
     pub addr: PeerAddr,

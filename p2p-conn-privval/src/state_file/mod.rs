@@ -195,7 +195,7 @@ pub enum Format {
 /// Why a state file's path is not the one name of the state file, or no
 /// longer leads to the file the signer last wrote (module docs: one state
 /// file, one name).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StatePathProblem {
     /// The path is a symbolic link: a signer given the target's own path

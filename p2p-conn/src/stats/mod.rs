@@ -119,7 +119,7 @@ pub struct RecvStats {
 
 /// A snapshot of one connection's counters. A half reports its own side;
 /// the other side is all zeros.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct ConnStats {
     /// The send side.
