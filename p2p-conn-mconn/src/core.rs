@@ -11,7 +11,7 @@ use super::{MConnConfig, MConnError};
 const DECAY_PERIOD: Duration = Duration::from_secs(2);
 
 /// What the peer's bytes gave.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// A whole message on a channel.

@@ -214,7 +214,7 @@ impl MConnConfig {
 /// Why the MConnection refused something. All but
 /// [`SendQueueFull`](Self::SendQueueFull) and a refused
 /// [`send`](MConnCore::send) to an unknown channel stop the connection.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MConnError {
     /// A packet length prefix that is not a varint (over 64 bits).

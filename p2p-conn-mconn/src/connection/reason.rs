@@ -35,7 +35,7 @@ pub enum MConnCloseReason {
 
 /// Our last message before a peer closed the connection
 /// ([`MConnCloseReason::PeerClosed`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct LastMessage {
     /// Its channel.
@@ -81,7 +81,7 @@ pub enum MConnSendError {
 }
 
 /// What [`MConnReceiver::recv`] gives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Received {
     /// A whole message on a channel.

@@ -87,7 +87,7 @@ impl BookConfig {
 }
 
 /// What the book thinks of an entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Standing {
     /// Learned, not reached yet (or not since it was learned).
     New,
@@ -113,7 +113,7 @@ pub struct Entry {
 }
 
 /// What [`Book::add`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Added {
     /// A new entry.
     New,

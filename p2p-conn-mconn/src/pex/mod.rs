@@ -148,7 +148,7 @@ pub struct NetAddress {
 }
 
 /// One PEX message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PexMessage {
     /// `PexRequest`: send me addresses.
     Request,
@@ -157,7 +157,7 @@ pub enum PexMessage {
 }
 
 /// Why a PEX message was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum PexError {
     /// Longer than the limit.

@@ -137,7 +137,7 @@ pub enum StateFileError {
 }
 
 /// What is wrong with the content of a state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StateFileProblem {
     /// Not UTF-8.
@@ -183,7 +183,7 @@ pub enum StateFileProblem {
 }
 
 /// A state file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum Format {
     /// CometBFT's `priv_validator_state.json`, as FilePV writes it.

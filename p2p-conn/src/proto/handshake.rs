@@ -80,7 +80,7 @@ impl Default for HandshakeParams {
 }
 
 /// Which message the handshake is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stage {
     /// The peer's plaintext ephemeral key.
     EphemeralKey,

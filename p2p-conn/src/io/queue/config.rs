@@ -24,7 +24,7 @@ pub const MAX_BATCH_MESSAGES_LIMIT: usize = 65536;
 
 /// What a send queue does when a message would take its pending bytes past
 /// [`QueueConfig::max_pending_bytes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Overflow {
     /// `send` waits until the writer has sealed enough to make room.
