@@ -242,7 +242,7 @@ impl PexMessage {
 
     /// Decodes a message of at most `limit` bytes (checked before
     /// decoding).
-    pub fn decode_with_limit(bytes: &[u8], limit: usize) -> Result<PexMessage, PexError> {
+    fn decode_with_limit(bytes: &[u8], limit: usize) -> Result<PexMessage, PexError> {
         use prost::Message;
         if bytes.len() > limit {
             return Err(PexError::TooLarge {
