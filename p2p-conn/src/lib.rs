@@ -109,9 +109,7 @@ pub mod stats;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use config::{
-    Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER, MAX_BUFFER_SIZE,
-};
+pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER};
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
 pub use peer_id::PeerId;
