@@ -465,7 +465,9 @@ impl MConnCore {
         }
     }
 
-    /// One channel's counters (`None`: unknown channel).
+    /// One channel's counters (`None`: unknown channel), for the tokio
+    /// adapter's send path.
+    #[cfg(feature = "tokio")]
     pub(crate) fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
         Some(self.channels[self.channel_index(channel)?].snapshot())
     }
