@@ -38,7 +38,7 @@ pub const BLOCKSYNC_CHANNEL: u8 = 0x40;
 pub const MAX_STATUS_MESSAGE_SIZE: usize = 64;
 
 /// One blocksync message, as far as a status needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum BlocksyncMessage {
     /// `StatusRequest`: tell me your range.
     StatusRequest,
@@ -55,7 +55,7 @@ pub enum BlocksyncMessage {
 }
 
 /// Why a blocksync message was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum BlocksyncError {
     /// Longer than the limit.

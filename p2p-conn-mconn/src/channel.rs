@@ -41,7 +41,7 @@ pub const DEFAULT_SEND_QUEUE_CAPACITY: usize = 1 << 20;
 /// // (`NodeInfo::channels`).
 /// assert_eq!(ChannelDescriptor::ids(&channels), [0x00, 0x77]);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 #[non_exhaustive]
 pub struct ChannelDescriptor {
     /// The channel's ID (`0x00` is PEX on CometBFT nodes).
@@ -99,7 +99,7 @@ impl ChannelDescriptor {
 }
 
 /// A snapshot of one channel's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default)]
 #[non_exhaustive]
 pub struct ChannelStats {
     /// The channel's ID.

@@ -11,7 +11,7 @@ use super::{MConnConfig, MConnError};
 const DECAY_PERIOD: Duration = Duration::from_secs(2);
 
 /// What the peer's bytes gave.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
     /// A whole message on a channel.
@@ -29,7 +29,7 @@ pub enum Event {
 }
 
 /// Keepalive and packet counters of the whole connection.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct MConnStats {
     /// Pings sent.
@@ -144,11 +144,6 @@ impl MConnCore {
             last_message_sent: None,
             config,
         })
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &MConnConfig {
-        &self.config
     }
 
     /// The most bytes one packet takes on the wire (1036 by default): a
@@ -470,8 +465,10 @@ impl MConnCore {
         }
     }
 
-    /// One channel's counters (`None`: unknown channel).
-    pub fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
+    /// One channel's counters (`None`: unknown channel), for the tokio
+    /// adapter's send path.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
         Some(self.channels[self.channel_index(channel)?].snapshot())
     }
 

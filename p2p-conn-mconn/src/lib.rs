@@ -79,7 +79,7 @@
 //! - No `tracing` events from the core (it does not know the peer); the
 //!   tokio adapter's name the peer and the channel.
 //! - The rate limits are a token bucket, not Go's `flowrate` monitor (see
-//!   [`MConnConfig::send_rate`]).
+//!   [`MConnConfig::with_rates`]).
 //!
 //! # Cargo features
 //! With `default-features = false` the crate is the sans-IO core and PEX.
@@ -116,7 +116,7 @@ pub use self::channel::{
 #[cfg(feature = "tokio")]
 pub use self::connection::{
     LastMessage, MConnCloseReason, MConnReceiver, MConnSendError, MConnSender, MConnection,
-    Received, BATCH_BYTES, CLOSE_TIMEOUT, PEER_CLOSE_HINT_WINDOW, RECV_BUFFER_BYTES,
+    Received, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
 };
 pub use self::core::{Event, MConnCore, MConnStats};
 pub use self::packet::DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE;
@@ -128,18 +128,18 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_PONG_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// The connection-wide settings (CometBFT's `MConnConfig`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct MConnConfig {
     /// The most message bytes in one `PacketMsg`
     /// ([`DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE`]); it also sets the largest
     /// packet accepted (the payload size plus 10). Both sides must agree.
-    pub max_packet_msg_payload_size: usize,
+    pub(crate) max_packet_msg_payload_size: usize,
     /// How often to ping ([`DEFAULT_PING_INTERVAL`]).
-    pub ping_interval: Duration,
+    pub(crate) ping_interval: Duration,
     /// How long a ping may wait for its pong ([`DEFAULT_PONG_TIMEOUT`]);
     /// less than `ping_interval`, as CometBFT requires.
-    pub pong_timeout: Duration,
+    pub(crate) pong_timeout: Duration,
     /// A send limit in bytes per second (CometBFT's `send_rate`; `None`,
     /// the default here, sends as fast as the caller writes). A token
     /// bucket refilled at this rate, holding at most 100 ms of it (at
@@ -148,11 +148,11 @@ pub struct MConnConfig {
     /// `flowrate` instead sleeps before each batch of up to 10 packets
     /// until a 100 ms-sampled average is under the rate, so its bursts are
     /// a batch larger; the long-run rate is the same.
-    pub send_rate: Option<u64>,
+    pub(crate) send_rate: Option<u64>,
     /// A receive limit in bytes per second (CometBFT's `recv_rate`; `None`
     /// by default): the next packet is read when the bucket holds a full
     /// packet's worth, and charged its size once read.
-    pub recv_rate: Option<u64>,
+    pub(crate) recv_rate: Option<u64>,
 }
 
 impl Default for MConnConfig {
@@ -168,21 +168,37 @@ impl Default for MConnConfig {
 }
 
 impl MConnConfig {
-    /// The same with these keepalive timers.
+    /// The same with these keepalive timers: ping every `ping_interval`
+    /// ([`DEFAULT_PING_INTERVAL`]); a ping's pong may take `pong_timeout`
+    /// ([`DEFAULT_PONG_TIMEOUT`]), which must be less than `ping_interval`,
+    /// as CometBFT requires.
     pub fn with_keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
         self.ping_interval = ping_interval;
         self.pong_timeout = pong_timeout;
         self
     }
 
-    /// The same with these rate limits (bytes per second, `None`: off).
+    /// The same with these rate limits in bytes per second (CometBFT's
+    /// `send_rate` and `recv_rate`; `None`, the default here: no limit).
+    ///
+    /// Sending is a token bucket refilled at the rate, holding at most
+    /// 100 ms of it (at least one full packet): a `PacketMsg` goes when the
+    /// bucket holds its size; pings and pongs are never held but are
+    /// charged. Go's `flowrate` instead sleeps before each batch of up to
+    /// 10 packets until a 100 ms-sampled average is under the rate, so its
+    /// bursts are a batch larger; the long-run rate is the same. Receiving:
+    /// the next packet is read when the bucket holds a full packet's worth,
+    /// and charged its size once read.
     pub fn with_rates(mut self, send_rate: Option<u64>, recv_rate: Option<u64>) -> Self {
         self.send_rate = send_rate;
         self.recv_rate = recv_rate;
         self
     }
 
-    /// The same with this payload size.
+    /// The same with this payload size: the most message bytes in one
+    /// `PacketMsg` ([`DEFAULT_MAX_PACKET_MSG_PAYLOAD_SIZE`]); it also sets
+    /// the largest packet accepted (the payload size plus 10). Both sides
+    /// must agree.
     pub fn with_max_packet_msg_payload_size(mut self, bytes: usize) -> Self {
         self.max_packet_msg_payload_size = bytes;
         self
@@ -214,7 +230,7 @@ impl MConnConfig {
 /// Why the MConnection refused something. All but
 /// [`SendQueueFull`](Self::SendQueueFull) and a refused
 /// [`send`](MConnCore::send) to an unknown channel stop the connection.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MConnError {
     /// A packet length prefix that is not a varint (over 64 bits).

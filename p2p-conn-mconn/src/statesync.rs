@@ -53,7 +53,7 @@ pub struct Snapshot {
 }
 
 /// One snapshot-channel message, as far as a crawler needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum StatesyncMessage {
     /// `SnapshotsRequest`: list your snapshots.
     SnapshotsRequest,
@@ -64,7 +64,7 @@ pub enum StatesyncMessage {
 }
 
 /// Why a snapshot-channel message was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum StatesyncError {
     /// Longer than the limit.

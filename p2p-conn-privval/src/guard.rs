@@ -158,7 +158,7 @@ impl std::fmt::Display for Hrs {
 /// The high-water mark: the last HRS signed, its sign bytes and signature
 /// (FilePV's `FilePVLastSignState`). [`Default`] is the initial state
 /// (0/0/none, nothing signed).
-#[derive(Clone, PartialEq, Eq, Default)]
+#[derive(Clone, PartialEq, Default)]
 pub struct SignState {
     hrs: Hrs,
     sign_bytes: Vec<u8>,
@@ -203,7 +203,7 @@ impl SignState {
 }
 
 /// What the guard allows for a request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Decision {
     /// A new HRS, above the mark: sign `sign_bytes`, record and persist the
@@ -227,7 +227,7 @@ pub enum Decision {
 }
 
 /// Why the guard refused a request.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GuardError {
     /// The vote is neither a prevote nor a precommit (FilePV panics).

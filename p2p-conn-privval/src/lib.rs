@@ -90,6 +90,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod atomic_file;
 // The envelope and the message stream: run by the endpoints, reached by
 // tests through `testkit`.
 #[cfg(any(test, feature = "tokio", feature = "testkit"))]

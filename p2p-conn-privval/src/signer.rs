@@ -55,7 +55,7 @@ use super::guard::{self, Decision, GuardError, SignState};
 use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
-use p2p_conn::atomic_file::{parent_dir, FileId};
+use crate::atomic_file::{parent_dir, FileId};
 use p2p_conn::keyfile::KeyFileError;
 use p2p_conn::Identity;
 

@@ -1,25 +1,9 @@
-//! Small files read with a bound and written so that they appear whole:
-//! what [`crate::keyfile`] (`node_key.json`) and `p2p-conn-privval`'s state
-//! file (a signer's high-water mark) share, public so that the rules of a
-//! durable write live in one place for both crates.
-//!
-//! # Design
-//! A file is read into memory only up to its limit ([`read_bounded`]). A
-//! file is written under a new, owner-only temporary name in its own
-//! directory and synced ([`Staged::new`]), then put in place (a hard link
-//! that never replaces, [`Staged::link_new`], or a rename that does,
-//! [`Staged::rename_over`]), and the directory is synced so the new name
-//! survives a crash. [`FileId`] and [`link_count`] tell which file a name
-//! leads to and how many names it has.
-//!
-//! # Guarantees
-//! - A [`Staged`] file dropped without being put removes its temporary
-//!   name; a crash can leave one, named as [`is_temp_name_of`] says.
-//! - `Ok` from [`Staged::rename_over`] or [`Staged::link_new`] means the
-//!   file and its directory entry were synced.
-//!
-//! # Not provided
-//! - Locking, and any check of what the name led to before: the caller's.
+//! What [`crate::keyfile`] needs to read `node_key.json` with a bound and
+//! write it so that it appears whole: a new owner-only temporary name beside
+//! the file, the directory sync after the link, and a bounded read.
+//! Crate-private. `p2p-conn-privval` keeps its own copy of these helpers
+//! (with the staged write its state file uses): one durable-write recipe,
+//! no public API that only the layer above would call.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -57,15 +41,15 @@ pub(crate) fn create_temp(
 }
 
 /// The directory `path` is in (`.` for a bare file name).
-pub fn parent_dir(path: &Path) -> &Path {
+pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     }
 }
 
-/// Sync `dir`, so a name just linked or renamed into it survives a crash
-/// (Unix; elsewhere nothing to do).
+/// Sync `dir`, so a name just linked into it survives a crash (Unix;
+/// elsewhere nothing to do).
 pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     std::fs::File::open(dir)?.sync_all()?;
@@ -74,137 +58,9 @@ pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A file written under a temporary name in its directory and synced,
-/// waiting to be put in place. Dropped without being put, it removes the
-/// temporary name (best effort).
-pub struct Staged {
-    temp: PathBuf,
-    dir: PathBuf,
-    id: FileId,
-    put: bool,
-}
-
-impl Staged {
-    /// Write `data` with `write` into a new temporary file beside `path`
-    /// (`.NAME.<16 hex>.tmp`, created new, owner-only on Unix) and sync it.
-    pub fn new(
-        path: &Path,
-        data: &[u8],
-        write: impl FnOnce(&mut std::fs::File, &[u8]) -> std::io::Result<()>,
-    ) -> std::io::Result<Staged> {
-        let name = path.file_name().ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file")
-        })?;
-        let dir = parent_dir(path).to_path_buf();
-        let (temp, mut file) = create_temp(&dir, name)?;
-        let mut staged = Staged {
-            temp,
-            dir,
-            id: FileId::default(),
-            put: false,
-        };
-        write(&mut file, data)?;
-        file.sync_all()?;
-        staged.id = FileId::of(&file.metadata()?);
-        Ok(staged)
-    }
-
-    /// Rename it over `path`, then sync the directory: the file's identity
-    /// at `path`.
-    pub fn rename_over(mut self, path: &Path) -> std::io::Result<FileId> {
-        std::fs::rename(&self.temp, path)?;
-        self.put = true;
-        sync_dir(&self.dir)?;
-        Ok(self.id)
-    }
-
-    /// Link it at `path`, which must not exist (never replacing anything),
-    /// remove the temporary name, and sync the directory.
-    pub fn link_new(mut self, path: &Path) -> std::io::Result<FileId> {
-        std::fs::hard_link(&self.temp, path)?;
-        self.put = true;
-        std::fs::remove_file(&self.temp)?;
-        sync_dir(&self.dir)?;
-        Ok(self.id)
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.put {
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
-
-/// Which file a name leads to: its device and inode on Unix, so that a
-/// file replaced under its name, or reached under another, can be told
-/// apart. Elsewhere every file is alike (and nothing is checked).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FileId {
-    #[cfg(unix)]
-    dev: u64,
-    #[cfg(unix)]
-    ino: u64,
-}
-
-impl FileId {
-    /// The file `meta` describes (from `std::fs::metadata`, or
-    /// `symlink_metadata` for the name itself).
-    pub fn of(meta: &std::fs::Metadata) -> FileId {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            FileId {
-                dev: meta.dev(),
-                ino: meta.ino(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = meta;
-            FileId {}
-        }
-    }
-}
-
-/// How many names (hard links) the file of `meta` has: 1 where that
-/// cannot be known.
-pub fn link_count(meta: &std::fs::Metadata) -> u64 {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        meta.nlink()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        1
-    }
-}
-
-/// The temporary names [`Staged::new`] makes for `file_name`:
-/// `.NAME.<16 hex digits>.tmp`.
-pub fn is_temp_name_of(candidate: &std::ffi::OsStr, file_name: &std::ffi::OsStr) -> bool {
-    let (Some(candidate), Some(name)) = (candidate.to_str(), file_name.to_str()) else {
-        return false;
-    };
-    candidate
-        .strip_prefix('.')
-        .and_then(|rest| rest.strip_prefix(name))
-        .and_then(|rest| rest.strip_prefix('.'))
-        .and_then(|rest| rest.strip_suffix(".tmp"))
-        .is_some_and(|hex| {
-            hex.len() == 16
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
-}
-
 /// Read all of `path` into `buf`, but never more than `max` bytes and one:
 /// `Ok(false)` when the file holds more than `max`.
-pub fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+pub(crate) fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::io::Result<bool> {
     std::fs::File::open(path)?
         .take(max as u64 + 1)
         .read_to_end(buf)?;

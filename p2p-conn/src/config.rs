@@ -22,10 +22,10 @@ pub const DEFAULT_FLUSH_SIZE: usize = 128 * 1024;
 pub const DEFAULT_READ_BUFFER: usize = 64 * 1024;
 /// Largest accepted `flush_size` and `read_buffer_size` (64 MiB): a larger
 /// buffer brings no fewer syscalls worth having, only more memory per peer.
-pub const MAX_BUFFER_SIZE: usize = 64 << 20;
+pub(crate) const MAX_BUFFER_SIZE: usize = 64 << 20;
 
 /// Settings of one connection. `Config::default()` speaks the CometBFT wire.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Config {
     /// Bound on the whole handshake (both messages, both directions), so a
@@ -43,11 +43,11 @@ pub struct Config {
     /// Rounded down to whole frames (at least one): a message whose sealed
     /// size fits goes out in one write; larger ones take one write per
     /// `flush_size` bytes. The codec uses it as `FramedWrite`'s backpressure
-    /// boundary. 1 to [`MAX_BUFFER_SIZE`].
+    /// boundary. 1 to 64 MiB.
     pub flush_size: usize,
     /// Most raw bytes one read syscall brings in, so one read carries many
-    /// frames. Raised to one sealed frame when smaller. 1 to
-    /// [`MAX_BUFFER_SIZE`]. The tokio reader's buffer can hold up to 17
+    /// frames. Raised to one sealed frame when smaller. 1 to 64 MiB. The
+    /// tokio reader's buffer can hold up to 17
     /// sealed frames more with [`Backend::Avx512`](crate::Backend) (frames
     /// held back for one more read so they open as a group).
     pub read_buffer_size: usize,

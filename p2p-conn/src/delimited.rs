@@ -42,7 +42,7 @@ pub(crate) const INITIAL_BODY_CAPACITY: usize = 64 * 1024;
 /// Why a length prefix was refused. Complete (not `#[non_exhaustive]`): a
 /// prefix is either no uvarint or too large, and each layer maps both to
 /// its own error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum PrefixError {
     /// Not a varint: more than 64 bits.
     #[error("the length prefix is not a valid uvarint")]

@@ -36,8 +36,8 @@ pub enum IdentityError {
 pub struct NodeId([u8; 20]);
 
 impl NodeId {
-    /// The ID of an Ed25519 public key.
-    pub fn from_public_key(pk: &[u8; 32]) -> Self {
+    /// The ID of an Ed25519 public key ([`PublicKey::node_id`]).
+    pub(crate) fn from_public_key(pk: &[u8; 32]) -> Self {
         let digest = Sha256::digest(pk);
         let mut id = [0u8; 20];
         id.copy_from_slice(&digest[..20]);

@@ -63,7 +63,7 @@ use crate::atomic_file::{create_temp, parent_dir, read_bounded, sync_dir};
 use crate::Identity;
 
 /// The `type` of an Ed25519 node key, the only kind CometBFT's p2p layer uses.
-pub const KEY_TYPE: &str = "tendermint/PrivKeyEd25519";
+const KEY_TYPE: &str = "tendermint/PrivKeyEd25519";
 
 /// Largest key file [`load`] reads. A `node_key.json` is about 130 bytes; the
 /// bound leaves room for any formatting and keeps a wrong path (a log file, a
@@ -77,7 +77,7 @@ const JSON_PREFIX: &str = r#"{"priv_key":{"type":"tendermint/PrivKeyEd25519","va
 const JSON_SUFFIX: &str = r#""}}"#;
 
 /// What is wrong with the content of a key file. Never carries any of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyFileProblem {
     /// The bytes are not UTF-8 text.
@@ -100,7 +100,7 @@ pub enum KeyFileProblem {
         /// The JSON type it must have.
         json_type: &'static str,
     },
-    /// `priv_key.type` is not [`KEY_TYPE`].
+    /// `priv_key.type` is not `tendermint/PrivKeyEd25519`.
     #[error(
         "priv_key.type is not \"tendermint/PrivKeyEd25519\" (only Ed25519 node keys are supported)"
     )]

@@ -15,7 +15,7 @@
 //! | [`delimited`] | the uvarint length-delimited reader (sans-IO) every protobuf layer above the connection shares: NodeInfo here, `p2p-conn-privval` and `p2p-conn-mconn` above; the adapters drive it (`io::tokio::poll_decode`, [`io::blocking::decode`]) |
 //! | `noise` (feature `noise`) | libp2p's Noise secure channel for CometBFT v0.40's `noise://` remote signing: a tokio stream over a sans-IO handshake (snow's state machine, this crate's primitives) and frames |
 //! | [`stats`] | per-connection counters and timers (feature `stats`), `stats::export` through the `metrics` facade (feature `metrics`) |
-//! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core; `atomic_file`, the durable write it shares with `p2p-conn-privval`'s state file |
+//! | `keyfile` (feature `keyfile`) | CometBFT `node_key.json`, outside the core, written so that it appears whole (a crate-private durable write) |
 //! | `testkit` (feature `testkit`) | test doubles, handshake pumps and, in `testkit::internals`, the engine and test hooks for tests and fuzz targets; no stability promise, never for production |
 //!
 //! ## Cargo features
@@ -37,7 +37,7 @@
 //! | `metrics` | no | `stats::export` through the `metrics` facade |
 //! | `nodeinfo` | no | the NodeInfo exchange, `nodeinfo` |
 //! | `noise` | no | libp2p's Noise for `noise://` remote signing, `noise` (brings `tokio`) |
-//! | `keyfile` | no | `node_key.json`, `keyfile` and `atomic_file` |
+//! | `keyfile` | no | `node_key.json`, `keyfile` |
 //! | `testkit` | no | test doubles and test hooks, `testkit`; no stability promise, never in production |
 //!
 //! ## Guarantees
@@ -89,7 +89,7 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "keyfile")]
-pub mod atomic_file;
+mod atomic_file;
 mod config;
 pub mod delimited;
 mod engine;
@@ -109,9 +109,7 @@ pub mod stats;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
-pub use config::{
-    Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER, MAX_BUFFER_SIZE,
-};
+pub use config::{Config, DEFAULT_FLUSH_SIZE, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_READ_BUFFER};
 pub use error::Error;
 pub use identity::{Identity, IdentityError, NodeId, PublicKey};
 pub use peer_id::PeerId;

@@ -17,7 +17,7 @@
 //!   compares them (case matters in the text form).
 //!
 //! # Guarantees
-//! - [`PeerId::from_public_key`] is go-libp2p's ID of that Ed25519 key
+//! - [`PublicKey::peer_id`](crate::PublicKey::peer_id) is go-libp2p's ID of that Ed25519 key
 //!   (checked against go-libp2p's and CometBFT's own test vectors).
 //! - Parsing refuses, with [`IdentityError::InvalidPeerId`] and a reason:
 //!   characters outside the base58btc alphabet, leading or trailing space,
@@ -55,7 +55,7 @@ const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqr
 /// encoding (inlined for Ed25519: the ID carries the key), written in
 /// base58btc, always `12D3KooW…` and 52 characters for an Ed25519 key.
 ///
-/// [`PeerId::from_public_key`] is go-libp2p's `IDFromPublicKey`, checked
+/// [`PublicKey::peer_id`] is go-libp2p's `IDFromPublicKey`, checked
 /// against go-libp2p's and CometBFT's own vectors. Two IDs are equal when
 /// their bytes are (the text form is case-sensitive). Parsing refuses, with
 /// [`IdentityError::InvalidPeerId`] and a reason, anything but base58btc of
@@ -72,7 +72,7 @@ pub struct PeerId {
 impl PeerId {
     /// The peer ID of an Ed25519 public key: the identity multihash of its
     /// libp2p encoding (`00 24 08 01 12 20` and the 32 key bytes).
-    pub fn from_public_key(key: &PublicKey) -> PeerId {
+    pub(crate) fn from_public_key(key: &PublicKey) -> PeerId {
         let mut bytes = [0u8; MAX_LEN];
         bytes[0] = IDENTITY;
         bytes[1] = 36;

@@ -1,8 +1,9 @@
 //! `nodeinfo`: the NodeInfo reader, whole and chunked.
 
 use crate::Seeds;
+use p2p_conn::delimited::Feed;
 use p2p_conn::nodeinfo::{Decoder, NodeInfo, MAX_NODE_INFO_SIZE};
-use p2p_conn::NodeId;
+use p2p_conn::PublicKey;
 
 /// `nodeinfo`: the NodeInfo reader on any bytes. The first byte sets the
 /// chunk size the rest is fed in; fed whole or in chunks, the decoder must
@@ -42,7 +43,7 @@ pub fn check(data: &[u8]) {
             assert!(n <= rest.len());
             let _ = info.validate();
             let _ = info.compatible_with(&info);
-            let _ = info.check_id(NodeId::from_public_key(&[0; 32]));
+            let _ = info.check_id(PublicKey::from_bytes([0; 32]).node_id());
             if let Ok(wire) = info.encode_delimited() {
                 assert!(wire.len() <= MAX_NODE_INFO_SIZE + 2);
                 let (m, back) = Decoder::new().feed(&wire).expect("our own encoding");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::*;
-use crate::{ChannelStats, MConnError, MConnStats};
+use crate::{MConnError, MConnStats};
 use p2p_conn::stats::QueueStats;
 use p2p_conn::NodeId;
 
@@ -131,11 +131,6 @@ impl MConnSender {
     /// A snapshot of the connection's counters, per channel included.
     pub fn stats(&self) -> MConnStats {
         self.shared.core().stats()
-    }
-
-    /// One channel's counters (`None`: unknown channel).
-    pub fn channel_stats(&self, channel: u8) -> Option<ChannelStats> {
-        self.shared.core().channel_stats(channel)
     }
 
     /// The send queue's counters: batches handed over (its "messages"),

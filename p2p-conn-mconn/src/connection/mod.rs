@@ -25,8 +25,8 @@ pub use handles::{MConnReceiver, MConnSender};
 pub use reason::{LastMessage, MConnCloseReason, MConnSendError, Received};
 use task::{reader, writer};
 
-/// The most bytes of packets in one batch handed to the send queue.
-pub const BATCH_BYTES: usize = 64 * 1024;
+/// The most bytes of packets in one batch handed to the send queue (64 KiB).
+pub(crate) const BATCH_BYTES: usize = 64 * 1024;
 
 /// The bound on a close ([`MConnSender::close`], or dropping the
 /// [`MConnReceiver`]): the time the writer has to hand what the core holds
@@ -54,7 +54,7 @@ const RECV_BATCH_BYTES: usize = 64 * 1024;
 /// How soon after our last message a peer's end of stream makes
 /// [`MConnCloseReason::PeerClosed`] name that message (1 s; a CometBFT
 /// node that cannot decode a message stops the peer within milliseconds).
-pub const PEER_CLOSE_HINT_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const PEER_CLOSE_HINT_WINDOW: Duration = Duration::from_secs(1);
 
 /// How often each side was woken: the writer to look for work, the
 /// receiver for a batch of events. Counted per wake-up, read by the unit
@@ -184,14 +184,14 @@ impl Shared {
 ///   batch is full, or the receive rate limit holds the next packet. A
 ///   ping wakes the writer for the pong.
 /// - The writer asks [`MConnCore::poll_transmit`] for a batch of up to
-///   [`BATCH_BYTES`] of packets (pongs and pings first, as the core orders
+///   64 KiB of packets (pongs and pings first, as the core orders
 ///   them) and hands it, as one [`Bytes`](bytes::Bytes), to the send queue, whose own
 ///   writer task seals it as a whole and writes it (never a write per
 ///   packet; the queue packs batches waiting together into one write of up
 ///   to the connection's `flush_size`), again while the core has more. No
 ///   flush timer: a batch is whatever is pending when the writer runs. The
 ///   send queue holds at most two batches
-///   ([`Overflow::Backpressure`], `2 * BATCH_BYTES`, under 1 ms of a
+///   ([`Overflow::Backpressure`], 128 KiB, under 1 ms of a
 ///   loopback link; enough to keep the queue's writer busy while the next
 ///   batch is cut): past that the writer waits, the core's per-channel
 ///   queues fill, and [`MConnSender::send`] waits, so a peer that reads
@@ -222,7 +222,7 @@ impl Shared {
 ///   most 64 KiB, plus the message that filled it; a message
 ///   larger than the whole buffer still passes, alone). Sends: each
 ///   channel's `send_queue_capacity`, one batch buffer, and at most
-///   `2 * BATCH_BYTES` of batches in the send queue plus the one it is
+///   two 64 KiB batches in the send queue plus the one it is
 ///   writing.
 /// - [`MConnSender::send`] waits for room in the channel's send queue (the
 ///   core's byte cap) and [`MConnSender::try_send`] refuses at once

@@ -19,7 +19,7 @@ pub enum MConnCloseReason {
     #[error("secret connection: {0}")]
     Transport(Arc<Error>),
     /// The peer ended the stream. `after_message` is set when it did so
-    /// within [`PEER_CLOSE_HINT_WINDOW`](crate::PEER_CLOSE_HINT_WINDOW) of our last message: a CometBFT
+    /// within 1 s of our last message: a CometBFT
     /// node stops a peer at once when a reactor cannot decode its message
     /// (in its log: `rejected msg`, `Stopping peer for error`), and this is
     /// as much of that as the connection can see.
@@ -36,7 +36,7 @@ pub enum MConnCloseReason {
 
 /// Our last message before a peer closed the connection
 /// ([`MConnCloseReason::PeerClosed`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct LastMessage {
     /// Its channel.
@@ -82,7 +82,7 @@ pub enum MConnSendError {
 }
 
 /// What [`MConnReceiver::recv`](crate::MConnReceiver::recv) gives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Received {
     /// A whole message on a channel.

@@ -25,12 +25,12 @@ async fn fill_until_stalled(tx: &MConnSender, msg_len: usize) -> u64 {
     let start = Instant::now();
     loop {
         // Keep 1 MiB queued: more than a batch, no more than needed.
-        while tx.channel_stats(0x20).unwrap().queued_bytes < 1 << 20 {
+        while tx.shared.core().channel_stats(0x20).unwrap().queued_bytes < 1 << 20 {
             tx.try_send(0x20, payload(msg_len, sent)).unwrap();
             sent += 1;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
+        let queued = tx.shared.core().channel_stats(0x20).unwrap().queued_bytes;
         if queued != last.0 {
             last = (queued, Instant::now());
         } else if last.1.elapsed() >= Duration::from_millis(300) {

@@ -9,7 +9,7 @@ use super::NetAddress;
 
 /// Whether an address must be publicly routable to be accepted: CometBFT's
 /// `addr_book_strict` (the address book's `routabilityStrict`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum AddrPolicy {
     /// Refuse addresses that are not publicly routable
     /// ([`AddrError::Unroutable`]): CometBFT's default,
@@ -26,7 +26,7 @@ pub enum AddrPolicy {
 /// the whole `PexAddrs` and stop the peer that sent it
 /// ([`stops_peer`](Self::stops_peer)); the others only make it skip that
 /// address.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum AddrError {
     /// The IP field is not an IP address (Go's `net.ParseIP` fails: empty,

@@ -9,7 +9,7 @@ use p2p_conn::NodeId;
 use super::{check_message, NetAddress, Violation, FREE_REQUESTS, MIN_REQUEST_INTERVAL};
 
 /// Whether to send a `PexRequest` now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum AskVerdict {
     /// Send it (recorded as unanswered by [`Asks::ask`]).
@@ -26,7 +26,7 @@ pub enum AskVerdict {
 }
 
 /// What to do with a `PexAddrs` a peer sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum AddrsVerdict {
     /// It answers our request: take its addresses (each checked with

@@ -19,9 +19,10 @@
 //!   instead.
 //! - **Checking** ([`Book::due`], [`Book::tried`]): entries never tried
 //!   come first, then those whose last try is oldest, each at most once per
-//!   [`BookConfig::recheck_after`]. A try that reached the node and got its
+//!   recheck interval ([`BookConfig::with_recheck_after`]). A try that reached the node and got its
 //!   ID makes it [`Standing::Good`] and clears its failures; a failed one
-//!   counts, and [`BookConfig::max_failures`] failures in a row make it
+//!   counts, and enough failures in a row
+//!   ([`BookConfig::with_max_failures`]) make it
 //!   [`Standing::Bad`] (a good node that goes away turns bad the same way).
 //! - **Forgetting** ([`Book::evict_bad`]): bad entries are dropped.
 //! - **Answering** ([`Book::selection`]): what a seed sends a peer, as
@@ -45,15 +46,15 @@ use p2p_conn::NodeId;
 use super::{answer_len, fit_answer, NetAddress, PeerAddr};
 
 /// How a book is bounded and how it judges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct BookConfig {
     /// The most entries (default 10,000).
-    pub max_size: usize,
+    pub(crate) max_size: usize,
     /// Failed tries in a row that make an entry bad (default 3).
-    pub max_failures: u32,
+    pub(crate) max_failures: u32,
     /// The least time between two tries of one entry (default 10 min).
-    pub recheck_after: Duration,
+    pub(crate) recheck_after: Duration,
 }
 
 impl Default for BookConfig {
@@ -67,19 +68,22 @@ impl Default for BookConfig {
 }
 
 impl BookConfig {
-    /// The same with another size bound (at least 1).
+    /// The same with another bound on the entries (at least 1; default
+    /// 10,000).
     pub fn with_max_size(mut self, max_size: usize) -> Self {
         self.max_size = max_size.max(1);
         self
     }
 
-    /// The same with another recheck interval.
+    /// The same with another least time between two tries of one entry
+    /// (default 10 min).
     pub fn with_recheck_after(mut self, recheck_after: Duration) -> Self {
         self.recheck_after = recheck_after;
         self
     }
 
-    /// The same with another failure count (at least 1).
+    /// The same with another count of failed tries in a row that make an
+    /// entry bad (at least 1; default 3).
     pub fn with_max_failures(mut self, max_failures: u32) -> Self {
         self.max_failures = max_failures.max(1);
         self
@@ -87,18 +91,18 @@ impl BookConfig {
 }
 
 /// What the book thinks of an entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Standing {
     /// Learned, not reached yet (or not since it was learned).
     New,
     /// Reached: its last try got the node's ID.
     Good,
-    /// Failed [`BookConfig::max_failures`] tries in a row.
+    /// Failed too many tries in a row ([`BookConfig::with_max_failures`]).
     Bad,
 }
 
 /// One node the book knows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Entry {
     /// Where it was first learned to be.
     pub addr: PeerAddr,
@@ -113,7 +117,7 @@ pub struct Entry {
 }
 
 /// What [`Book::add`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Added {
     /// A new entry.
     New,
@@ -137,11 +141,6 @@ impl Book {
             config,
             entries: HashMap::new(),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &BookConfig {
-        &self.config
     }
 
     /// How many entries.
@@ -233,7 +232,7 @@ impl Book {
     }
 
     /// Up to `max` entries to try now: never tried first, then the oldest
-    /// tries, none tried within [`BookConfig::recheck_after`].
+    /// tries, none tried within [`BookConfig::with_recheck_after`].
     pub fn due(&self, now: Instant, max: usize) -> Vec<PeerAddr> {
         let mut due: Vec<&Entry> = self
             .entries

@@ -148,7 +148,7 @@ pub struct NetAddress {
 }
 
 /// One PEX message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PexMessage {
     /// `PexRequest`: send me addresses.
     Request,
@@ -157,7 +157,7 @@ pub enum PexMessage {
 }
 
 /// Why a PEX message was refused.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum PexError {
     /// Longer than the limit.
@@ -242,7 +242,7 @@ impl PexMessage {
 
     /// Decodes a message of at most `limit` bytes (checked before
     /// decoding).
-    pub fn decode_with_limit(bytes: &[u8], limit: usize) -> Result<PexMessage, PexError> {
+    fn decode_with_limit(bytes: &[u8], limit: usize) -> Result<PexMessage, PexError> {
         use prost::Message;
         if bytes.len() > limit {
             return Err(PexError::TooLarge {

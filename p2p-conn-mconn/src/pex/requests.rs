@@ -23,7 +23,7 @@ pub const MIN_REQUEST_INTERVAL: Duration = Duration::from_secs(10);
 pub const FREE_REQUESTS: u32 = 2;
 
 /// Who dialed the connection a request came on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Direction {
     /// The peer dialed us.
     Inbound,
@@ -32,7 +32,7 @@ pub enum Direction {
 }
 
 /// How a node takes requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RequestsConfig {
     /// The least time between two requests of a peer past the free ones
@@ -67,7 +67,7 @@ impl RequestsConfig {
 }
 
 /// What to do with a peer's `PexRequest`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum RequestVerdict {
     /// Answer with a selection of the address book (CometBFT's

@@ -12,7 +12,7 @@ pub const BAN_TIME: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A PEX message for which CometBFT stops the peer that sent it
 /// (`StopPeerForError`) and bans it for [`BAN_TIME`].
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[derive(Clone, Debug, PartialEq, Error)]
 #[non_exhaustive]
 pub enum Violation {
     /// A `PexRequest` sooner than the minimum interval after the previous

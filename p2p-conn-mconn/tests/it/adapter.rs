@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::testkit::{payload, tokio_secret_pair};
 use p2p_conn::Config;
+
+use crate::common::channel;
 use p2p_conn_mconn::{
     ChannelDescriptor, MConnCloseReason, MConnConfig, MConnError, MConnReceiver, MConnSendError,
     MConnSender, MConnection, Received, CLOSE_TIMEOUT, RECV_BUFFER_BYTES,
@@ -41,7 +43,7 @@ async fn fill_until_stalled(tx: &MConnSender, msg_len: usize, sent: &mut u64) {
         match tx.try_send(0x20, payload(msg_len, *sent)) {
             Ok(()) => *sent += 1,
             Err(MConnSendError::Refused(MConnError::SendQueueFull { .. })) => {
-                let queued = tx.channel_stats(0x20).unwrap().queued_bytes;
+                let queued = channel(&tx.stats(), 0x20).unwrap().queued_bytes;
                 if queued != last.0 {
                     last = (queued, Instant::now());
                 } else if last.1.elapsed() >= Duration::from_millis(300) {
@@ -70,7 +72,7 @@ async fn back_pressure_reaches_the_sender() {
     let mut waiting = None;
     for _attempt in 0..20 {
         fill_until_stalled(&tx, msg_len, &mut sent).await;
-        let stats = tx.channel_stats(0x20).unwrap();
+        let stats = channel(&tx.stats(), 0x20).unwrap();
         assert!(stats.queued_bytes + msg_len > cap, "{stats:?}");
         let task = {
             let tx = tx.clone();

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::msg_packet;
+use crate::common::{channel, msg_packet};
 
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
 use p2p_conn_mconn::testkit::{encode_packet, Packet};
@@ -62,19 +62,19 @@ fn messages_cross_on_every_channel() {
         assert_eq!(p.messages(Side::B, ch), want, "channel {ch:#x}");
     }
     let (a, b) = (&p.a, &p.b);
-    let s = a.channel_stats(0x20).unwrap();
+    let s = channel(&a.stats(), 0x20).unwrap();
     assert_eq!(
         (s.messages_sent, s.bytes_sent, s.packets_sent),
         (2, 5001, 6)
     );
     assert_eq!((s.queued_bytes, s.queued_messages), (0, 0));
-    let r = b.channel_stats(0x20).unwrap();
+    let r = channel(&b.stats(), 0x20).unwrap();
     assert_eq!(
         (r.messages_received, r.bytes_received, r.packets_received),
         (2, 5001, 6)
     );
     // 0xc0 takes a second varint byte: pieces of 1023.
-    assert_eq!(a.channel_stats(0xc0).unwrap().packets_sent, 3);
+    assert_eq!(channel(&a.stats(), 0xc0).unwrap().packets_sent, 3);
     assert_eq!(a.stats().bytes_out, wire.len() as u64);
     assert_eq!(b.stats().bytes_in, wire.len() as u64);
 }
@@ -125,17 +125,17 @@ fn priorities_share_by_recently_sent() {
         assert!((got as f64 - want).abs() <= 1.0, "{p20} {p30} {p00}");
     }
     // Decay: 0.8 every 2 s, truncated as Go's int64(float64 * 0.8).
-    let before = a.channel_stats(0x20).unwrap().recently_sent;
+    let before = channel(&a.stats(), 0x20).unwrap().recently_sent;
     assert_eq!(before, p20 as i64 * 1036);
     a.handle_timeout(t0 + Duration::from_secs(2)).unwrap();
     assert_eq!(
-        a.channel_stats(0x20).unwrap().recently_sent,
+        channel(&a.stats(), 0x20).unwrap().recently_sent,
         (before as f64 * 0.8) as i64
     );
     a.handle_timeout(t0 + Duration::from_secs(7)).unwrap();
     let twice = ((before as f64 * 0.8) as i64 as f64 * 0.8) as i64;
     let thrice = (twice as f64 * 0.8) as i64;
-    assert_eq!(a.channel_stats(0x20).unwrap().recently_sent, thrice);
+    assert_eq!(channel(&a.stats(), 0x20).unwrap().recently_sent, thrice);
 }
 
 #[test]
@@ -306,7 +306,7 @@ fn receive_cap_is_checked_before_appending() {
             capacity: 2500
         })
     );
-    assert!(a.channel_stats(7).unwrap().receiving <= 2500);
+    assert!(channel(&a.stats(), 7).unwrap().receiving <= 2500);
 }
 
 #[test]
@@ -322,7 +322,7 @@ fn a_message_that_never_ends_is_refused_at_the_cap_in_bounded_memory() {
             Ok((n, ev)) => {
                 assert_eq!((n, ev), (piece.len(), None));
                 fed += 1024;
-                assert!(a.channel_stats(0x30).unwrap().receiving <= cap);
+                assert!(channel(&a.stats(), 0x30).unwrap().receiving <= cap);
             }
             Err(e) => break e,
         }

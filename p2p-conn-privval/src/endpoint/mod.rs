@@ -95,7 +95,7 @@ pub const NODE_ACCEPT_TIMEOUT: Duration = Duration::from_secs(3);
 /// or `noise://PEER_ID@IP:PORT` (libp2p's Noise, CometBFT v0.40). A
 /// `tcp://` address may carry a node ID, `tcp://ID@HOST:PORT`, which the
 /// signer side then requires of the node ([`SignerEndpoint::expect_node`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Address {
     /// `tcp://HOST:PORT`: a secret connection.
@@ -183,7 +183,7 @@ impl fmt::Display for Address {
 }
 
 /// The requests a node sends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum RequestKind {
     /// `PubKeyRequest`.

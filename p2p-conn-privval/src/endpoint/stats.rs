@@ -80,7 +80,7 @@ impl StatsHandle {
 }
 
 /// One request kind's figures.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct KindStats {
     /// The kind.
@@ -98,7 +98,7 @@ pub struct KindStats {
 }
 
 /// A snapshot of an endpoint's stats.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct EndpointStats {
     /// Connections established (handshake done).

@@ -82,9 +82,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
-use p2p_conn::atomic_file::{
-    is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged,
-};
+use crate::atomic_file::{is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
@@ -139,7 +137,7 @@ pub enum StateFileError {
 }
 
 /// What is wrong with the content of a state file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StateFileProblem {
     /// Not UTF-8.
@@ -185,7 +183,7 @@ pub enum StateFileProblem {
 }
 
 /// A state file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub enum Format {
     /// CometBFT's `priv_validator_state.json`, as FilePV writes it.
@@ -197,7 +195,7 @@ pub enum Format {
 /// Why a state file's path is not the one name of the state file, or no
 /// longer leads to the file the signer last wrote (module docs: one state
 /// file, one name).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum StatePathProblem {
     /// The path is a symbolic link: a signer given the target's own path

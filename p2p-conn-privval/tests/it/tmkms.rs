@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use ed25519_dalek::Verifier;
-use p2p_conn::{Identity, NodeId};
+use p2p_conn::Identity;
 use p2p_conn_interop::process::scratch;
 use p2p_conn_interop::tmkms::{tmkms_binary, Home, ProtocolVersion, Settings, Tmkms};
 use p2p_conn_privval::endpoint::{Address, EndpointError, NodeEndpoint, RequestKind, SignerClient};
@@ -52,7 +52,8 @@ fn consensus_key() -> ed25519_dalek::VerifyingKey {
 /// SHA-256 of the public key, as for a node ID. tmkms refuses a vote whose
 /// address is not 20 bytes long.
 fn validator_address() -> Vec<u8> {
-    NodeId::from_public_key(consensus_key().as_bytes())
+    p2p_conn::PublicKey::from_bytes(*consensus_key().as_bytes())
+        .node_id()
         .as_bytes()
         .to_vec()
 }

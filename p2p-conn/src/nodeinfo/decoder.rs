@@ -6,6 +6,7 @@ use crate::delimited::{DelimitedReader, Feed, PrefixError};
 /// Sans-IO reader of one length-prefixed NodeInfo.
 ///
 /// ```
+/// use p2p_conn::delimited::Feed;
 /// use p2p_conn::nodeinfo::{Decoder, NodeInfo};
 /// use p2p_conn::Identity;
 ///
@@ -43,11 +44,15 @@ impl Decoder {
             reader: Some(DelimitedReader::new(limit.min(MAX_NODE_INFO_SIZE))),
         }
     }
+}
 
+impl Feed for Decoder {
+    type Item = NodeInfo;
+    type Error = NodeInfoError;
     /// Consumes what it needs of `input`: returns how many bytes it took and
     /// the NodeInfo once complete. Bytes after the message are never taken.
     /// After an error or a complete message, the decoder is spent.
-    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<NodeInfo>), NodeInfoError> {
+    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<NodeInfo>), NodeInfoError> {
         let Some(reader) = &mut self.reader else {
             return Err(NodeInfoError::Malformed(
                 "the decoder was fed after it finished".into(),
@@ -70,19 +75,8 @@ impl Decoder {
     }
 
     /// The error for an end of stream now (the message is incomplete).
-    pub fn eof(&self) -> NodeInfoError {
+    fn end_of_stream(&self) -> NodeInfoError {
         let (received, expected) = self.reader.as_ref().map_or((0, None), |r| r.progress());
         NodeInfoError::Truncated { received, expected }
-    }
-}
-
-impl Feed for Decoder {
-    type Item = NodeInfo;
-    type Error = NodeInfoError;
-    fn feed(&mut self, input: &[u8]) -> Result<(usize, Option<NodeInfo>), NodeInfoError> {
-        Decoder::feed(self, input)
-    }
-    fn end_of_stream(&self) -> NodeInfoError {
-        self.eof()
     }
 }

@@ -205,6 +205,7 @@ impl NodeInfo {
 mod tests {
     use super::rules::check_listen_addr;
     use super::*;
+    use crate::delimited::Feed;
 
     fn valid() -> NodeInfo {
         NodeInfo::new(NodeId::from_public_key(&[7; 32]), "chain-1")
@@ -265,7 +266,7 @@ mod tests {
         let wire = valid().encode_delimited().unwrap();
         let mut dec = Decoder::new();
         dec.feed(&wire[..10]).unwrap();
-        match dec.eof() {
+        match dec.end_of_stream() {
             NodeInfoError::Truncated {
                 received: 10,
                 expected: Some(n),

@@ -8,7 +8,7 @@ use super::{NodeInfo, MAX_CHANNELS};
 use crate::NodeId;
 
 /// A CometBFT rule a NodeInfo can break.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Rule {
     /// `Validate`: the ID is 40 hex digits (CometBFT checks it as part of the
@@ -67,7 +67,7 @@ impl fmt::Display for Rule {
 }
 
 /// One broken rule, with what was wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
     /// The rule.
     pub rule: Rule,

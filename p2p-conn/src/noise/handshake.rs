@@ -15,7 +15,7 @@ const PATTERN: &str = "Noise_XX_25519_ChaChaPoly_SHA256";
 
 /// Which side of the handshake we are: the dialer initiates (in
 /// `noise://` privval, the signer), the listener responds (the node).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Role {
     /// Sends the first message.
     Initiator,

@@ -5,7 +5,7 @@
 ///
 /// Every variant is fatal for the connection it came from: drop the
 /// connection; a new TCP connection and handshake is the only recovery.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
     /// The peer's first (plaintext) message is not `0x22 0x0a 0x20 || 32 bytes`.

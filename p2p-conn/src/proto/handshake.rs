@@ -62,7 +62,7 @@ pub(crate) fn eph_message(key: &[u8; 32]) -> [u8; EPH_MSG_LEN] {
 
 /// Parameters of the handshake that both peers must agree on (frame size) or
 /// that are local choices (AEAD backend).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct HandshakeParams {
     /// Frame data size; [`FrameSize::STANDARD`] (1024) is the CometBFT wire.
     pub frame_size: FrameSize,
@@ -80,7 +80,7 @@ impl Default for HandshakeParams {
 }
 
 /// Which message the handshake is waiting for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stage {
     /// The peer's plaintext ephemeral key.
     EphemeralKey,

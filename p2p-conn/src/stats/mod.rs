@@ -66,7 +66,7 @@ pub(crate) use recorder::{now, RecvRecorder, SendRecorder, Stamp, Transfer};
 pub const ENABLED: bool = cfg!(feature = "stats");
 
 /// Send-side counters of one connection (or write half).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct SendStats {
     /// Seal steps: one per message written, or per batch of queued messages.
@@ -93,7 +93,7 @@ pub struct SendStats {
 }
 
 /// Receive-side counters of one connection (or read half).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct RecvStats {
     /// Open steps: one per batch of whole frames a read brought in.
@@ -119,7 +119,7 @@ pub struct RecvStats {
 
 /// A snapshot of one connection's counters. A half reports its own side;
 /// the other side is all zeros.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct ConnStats {
     /// The send side.
@@ -297,7 +297,7 @@ impl fmt::Display for ConnStats {
 }
 
 /// Counters of a send queue (`io::queue::Sender::stats`, feature `queue`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct QueueStats {
     /// Message bytes queued and not yet sealed (large messages included).

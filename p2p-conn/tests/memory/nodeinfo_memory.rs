@@ -4,6 +4,7 @@
 //! never more than the limit, and nothing for a length above it.
 
 use crate::common::alloc::live_here as live;
+use p2p_conn::delimited::Feed;
 use p2p_conn::nodeinfo::{Decoder, NodeInfoError, MAX_NODE_INFO_SIZE};
 
 #[test]

@@ -14,17 +14,17 @@ use crate::Error;
 /// working set), below 64 KiB the writer starves.
 pub const DEFAULT_MAX_PENDING_BYTES: usize = 1 << 20;
 /// Largest accepted [`QueueConfig::max_pending_bytes`] (1 GiB).
-pub const MAX_PENDING_BYTES_LIMIT: usize = 1 << 30;
+pub(crate) const MAX_PENDING_BYTES_LIMIT: usize = 1 << 30;
 /// Default bound on a send queue's graceful shutdown (250 ms).
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_millis(250);
 /// Default most messages one batch of a send queue takes.
 pub const DEFAULT_MAX_BATCH_MESSAGES: usize = 1024;
-/// Largest accepted [`QueueConfig::max_batch_messages`].
-pub const MAX_BATCH_MESSAGES_LIMIT: usize = 65536;
+/// Largest accepted [`QueueConfig::max_batch_messages`] (65,536).
+pub(crate) const MAX_BATCH_MESSAGES_LIMIT: usize = 65536;
 
 /// What a send queue does when a message would take its pending bytes past
 /// [`QueueConfig::max_pending_bytes`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Overflow {
     /// `send` waits until the writer has sealed enough to make room.
@@ -40,21 +40,19 @@ pub enum Overflow {
 
 /// Settings of one send queue. `#[non_exhaustive]`: build it from
 /// [`QueueConfig::default()`] with the setters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QueueConfig {
     /// Most message bytes queued and not yet sealed. A message (or bundle)
     /// at or above the cap is counted apart, one at a time, so it never
-    /// trips the cap by itself. 1 to [`MAX_PENDING_BYTES_LIMIT`]; default
-    /// 1 MiB.
+    /// trips the cap by itself. 1 to 1 GiB; default 1 MiB.
     pub max_pending_bytes: usize,
     /// What happens when `max_pending_bytes` would be exceeded.
     pub overflow: Overflow,
     /// How long `shutdown` lets the writer drain what is queued before it
     /// sends the FIN anyway. Default 250 ms; must be positive.
     pub shutdown_timeout: Duration,
-    /// Most messages sealed into one write. 1 to
-    /// [`MAX_BATCH_MESSAGES_LIMIT`]; default 1024.
+    /// Most messages sealed into one write. 1 to 65,536; default 1024.
     pub max_batch_messages: usize,
     /// Under [`Overflow::Backpressure`], whether a producer waiting for room
     /// is this queue's normal pace: one producer that is expected to

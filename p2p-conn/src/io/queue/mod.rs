@@ -104,7 +104,7 @@ use std::sync::Mutex;
 pub use bytes::Bytes;
 pub use config::{
     Overflow, QueueConfig, DEFAULT_MAX_BATCH_MESSAGES, DEFAULT_MAX_PENDING_BYTES,
-    DEFAULT_SHUTDOWN_TIMEOUT, MAX_BATCH_MESSAGES_LIMIT, MAX_PENDING_BYTES_LIMIT,
+    DEFAULT_SHUTDOWN_TIMEOUT,
 };
 pub use error::{CloseReason, SendError};
 pub use sender::Sender;

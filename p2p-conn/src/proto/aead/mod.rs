@@ -164,7 +164,7 @@ impl Backend {
 }
 
 /// Why a name is not a [`Backend`] of this build.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseBackendError {
     /// No backend has this name.

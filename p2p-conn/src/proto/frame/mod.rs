@@ -41,7 +41,7 @@ use super::wire::{
 /// [`crate::Config::validate`] or [`FrameSize::new`]): every [`Sealer`],
 /// [`Opener`] and [`super::Handshake`] takes this type, so none of them
 /// validates again and none can be built with an unchecked size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct FrameSize(usize);
 
 impl FrameSize {
