@@ -59,11 +59,17 @@ fn needs_of(needs: &[&needs::Need]) -> String {
 
 /// What `ci` runs of the stage in the background, and from when.
 fn in_background(s: &crate::stages::Stage) -> Option<String> {
-    let bg = s.background.as_ref()?;
-    let when = bg
-        .after
-        .map_or("from the start".to_string(), |a| format!("once {a} passed"));
-    Some(format!("{} in the background {when}", bg.what))
+    let each: Vec<String> = s
+        .background
+        .iter()
+        .map(|bg| {
+            let when = bg
+                .after
+                .map_or("from the start".to_string(), |a| format!("once {a} passed"));
+            format!("{} in the background {when}", bg.what)
+        })
+        .collect();
+    (!each.is_empty()).then(|| each.join("; then "))
 }
 
 #[cfg(test)]

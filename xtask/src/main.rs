@@ -23,7 +23,8 @@
 //! [`early::Jobs`]): from the start, the whole `go` stage, the fuzz
 //! targets' build (`p2p-conn-fuzz/run.sh --build-only`) and the tests'
 //! tmkms (`interop/src/tmkms_install.rs`); once `test-lean` has built the
-//! library's tests, `memcheck`'s valgrind run. Each stage waits for its
+//! library's tests, `memcheck`'s valgrind run; once `go` has passed, the
+//! fuzz smoke run, beside `test`. Each stage waits for its
 //! part at its turn; a check that fails in the background stops the run
 //! at the end of the stage then running.
 //!
@@ -96,7 +97,7 @@ fn main() -> ExitCode {
     let start_background = |after: Option<&str>| {
         let running = STAGES.iter().filter(|s| ci && names.contains(&s.name));
         for stage in running {
-            if let Some(bg) = stage.background.as_ref().filter(|bg| bg.after == after) {
+            for bg in stage.background.iter().filter(|bg| bg.after == after) {
                 (bg.start)(&ctx);
             }
         }

@@ -257,9 +257,31 @@ pub fn start_fuzz_build(ctx: &Ctx) {
         .start("fuzz-build", Kind::Prepares, run, &args, &[]);
 }
 
+/// `ci`: the smoke run itself, in the background from the `test` stage on
+/// (run.sh first takes the fuzz build's lock, so it starts once the early
+/// build is done, and finds nothing to rebuild).
+pub fn start_fuzz_smoke(ctx: &Ctx) {
+    let run = Path::new("p2p-conn-fuzz/run.sh");
+    ctx.early
+        .start("fuzz-smoke", Kind::Checks, run, &[fuzz_seconds()], &[]);
+}
+
+fn fuzz_seconds() -> String {
+    std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "10".into())
+}
+
 pub fn fuzz_smoke(ctx: &Ctx) -> Result<(), String> {
-    let seconds = std::env::var("FUZZ_SECONDS").unwrap_or_else(|_| "10".into());
     // Under `ci`, the build ran early; run.sh then finds it done.
     ctx.finish_early("fuzz-build");
-    ctx.run("p2p-conn-fuzz/run.sh", &[&seconds], &[])
+    // Under `ci`, the smoke run started beside `test`.
+    if let Some(outcome) = ctx.background("fuzz-smoke") {
+        // Each target's line (its runs), as the foreground run prints it.
+        let log = ctx.root.join("target/ci-logs/fuzz-smoke.log");
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with("== fuzz ")) {
+            println!("{line}");
+        }
+        return outcome;
+    }
+    ctx.run("p2p-conn-fuzz/run.sh", &[&fuzz_seconds()], &[])
 }
