@@ -188,6 +188,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
             };
             book.restore(Entry {
                 addr,
+                source: None,
                 standing: if e.good {
                     Standing::Good
                 } else {
