@@ -17,15 +17,14 @@
 //!   A full book makes room by dropping a [`Standing::Bad`] entry, else the
 //!   new entry that failed most; it never drops a [`Standing::Good`] entry
 //!   for a new one, and refuses the new one instead.
-//! - **One source cannot fill the book** ([`Book::add_from`]): a source (the
-//!   node whose answer reported the address) may have at most
+//! - **One source cannot fill the book** ([`Book::add_from`]): a source
+//!   (the node whose answer reported the address) may have at most
 //!   [`BookConfig::with_max_new_per_source`] untested entries in the book
 //!   at once (250 by default, the most one CometBFT answer holds), and all
-//!   sources in one address group (IPv4 /16, IPv6 /32) together four
-//!   times that; past it, its further addresses are
-//!   refused ([`Added::SourceFull`]). Testing frees the room: an entry that
-//!   turns good or bad no longer counts. A source that lies therefore adds
-//!   at most that many addresses per visit, however many it sends.
+//!   sources in one address group (IPv4 /16, IPv6 /32) together four times
+//!   that; past it, its further addresses are refused
+//!   ([`Added::SourceFull`]). Testing frees the room: an entry that turns
+//!   good or bad no longer counts.
 //! - **Checking** ([`Book::due`], [`Book::tried`], [`Book::next_retry`]):
 //!   an entry never tried is due at once. An untested entry that failed is
 //!   retried soon, [`BookConfig::with_retry_after`] after its first
@@ -45,22 +44,35 @@
 //! - **Answering** ([`Book::selection`]): what a seed sends a peer: good
 //!   entries (shuffled, those reached on their last try first), as many as
 //!   CometBFT's `GetSelection` sends for a book this size ([`answer_len`]);
-//!   if fewer good ones exist, at most one untested entry for every four
-//!   good ones sent (so at least 80 % of an answer
-//!   was reached by the book), taken in turns by source; none that failed,
-//!   never bad ones and never the asking peer's own, cut to what one
-//!   `PexAddrs` carries ([`fit_answer`]). A book that has reached nobody
-//!   yet answers with nothing.
+//!   only if fewer good ones exist, at most one untested entry for every
+//!   four good ones sent, taken in turns by source; never one that failed,
+//!   never a bad one, never the asking peer's own; cut to what one
+//!   `PexAddrs` carries ([`fit_answer`]).
+//!
+//! # Guarantees
+//! - At most [`BookConfig::with_max_size`] entries, and one count per
+//!   source and per address group that has untested entries.
+//! - Whatever one source reports, at most its cap of its addresses sit
+//!   untested in the book at any time, and at most four times that for its
+//!   address group.
+//! - At least 80 % of every answer are entries the book has reached (good
+//!   ones); a book that has reached nobody answers with nothing.
+//! - An untested entry that never answers turns bad at its
+//!   [`BookConfig::with_max_failures`]th try, each retry due as soon as its
+//!   wait is over: with the defaults, 30 s after its first try (10 s, then
+//!   20 s); it is dropped at the next [`Book::evict_bad`].
 //!
 //! # Not provided
 //! CometBFT's bucket structure (new and old tables keyed by source group):
-//! this book bounds what one source adds by its count of untested entries,
-//! and hands out what it has reached itself. Addresses given without a
-//! source ([`Book::add`]: the operator's, a node's own listen address)
-//! count against no source. A source with many node IDs in many address
-//! groups is bounded only by the book's size; what a refused address would
-//! have been is not kept (the source is asked again at its next recheck).
-//! Persistence is the caller's ([`Book::entries`], [`Book::restore`]).
+//! this book bounds what one source adds by its count of untested
+//! entries, and hands out what it has reached itself. Addresses given
+//! without a source ([`Book::add`]: the operator's, a node's own listen
+//! address) count against no source. A liar with node IDs in many address
+//! groups is bounded only by the book's size. A refused address is not
+//! kept for later (the source is asked again at its next recheck). The
+//! book does not pace the tries: it says what is due, and the caller
+//! decides how many at once. Persistence is the caller's
+//! ([`Book::entries`], [`Book::restore`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
