@@ -19,18 +19,34 @@
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
 //! - Rounds: every `--recrawl-every` seconds, the entries due are tried
-//!   (`--concurrency` at once); a node reached with its ID is good, and
-//!   the addresses it reports enter the book; 3 failures in a row make an
-//!   entry bad, and bad entries are dropped; the book is saved after each
-//!   round (written beside, renamed into place).
+//!   (`--concurrency` at once), and the entries learned meanwhile in the
+//!   same round; a node reached with its ID is good, and the addresses it
+//!   reports enter the book with it as their source, at most
+//!   `--max-new-per-source` of them untested at once ([`Book::add_from`]);
+//!   the book is saved after each round (written beside, renamed into
+//!   place).
+//! - Untested entries are judged fast: one that failed is tried again
+//!   `--retry-after` seconds later (10), then twice that, without waiting
+//!   for a round ([`Book::next_retry`]); 3 failures in a row make an entry
+//!   bad, and bad entries are dropped. A dialed port that is closed fails
+//!   at once, so a flood of dead addresses is gone within about 30 s of
+//!   its first try. A failed try ends before the seed's `PexRequest` (the
+//!   node was not reached, or is another node or on another network), so
+//!   the retries ask no node for addresses: each node is asked at most
+//!   once per recheck interval.
+//! - A visitor gets the good entries first, and at most one untested one
+//!   for every four good ones ([`Book::selection`]).
 //! - `--metrics ADDR`: Prometheus text (GET /metrics).
 //!
 //! # Not provided
 //! - No consensus, mempool or blocks: only the PEX channel is listed.
 //! - No persistent peers, no outbound PEX of its own beyond the rounds.
-//! - CometBFT's bucket structure (see [`p2p_conn_mconn::pex::book`]).
+//! - CometBFT's bucket structure, and what else the book does not do (see
+//!   [`p2p_conn_mconn::pex::book`]); entries' sources are not saved in the
+//!   book file, so after a restart the untested entries loaded count
+//!   against no source.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,10 +56,10 @@ use std::time::{Duration, Instant, SystemTime};
 use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo};
 use p2p_conn::{keyfile, Config, Identity, NodeId};
-use p2p_conn_mconn::pex::book::{Book, BookConfig, Entry, Standing};
+use p2p_conn_mconn::pex::book::{Added, Book, BookConfig, Entry, Standing};
 use p2p_conn_mconn::pex::{
-    AddrPolicy, Direction, NetAddress, PexMessage, RequestVerdict, Requests, RequestsConfig,
-    MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL,
+    AddrPolicy, Direction, NetAddress, PeerAddr, PexMessage, RequestVerdict, Requests,
+    RequestsConfig, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL,
 };
 use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,7 +68,7 @@ use crate::addrbook::{self, BookEntry};
 use crate::conn;
 use crate::error::CliError;
 use crate::visit::probe;
-use crate::visit::report::{Status, Target};
+use crate::visit::report::{Report, Status, Target};
 
 /// The moniker the seed announces.
 pub const SEED_MONIKER: &str = "p2p-conn-seed";
@@ -96,6 +112,15 @@ pub struct SeedArgs {
     /// Seconds before an entry is tried again
     #[arg(long, default_value_t = 600.0)]
     recheck_after: f64,
+    /// Seconds before an untested entry that failed is tried again,
+    /// doubled after each further failure (3 in a row make it bad)
+    #[arg(long, default_value_t = 10.0)]
+    retry_after: f64,
+    /// Most untested addresses one node's answers may have in the book at
+    /// once (all nodes of one address group, IPv4 /16 or IPv6 /32: 4
+    /// times that)
+    #[arg(long, default_value_t = 250)]
+    max_new_per_source: usize,
     /// Most nodes tried at once in a round
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -131,6 +156,7 @@ struct Counters {
     tries: AtomicU64,
     reached: AtomicU64,
     evicted: AtomicU64,
+    source_capped: AtomicU64,
     rounds: AtomicU64,
 }
 
@@ -151,11 +177,15 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
     let identity = keyfile::load(&args.key)?;
     let every = conn::seconds("--recrawl-every", args.recrawl_every)?;
     let recheck = conn::seconds("--recheck-after", args.recheck_after)?;
+    let retry = conn::seconds("--retry-after", args.retry_after)?;
     let timeout = conn::seconds("--timeout", args.timeout)?;
     if args.concurrency == 0 || args.max_inbound == 0 || args.max_per_ip == 0 {
         return Err(CliError::usage(
             "--concurrency, --max-inbound and --max-per-ip must be at least 1",
         ));
+    }
+    if args.max_new_per_source == 0 {
+        return Err(CliError::usage("--max-new-per-source must be at least 1"));
     }
     let policy = if args.allow_unroutable {
         AddrPolicy::AcceptUnroutable
@@ -165,7 +195,9 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
     let mut book = Book::new(
         BookConfig::default()
             .with_max_size(args.book_size)
-            .with_recheck_after(recheck),
+            .with_recheck_after(recheck)
+            .with_retry_after(retry)
+            .with_max_new_per_source(args.max_new_per_source),
     );
     let mut key_hex = addrbook::new_key();
     if args.book.exists() {
@@ -188,6 +220,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
             };
             book.restore(Entry {
                 addr,
+                source: None,
                 standing: if e.good {
                     Standing::Good
                 } else {
@@ -435,6 +468,12 @@ impl Seed {
             get(&c.evicted),
         );
         put(
+            "source_cap_refused_total",
+            "counter",
+            "Reported addresses not taken: their source had its cap of untested entries.",
+            get(&c.source_capped),
+        );
+        put(
             "rounds_total",
             "counter",
             "Re-crawl rounds.",
@@ -591,8 +630,11 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
     answered
 }
 
-/// Re-crawl rounds: the entries due, tried `concurrency` at once; the book
-/// judged, grown, pruned and saved after each round.
+/// The book's upkeep. A round every `every`: the entries due are tried
+/// (`concurrency` at once), then bad entries are dropped and the book is
+/// saved. Between rounds, as soon as an untested entry falls due for a
+/// retry ([`Book::next_retry`]), the entries due are tried the same way,
+/// without a save.
 async fn rounds(
     seed: Arc<Seed>,
     every: Duration,
@@ -600,73 +642,121 @@ async fn rounds(
     concurrency: usize,
     path: PathBuf,
 ) {
-    let mut tick = tokio::time::interval(every);
+    let mut next_round = tokio::time::Instant::now();
+    let mut dropped = 0;
     loop {
-        tick.tick().await;
-        let due = seed
+        let retry = seed
             .book
             .lock()
             .expect("book")
-            .due(Instant::now(), usize::MAX);
-        let mut queue = due.into_iter();
-        let mut tasks = tokio::task::JoinSet::new();
-        loop {
-            while tasks.len() < concurrency {
-                let Some(pa) = queue.next() else {
-                    break;
-                };
-                let s = Arc::clone(&seed);
-                tasks.spawn(async move {
-                    let target = Target {
-                        addr: pa.socket_addr().to_string(),
-                        id: Some(pa.id()),
-                        depth: 0,
-                    };
-                    let network = s.network.clone();
-                    let opts = probe::ProbeOptions::new(timeout);
-                    let visit = probe::probe(&target, &s.identity, &opts, |id, info| {
-                        probe::expected(pa.id(), Some(&network), true, id, info)
-                    });
-                    let limit = 2 * timeout + Duration::from_secs(3);
-                    let report = tokio::time::timeout(limit, visit).await.ok();
-                    (pa, report)
-                });
-            }
-            let Some(Ok((pa, report))) = tasks.join_next().await else {
-                break;
-            };
-            seed.counters.tries.fetch_add(1, Ordering::Relaxed);
-            let now = Instant::now();
-            // Reached: the node proved the ID and is on the network.
-            let reached = report.as_ref().is_some_and(|r| {
-                r.node_id == Some(pa.id())
-                    && r.status.reachable()
-                    && !matches!(r.status, Status::OtherNetwork | Status::IdMismatch { .. })
-            });
-            if reached {
-                seed.counters.reached.fetch_add(1, Ordering::Relaxed);
-            }
-            let mut book = seed.book.lock().expect("book");
-            book.tried(&pa.id(), reached, now);
-            if let Some(r) = report.filter(|r| r.status == Status::Ok) {
-                for a in r.addrs.iter().flatten() {
-                    if let Ok(p) = a.validate(seed.policy) {
-                        book.add(p);
-                    }
-                }
-            }
-        }
+            .next_retry(Instant::now())
+            .map(tokio::time::Instant::from_std);
+        tokio::time::sleep_until(retry.map_or(next_round, |r| r.min(next_round))).await;
+        let round = tokio::time::Instant::now() >= next_round;
+        try_due(&seed, timeout, concurrency).await;
         let evicted = seed.book.lock().expect("book").evict_bad();
         seed.counters
             .evicted
             .fetch_add(evicted as u64, Ordering::Relaxed);
+        dropped += evicted;
+        if !round {
+            continue;
+        }
+        next_round = (next_round + every).max(tokio::time::Instant::now());
         seed.counters.rounds.fetch_add(1, Ordering::Relaxed);
         seed.save(&path);
         let (new, good, bad) = seed.book.lock().expect("book").counts();
         eprintln!(
-            "{} round: book {good} good, {new} new, {bad} bad ({evicted} dropped); answered {} requests so far",
+            "{} round: book {good} good, {new} new, {bad} bad ({dropped} dropped); answered {} requests so far",
             crate::wall_clock::now(),
             seed.counters.answered.load(Ordering::Relaxed)
         );
+        dropped = 0;
     }
+}
+
+/// Tries the entries due, `concurrency` at once, and those that fall due
+/// meanwhile (learned from the answers), each at most once, until none is
+/// due and none is out; each outcome goes into the book as it comes.
+async fn try_due(seed: &Arc<Seed>, timeout: Duration, concurrency: usize) {
+    let mut out: HashMap<tokio::task::Id, PeerAddr> = HashMap::new();
+    let mut done: HashSet<NodeId> = HashSet::new();
+    let mut queue: VecDeque<PeerAddr> = VecDeque::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        if queue.is_empty() {
+            let due = seed
+                .book
+                .lock()
+                .expect("book")
+                .due(Instant::now(), usize::MAX);
+            queue.extend(due.into_iter().filter(|a| !done.contains(&a.id())));
+        }
+        while tasks.len() < concurrency {
+            let Some(pa) = queue.pop_front() else {
+                break;
+            };
+            if !done.insert(pa.id()) {
+                continue;
+            }
+            let task = tasks.spawn(visit(Arc::clone(seed), pa, timeout));
+            out.insert(task.id(), pa);
+        }
+        let Some(ended) = tasks.join_next_with_id().await else {
+            break;
+        };
+        // A visit that panicked counts as a failed try.
+        let (id, report) = match ended {
+            Ok((id, report)) => (id, report),
+            Err(e) => (e.id(), None),
+        };
+        if let Some(pa) = out.remove(&id) {
+            judge(seed, pa, report);
+        }
+    }
+}
+
+/// One visit of a book entry, bounded; `None` when it overran.
+async fn visit(seed: Arc<Seed>, pa: PeerAddr, timeout: Duration) -> Option<Report> {
+    let target = Target {
+        addr: pa.socket_addr().to_string(),
+        id: Some(pa.id()),
+        depth: 0,
+    };
+    let opts = probe::ProbeOptions::new(timeout);
+    let visit = probe::probe(&target, &seed.identity, &opts, |id, info| {
+        probe::expected(pa.id(), Some(&seed.network), true, id, info)
+    });
+    let limit = 2 * timeout + Duration::from_secs(3);
+    tokio::time::timeout(limit, visit).await.ok()
+}
+
+/// A visit's outcome into the book: reached or failed, and the addresses
+/// the node reported, learned from it as their source.
+fn judge(seed: &Seed, pa: PeerAddr, report: Option<Report>) {
+    seed.counters.tries.fetch_add(1, Ordering::Relaxed);
+    // Reached: the node proved the ID and is on the network.
+    let reached = report.as_ref().is_some_and(|r| {
+        r.node_id == Some(pa.id())
+            && r.status.reachable()
+            && !matches!(r.status, Status::OtherNetwork | Status::IdMismatch { .. })
+    });
+    if reached {
+        seed.counters.reached.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut book = seed.book.lock().expect("book");
+    book.tried(&pa.id(), reached, Instant::now());
+    let mut capped = 0;
+    if let Some(r) = report.filter(|r| r.status == Status::Ok) {
+        for a in r.addrs.iter().flatten() {
+            if let Ok(p) = a.validate(seed.policy) {
+                if book.add_from(p, &pa) == Added::SourceFull {
+                    capped += 1;
+                }
+            }
+        }
+    }
+    seed.counters
+        .source_capped
+        .fetch_add(capped, Ordering::Relaxed);
 }

@@ -1,6 +1,7 @@
 //! What the CLI's tests share with the library's: child processes
 //! ([`process`]), CometBFT's Go peer ([`go_peer`]) and real nodes
-//! ([`cometbft_node`]), scripted peers ([`scripted`]) and byte-stream checks,
+//! ([`cometbft_node`]), scripted peers ([`scripted`]), fake PEX peers
+//! ([`pex_peers`]) and byte-stream checks,
 //! all from the `p2p-conn-interop` workspace crate, and the library's
 //! deterministic payloads.
 #![allow(dead_code, unused_imports)]
@@ -8,6 +9,8 @@
 pub use p2p_conn::testkit::payload;
 pub use p2p_conn_interop::compare::{check_bytes, check_bytes_at};
 pub use p2p_conn_interop::{cometbft_node, go_peer, process, scripted};
+
+pub mod pex_peers;
 
 /// A node key of our own for a test, made by `p2p-conn keygen --out` in
 /// the test's scratch folder.

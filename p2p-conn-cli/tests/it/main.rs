@@ -23,6 +23,7 @@ mod mconn_cli;
 mod nodeinfo_cometbft_go;
 mod probe;
 mod seed;
+mod seed_book;
 mod signer_cometbft_node;
 
 /// Three tests at a time unless `RUST_TEST_THREADS` (or `--test-threads`)

@@ -432,8 +432,9 @@ fn the_seed_keeps_serving_past_hostile_peers() {
     kill(Pid::from_raw(seed.id() as i32), Signal::SIGTERM).unwrap();
     seed.finish(Instant::now() + Duration::from_secs(20))
         .assert_ok("the seed, stopped by SIGTERM");
-    // None of the flood is in the saved book.
+    // None of the flood is in the saved book (at most the one entry the
+    // seed knows, unless its failed tries have already dropped it).
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&book).unwrap()).unwrap();
-    assert_eq!(v["addrs"].as_array().unwrap().len(), 1, "{v:#}");
+    assert!(v["addrs"].as_array().unwrap().len() <= 1, "{v:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
