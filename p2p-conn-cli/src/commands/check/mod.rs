@@ -104,11 +104,15 @@ pub fn judge(entry: &Entry, report: Option<&Report>, network: Option<&str>) -> V
     match &r.status {
         Status::Refused(d) => p.push(format!("unreachable: connect failed: {d}")),
         // Their details are the connect's and the handshake's own errors,
-        // which name the stage (`connect failed: ...`, `handshake
-        // failed: ...`, `authentication failed: ...`).
-        Status::ConnectFailed(d) | Status::HandshakeFailed(d) => {
-            p.push(format!("unreachable: {d}"))
-        }
+        // most of which name the stage already (`connect failed: ...`,
+        // `handshake failed: ...`, `authentication failed: ...`); the
+        // others (`I/O error: the peer reset ...`) get it in front.
+        Status::ConnectFailed(d) => p.push(staged("connect failed", &["connect failed"], d)),
+        Status::HandshakeFailed(d) => p.push(staged(
+            "handshake failed",
+            &["handshake failed", "authentication failed"],
+            d,
+        )),
         Status::Timeout if r.node_id.is_none() => p.push("unreachable: timeout".into()),
         Status::Timeout => p.push("timeout after the handshake".into()),
         Status::NodeInfoRefused(d) => p.push(format!("NodeInfo refused: {d}")),
@@ -139,6 +143,16 @@ pub fn judge(entry: &Entry, report: Option<&Report>, network: Option<&str>) -> V
         }
     }
     p
+}
+
+/// `unreachable: DETAIL`, with `stage` in front of a detail that does not
+/// start with one of `named` already.
+fn staged(stage: &str, named: &[&str], detail: &str) -> String {
+    if named.iter().any(|n| detail.starts_with(n)) {
+        format!("unreachable: {detail}")
+    } else {
+        format!("unreachable: {stage}: {detail}")
+    }
 }
 
 /// Why an entry cannot be dialed as written, if it cannot.
@@ -476,5 +490,25 @@ mod tests {
             judge(&peer, Some(&refused), None),
             vec!["unreachable: connect failed: connection refused"]
         );
+        // Each stage named once, in front.
+        for (status, want) in [
+            (
+                Status::HandshakeFailed("handshake failed: malformed".into()),
+                "unreachable: handshake failed: malformed",
+            ),
+            (
+                Status::HandshakeFailed("I/O error: the peer reset the connection".into()),
+                "unreachable: handshake failed: I/O error: the peer reset the connection",
+            ),
+            (
+                Status::ConnectFailed("connect failed: no TCP connection to x:1: no".into()),
+                "unreachable: connect failed: no TCP connection to x:1: no",
+            ),
+        ] {
+            assert_eq!(
+                judge(&peer, Some(&Report::failed(status)), None),
+                vec![want]
+            );
+        }
     }
 }
