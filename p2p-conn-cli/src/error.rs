@@ -30,20 +30,23 @@ pub enum CliError {
     /// [`describe`]).
     #[error("{}", describe(.0))]
     Connection(Error),
-    /// `listen`'s accept, or setting up the accepted or dialed socket.
-    #[error("I/O error: {0}")]
+    /// `listen`'s accept, or setting up the accepted or dialed socket
+    /// (the stage `connect`).
+    #[error("connect failed: {0}")]
     Socket(std::io::Error),
     /// `listen --nodeinfo`, `dial --nodeinfo`, `probe`: the NodeInfo step.
     #[error(transparent)]
     NodeInfo(#[from] NodeInfoFailure),
-    /// The TCP connect of a dialing command failed.
-    #[error("I/O error: could not connect to {host}: {source}")]
+    /// The TCP connect of a dialing command failed (the stage `connect`,
+    /// as the exit-code table names it).
+    #[error("connect failed: no TCP connection to {host}: {source}")]
     Connect {
         host: String,
         source: std::io::Error,
     },
-    /// The TCP connect of a dialing command did not finish in time.
-    #[error("timeout: could not connect to {host} within {limit:?}")]
+    /// The TCP connect of a dialing command did not finish in time (the
+    /// stage `connect`: the stage `timeout` is the handshake's).
+    #[error("connect failed: no TCP connection to {host} within {limit:?}")]
     ConnectTimeout { host: String, limit: Duration },
     /// `listen` could not bind its address.
     #[error("I/O error: cannot listen on {addr}: {source}")]

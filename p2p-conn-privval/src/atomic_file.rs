@@ -17,7 +17,9 @@
 //! - A [`Staged`] file dropped without being put removes its temporary
 //!   name; a crash can leave one, named as [`is_temp_name_of`] says.
 //! - `Ok` from [`Staged::rename_over`] or [`Staged::link_new`] means the
-//!   file and its directory entry were synced.
+//!   file and its directory entry were synced. A rename whose directory
+//!   sync failed says so ([`PutError::NotSynced`], with the new file's
+//!   identity): the caller must count the new file as possibly on disk.
 //!
 //! # Not provided
 //! - Locking, and any check of what the name led to before: the caller's.
@@ -68,6 +70,8 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 /// Sync `dir`, so a name just linked or renamed into it survives a crash
 /// (Unix; elsewhere nothing to do).
 pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(test)]
+    faults::DIR_SYNC.take_one()?;
     #[cfg(unix)]
     std::fs::File::open(dir)?.sync_all()?;
     #[cfg(not(unix))]
@@ -111,11 +115,16 @@ impl Staged {
     }
 
     /// Rename it over `path`, then sync the directory: the file's identity
-    /// at `path`.
-    pub(crate) fn rename_over(mut self, path: &Path) -> std::io::Result<FileId> {
-        std::fs::rename(&self.temp, path)?;
+    /// at `path`. A failed sync after the rename is
+    /// [`PutError::NotSynced`]: the new file is at `path`, but after a
+    /// crash `path` may lead to it or to the file it replaced.
+    pub(crate) fn rename_over(mut self, path: &Path) -> Result<FileId, PutError> {
+        std::fs::rename(&self.temp, path).map_err(PutError::NotPut)?;
         self.put = true;
-        sync_dir(&self.dir)?;
+        sync_dir(&self.dir).map_err(|source| PutError::NotSynced {
+            id: self.id,
+            source,
+        })?;
         Ok(self.id)
     }
 
@@ -128,6 +137,16 @@ impl Staged {
         sync_dir(&self.dir)?;
         Ok(self.id)
     }
+}
+
+/// How [`Staged::rename_over`] failed.
+#[derive(Debug)]
+pub(crate) enum PutError {
+    /// The rename failed: nothing changed at the path.
+    NotPut(std::io::Error),
+    /// The rename took place (the path leads to the new file, `id`), but
+    /// the directory could not be synced.
+    NotSynced { id: FileId, source: std::io::Error },
 }
 
 impl Drop for Staged {
@@ -210,4 +229,43 @@ pub(crate) fn read_bounded(path: &Path, max: usize, buf: &mut Vec<u8>) -> std::i
         .take(max as u64 + 1)
         .read_to_end(buf)?;
     Ok(buf.len() <= max)
+}
+
+/// Disk faults injected by this crate's unit tests: each hook fails its
+/// next `n` calls on this thread with `EIO`.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::cell::Cell;
+
+    /// One kind of call that can be made to fail.
+    pub(crate) struct Hook(std::thread::LocalKey<Cell<u32>>);
+
+    thread_local! {
+        static DIR_SYNC_LEFT: Cell<u32> = const { Cell::new(0) };
+        static DATA_SYNC_LEFT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The directory `fsync` after a rename or link ([`super::sync_dir`]).
+    pub(crate) static DIR_SYNC: Hook = Hook(DIR_SYNC_LEFT);
+    /// The slot file's `fdatasync`.
+    pub(crate) static DATA_SYNC: Hook = Hook(DATA_SYNC_LEFT);
+
+    impl Hook {
+        /// Fail the next `n` calls on this thread.
+        pub(crate) fn fail_next(&'static self, n: u32) {
+            self.0.with(|c| c.set(n));
+        }
+
+        /// `Err(EIO)` if a failure is due, counting it.
+        pub(crate) fn take_one(&'static self) -> std::io::Result<()> {
+            self.0.with(|c| match c.get() {
+                0 => Ok(()),
+                n => {
+                    c.set(n - 1);
+                    // EIO on Linux and the BSDs.
+                    Err(std::io::Error::from_raw_os_error(5))
+                }
+            })
+        }
+    }
 }

@@ -179,6 +179,10 @@ pub struct GuardedSigner {
     state_id: FileId,
     /// How the next mark is saved (the state file's format).
     store: state_file::Store,
+    /// A save of `state` failed after its rename or slot write: the disk
+    /// may hold it or the mark before, so nothing is released until a save
+    /// succeeds ([`GuardedSigner::make_durable`]).
+    unsynced: bool,
     chain_id: Option<String>,
     sign_bytes: bool,
     /// Holds the exclusive lock on `<state file>.lock` while the signer
@@ -239,6 +243,7 @@ impl GuardedSigner {
             state_path,
             state_id: id,
             store,
+            unsynced: false,
             chain_id: None,
             sign_bytes: false,
             _lock: lock,
@@ -263,7 +268,10 @@ impl GuardedSigner {
         self
     }
 
-    /// The high-water mark (as last persisted).
+    /// The high-water mark: as last saved, or, after a save the disk
+    /// failed to make durable ([`StateFileError::NotDurable`]), the mark
+    /// that save wrote (the disk may hold it, so the guard counts it), to
+    /// be saved again before any signature leaves.
     pub fn state(&self) -> &SignState {
         &self.state
     }
@@ -294,11 +302,42 @@ impl GuardedSigner {
         sign_bytes: Vec<u8>,
     ) -> Result<Vec<u8>, SignerError> {
         let signature = self.sign_raw(&sign_bytes);
-        let next = SignState::new(hrs, sign_bytes, signature.clone());
-        self.state_id =
-            state_file::save_store(&self.state_path, &mut self.store, &next, self.state_id)?;
-        self.state = next;
+        self.save(SignState::new(hrs, sign_bytes, signature.clone()))?;
         Ok(signature)
+    }
+
+    /// Save `next` as the mark. When the save fails after the new mark
+    /// reached the file (the rename took place, or the slot was written),
+    /// the disk may hold it: it becomes the mark in memory too (never
+    /// lower than what the disk may hold), with the file's new identity,
+    /// and nothing is released until a later save succeeds.
+    fn save(&mut self, next: SignState) -> Result<(), SignerError> {
+        match state_file::save_store(&self.state_path, &mut self.store, &next, self.state_id) {
+            Ok(id) => {
+                self.state_id = id;
+                self.state = next;
+                self.unsynced = false;
+                Ok(())
+            }
+            Err(failure) => {
+                if let Some(id) = failure.written {
+                    self.state_id = id;
+                    self.state = next;
+                    self.unsynced = true;
+                }
+                Err(failure.error.into())
+            }
+        }
+    }
+
+    /// Before a signature made earlier is served again: if the disk failed
+    /// to make the mark durable, save it again now (the file then holds
+    /// it for certain once this returns `Ok`).
+    fn make_durable(&mut self) -> Result<(), SignerError> {
+        if self.unsynced {
+            self.save(self.state.clone())?;
+        }
+        Ok(())
     }
 }
 
@@ -333,6 +372,7 @@ impl Signer for GuardedSigner {
                 signature,
                 timestamp,
             } => {
+                self.make_durable()?;
                 vote.signature = signature;
                 vote.timestamp = timestamp;
             }
@@ -355,6 +395,7 @@ impl Signer for GuardedSigner {
                 signature,
                 timestamp,
             } => {
+                self.make_durable()?;
                 proposal.signature = signature;
                 proposal.timestamp = timestamp;
             }
@@ -566,3 +607,6 @@ impl<S: Signer> Signer for SharedSigner<S> {
         self.lock()?.ping()
     }
 }
+
+#[cfg(test)]
+mod disk_faults;

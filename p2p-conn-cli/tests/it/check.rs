@@ -121,15 +121,15 @@ fn check_network(net: &Network, test: &str) {
     assert_eq!(
         p,
         vec![format!(
-            "wrong node ID: the node at {} is {}",
-            b.p2p_addr, b.node_id
+            "wrong node ID: the entry names {}, but the node at {} is {}",
+            a.node_id, b.p2p_addr, b.node_id
         )],
         "{e:#}"
     );
 
     let (e, p) = problems(&v, "chain.json peers.seeds[3]");
     assert_eq!(p.len(), 1, "{e:#}");
-    assert!(p[0].starts_with("unreachable: refused"), "{e:#}");
+    assert!(p[0].starts_with("unreachable: connect failed"), "{e:#}");
 
     let (_, p) = problems(&v, "chain.json peers.seeds[4]");
     assert_eq!(p, vec!["no node ID: an entry needs ID@HOST:PORT"]);
@@ -237,4 +237,158 @@ fn check_judges_a_registry_of_a_v1_network() {
         return;
     };
     check_network(&net, test);
+}
+
+// ---------------------------------------------------------------------------
+// Without nodes: files it cannot read, and scripted peers (real p2p-conn
+// connections, `p2p_conn_interop::scripted`).
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Runs `p2p-conn check ARGS` on a blocking thread.
+async fn check(args: Vec<String>) -> crate::common::process::Finished {
+    tokio::task::spawn_blocking(move || {
+        let mut all = vec!["check".to_string()];
+        all.extend(args);
+        run(BIN.as_ref(), &all, LIMIT)
+    })
+    .await
+    .unwrap()
+}
+
+/// `check ARG` must exit 1 (usage), print no table, and name `ARG` and
+/// each of `words` on stderr.
+fn usage_error(arg: &str, words: &[&str]) {
+    let out = run(BIN.as_ref(), &["check", arg], LIMIT);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "check {arg}: {out:?}");
+    assert!(out.stdout.is_empty(), "check {arg}: a table: {out:?}");
+    assert!(
+        err.contains(arg),
+        "check {arg}: the file is not named: {err}"
+    );
+    for w in words {
+        assert!(err.contains(w), "check {arg}: no {w:?} in {err}");
+    }
+}
+
+/// A path that does not exist is a usage error (exit 1) that names it,
+/// not an entry that fails (exit 10): a registry's CI must not report a
+/// mistyped path as a dead peer. An argument is a path when it contains
+/// `/` or ends in `.json` or `.toml`, or exists.
+#[test]
+fn check_names_a_missing_path_as_a_usage_error() {
+    let dir = scratch("check-missing");
+    let missing_dir = dir.join("missing").join("chain.json");
+    for missing in [
+        "nonexistent.json",
+        "peers.TOML",
+        "./chain",
+        missing_dir.to_str().unwrap(),
+    ] {
+        usage_error(missing, &["no such file"]);
+    }
+    // A folder is not a list either.
+    usage_error(dir.to_str().unwrap(), &["cannot read"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file that is not valid JSON or TOML is a usage error that names the
+/// file and the problem: broken JSON as broken JSON (by its name, `.json`,
+/// or its first character, `{`), never as a config.toml without peers.
+#[test]
+fn check_names_a_broken_file_as_a_usage_error() {
+    let dir = scratch("check-broken");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    usage_error(
+        &write("garbage.json", "garbage{"),
+        &["not valid JSON", "line 1 column 1"],
+    );
+    usage_error(
+        &write(
+            "comma.json",
+            "{\"chain_id\": \"x\",\n \"peers\": {\"seeds\": []},\n}\n",
+        ),
+        &["not valid JSON", "trailing comma at line 3"],
+    );
+    usage_error(
+        &write("config.toml", "[p2p]\nseeds = \"\"\ngarbage{\n"),
+        &["not valid TOML", "line 3"],
+    );
+    usage_error(
+        &write("registry", "garbage{"),
+        &["neither JSON", "nor TOML", "line 1"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The NodeInfo a scripted peer announces for itself.
+fn scripted_info(id: p2p_conn::NodeId) -> Vec<u8> {
+    let mut n = p2p_conn::nodeinfo::NodeInfo::new(id, "test-chain");
+    n.channels = vec![0x40, 0x20, 0x38];
+    n.encode_delimited().unwrap()
+}
+
+/// An entry whose node answers with another ID: the NODE ID column shows
+/// who answered, beside that node's network and version; WHY names the
+/// ID the entry expected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_shows_who_answered_in_the_node_id_column() {
+    use p2p_conn_interop::scripted::{scripted_peer, Then};
+    let (addr, real) = scripted_peer(scripted_info, Then::Hold).await;
+    let expected = p2p_conn::Identity::generate().node_id();
+    let out = check(vec![format!("{expected}@{addr}")]).await;
+    assert_eq!(out.status.code(), Some(10), "{out:?}");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = table.lines();
+    let head = lines.next().unwrap();
+    let row = lines.next().unwrap();
+    let shown = row[head.find("NODE ID").unwrap()..]
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(
+        shown.len() >= 12 && real.to_string().starts_with(shown),
+        "NODE ID is not the node that answered ({real}):\n{table}"
+    );
+    let why = &row[head.find("WHY").unwrap()..];
+    assert!(why.contains(&expected.to_string()), "{table}");
+    assert!(why.contains(&real.to_string()), "{table}");
+}
+
+/// A closed port is worded by its stage, `connect` (exit 3 of `probe` and
+/// `dial`; docs/operator-manual.md, "Exit codes"), not as an I/O error.
+#[test]
+fn check_words_an_unreachable_entry_by_its_stage() {
+    let id = p2p_conn::Identity::generate().node_id();
+    let out = run(
+        BIN.as_ref(),
+        &["check", "--json", &format!("{id}@{}", closed_port())],
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(10), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (e, p) = problems(&v, "the command line");
+    assert_eq!(p.len(), 1, "{e:#}");
+    assert!(
+        p[0].starts_with("unreachable: connect failed: ") && !p[0].contains("I/O error"),
+        "{e:#}"
+    );
+}
+
+/// One entry is "1 entry".
+#[test]
+fn check_counts_one_entry_in_the_singular() {
+    let id = p2p_conn::Identity::generate().node_id();
+    let out = run(
+        BIN.as_ref(),
+        &["check", &format!("{id}@{}", closed_port())],
+        LIMIT,
+    );
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(table.contains("\n1 entry, 0 ok, 1 failed;"), "{table}");
 }

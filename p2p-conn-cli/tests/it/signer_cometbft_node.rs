@@ -502,10 +502,37 @@ fn two_nodes_one_signer(
     let refused = named(&events, "served")
         .filter(|e| !e["error"].is_null())
         .count();
+    // A standby node's refusals (another node got that step first) are
+    // flagged and summarised: every one counted in a summary, by node.
+    let standby = named(&events, "served")
+        .filter(|e| e["standby"] == true)
+        .count();
+    let summarised: u64 = named(&events, "standby_summary")
+        .map(|e| e["refused"].as_u64().unwrap())
+        .sum();
+    assert_eq!(summarised, standby as u64, "{events:?}");
+    // What each node logged of the refusals: one line per refused vote or
+    // proposal, and no retry (the refusal is the protocol's error
+    // response, which CometBFT does not retry).
+    let logged: Vec<String> = [&a, &b]
+        .iter()
+        .map(|node| {
+            // v1.0.1 says "Failed signing vote", the others "failed ...".
+            let log = node.log().to_ascii_lowercase();
+            let count = |s: &str| log.lines().filter(|l| l.contains(s)).count();
+            format!(
+                "{} 'failed signing', {} 'exhausted all attempts'",
+                count("failed signing"),
+                count("exhausted all attempts")
+            )
+        })
+        .collect();
     eprintln!(
         "{test}: heights {h1}, {h2}, {h3}; {n} signatures at {} height/round/steps; \
-         {refused} requests refused; no evidence in {h3} blocks of either node",
-        signed.by_hrs.len()
+         {refused} requests refused, {standby} of them as standby; node logs: {}; \
+         no evidence in {h3} blocks of either node",
+        signed.by_hrs.len(),
+        logged.join(" / ")
     );
 }
 

@@ -56,7 +56,11 @@
 //! # Guarantees
 //! - After a failed [`save`] (at any step before the rename) the old file
 //!   is untouched and the temporary file is removed (unless removing it
-//!   fails too). A crash leaves either the old or the new file whole,
+//!   fails too). A save that failed after the new mark reached the file
+//!   (the folder's `fsync` after the rename, or a slot's write or
+//!   `fdatasync`) is [`StateFileError::NotDurable`]: the file may hold
+//!   either mark, and [`super::GuardedSigner`] keeps the new one and saves
+//!   it again before it releases anything. A crash leaves either the old or the new file whole,
 //!   perhaps with a stray temporary file beside it, which the next
 //!   [`super::GuardedSigner::open`] removes.
 //! - [`load`] reads at most [`MAX_STATE_FILE_BYTES`]; its errors name the
@@ -82,7 +86,9 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 
 use super::guard::{Hrs, SignState, Step};
-use crate::atomic_file::{is_temp_name_of, link_count, parent_dir, read_bounded, FileId, Staged};
+use crate::atomic_file::{
+    is_temp_name_of, link_count, parent_dir, read_bounded, FileId, PutError, Staged,
+};
 
 /// The largest state file [`load`] reads. A FilePV state file is under
 /// 1 KiB (its sign bytes are a canonical vote or proposal).
@@ -129,6 +135,19 @@ pub enum StateFileError {
     /// The state file could not be written: a signer releases nothing.
     #[error("cannot write state file {}: {source}", .path.display())]
     Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The new mark was written (renamed into place, or written into its
+    /// slot), but the disk failed to make it durable (the `fsync` of the
+    /// folder, or the write or `fdatasync` of the slot, failed): the file
+    /// may hold the new mark or the one before. A signer releases
+    /// nothing, keeps the new mark, and saves it again before it releases
+    /// anything.
+    #[error("state file {}: the disk failed ({source}) before the new mark was durable, so no signature was released; the signer keeps that mark and saves it again at the next request", .path.display())]
+    NotDurable {
         /// The file.
         path: PathBuf,
         /// The I/O error.
@@ -430,6 +449,25 @@ pub(crate) fn open_store(path: &Path) -> Result<(SignState, Store), StateFileErr
     Ok((state, store))
 }
 
+/// A failed save of a signer's mark: the error, and whether the new mark
+/// may be on disk.
+#[derive(Debug)]
+pub(crate) struct SaveFailure {
+    pub(crate) error: StateFileError,
+    /// `Some` when the new mark may be on disk (the rename took place, or
+    /// the slot was written): the state file's identity now.
+    pub(crate) written: Option<FileId>,
+}
+
+impl From<StateFileError> for SaveFailure {
+    fn from(error: StateFileError) -> Self {
+        SaveFailure {
+            error,
+            written: None,
+        }
+    }
+}
+
 /// Save `state` to the state file `store` holds, if `path` is still the
 /// file that `expected` identifies with one name: a new FilePV file renamed
 /// into place, or the next slot and `fdatasync`. The file's identity after.
@@ -438,16 +476,22 @@ pub(crate) fn save_store(
     store: &mut Store,
     state: &SignState,
     expected: FileId,
-) -> Result<FileId, StateFileError> {
+) -> Result<FileId, SaveFailure> {
     match store {
         Store::FilePv => save_over(path, state, expected),
         Store::Slots(file) => {
             still_the_file(path, expected)?;
             let open = file.metadata().map_err(write_err(path))?;
             if FileId::of(&open) != expected {
-                return Err(path_err(path, StatePathProblem::Replaced));
+                return Err(path_err(path, StatePathProblem::Replaced).into());
             }
-            file.save(state).map_err(write_err(path))?;
+            file.save(state).map_err(|e| match e {
+                slots::SlotSaveError::NotWritten(source) => write_err(path)(source).into(),
+                slots::SlotSaveError::MaybeWritten(source) => SaveFailure {
+                    error: not_durable(path, source),
+                    written: Some(expected),
+                },
+            })?;
             Ok(expected)
         }
     }
@@ -461,7 +505,7 @@ pub fn save(path: impl AsRef<Path>, state: &SignState) -> Result<(), StateFileEr
     let path = path.as_ref();
     stage(path, state)?
         .rename_over(path)
-        .map_err(write_err(path))?;
+        .map_err(|e| put_err(path, e).error)?;
     Ok(())
 }
 
@@ -484,10 +528,29 @@ pub(crate) fn save_over(
     path: &Path,
     state: &SignState,
     expected: FileId,
-) -> Result<FileId, StateFileError> {
+) -> Result<FileId, SaveFailure> {
     let staged = stage(path, state)?;
     still_the_file(path, expected)?;
-    staged.rename_over(path).map_err(write_err(path))
+    staged.rename_over(path).map_err(|e| put_err(path, e))
+}
+
+/// A failed [`Staged::rename_over`] as a [`SaveFailure`]: after the rename,
+/// the new file may be the one on disk.
+fn put_err(path: &Path, e: PutError) -> SaveFailure {
+    match e {
+        PutError::NotPut(source) => write_err(path)(source).into(),
+        PutError::NotSynced { id, source } => SaveFailure {
+            error: not_durable(path, source),
+            written: Some(id),
+        },
+    }
+}
+
+fn not_durable(path: &Path, source: std::io::Error) -> StateFileError {
+    StateFileError::NotDurable {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Check that `path` is still the one name of the file `expected`

@@ -185,16 +185,33 @@ impl SlotFile {
     }
 
     /// Write `state` into the other slot and sync it: `Ok` only once it is
-    /// on stable storage.
-    pub(crate) fn save(&mut self, state: &SignState) -> std::io::Result<()> {
+    /// on stable storage. After a failed write or sync the slot may hold
+    /// the new state ([`SlotSaveError::MaybeWritten`]); the next save
+    /// writes the same slot again, so the slot of the last durable save is
+    /// never touched until a save succeeds.
+    pub(crate) fn save(&mut self, state: &SignState) -> Result<(), SlotSaveError> {
         let seq = self.seq + 1;
-        let slot = encode(seq, state).ok_or_else(too_large)?;
+        let slot = encode(seq, state).ok_or_else(|| SlotSaveError::NotWritten(too_large()))?;
         let at = (seq % 2) * SLOT_BYTES as u64;
-        write_all_at(&self.file, &slot[..], at)?;
-        self.file.sync_data()?;
+        let written = || -> std::io::Result<()> {
+            write_all_at(&self.file, &slot[..], at)?;
+            #[cfg(test)]
+            crate::atomic_file::faults::DATA_SYNC.take_one()?;
+            self.file.sync_data()
+        };
+        written().map_err(SlotSaveError::MaybeWritten)?;
         self.seq = seq;
         Ok(())
     }
+}
+
+/// How [`SlotFile::save`] failed.
+#[derive(Debug)]
+pub(crate) enum SlotSaveError {
+    /// Nothing was written (the state does not fit in a slot).
+    NotWritten(std::io::Error),
+    /// The write or its sync failed: the slot may hold the new state.
+    MaybeWritten(std::io::Error),
 }
 
 #[cfg(unix)]

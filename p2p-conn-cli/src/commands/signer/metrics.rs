@@ -16,6 +16,12 @@ use std::time::Duration;
 
 use p2p_conn_privval::endpoint::{EndpointStats, KindStats, RequestKind, StatsHandle};
 
+use super::standby::Standby;
+
+/// A node as the metrics name it: its stats, its `--node`, and its
+/// standby refusals.
+pub type Named = (StatsHandle, String, Arc<Standby>);
+
 /// Signatures the median is taken over (celestia-core's window).
 pub const WINDOW: usize = 50;
 
@@ -117,10 +123,10 @@ fn family(
 }
 
 /// The Prometheus text of every node's stats and the watch.
-pub fn render(nodes: &[(StatsHandle, String)], watch: &SignWatch) -> String {
+pub fn render(nodes: &[Named], watch: &SignWatch) -> String {
     let snaps: Vec<_> = nodes
         .iter()
-        .map(|(s, n)| (s.snapshot(), escape(n)))
+        .map(|(s, n, _)| (s.snapshot(), escape(n)))
         .collect();
     let mut out = String::new();
     // Per node and kind (`other` only once seen).
@@ -201,6 +207,15 @@ pub fn render(nodes: &[(StatsHandle, String)], watch: &SignWatch) -> String {
         "1 while the node is connected.",
         per_node(&|s| u64::from(s.connects > s.disconnects)),
     );
+    family(
+        &mut out,
+        "p2p_conn_signer_standby_refusals_total",
+        "counter",
+        "Requests refused because another node of this validator got that step signed first (a standby node), by node.",
+        nodes
+            .iter()
+            .map(|(_, n, standby)| (format!("node=\"{}\"", escape(n)), standby.total().to_string())),
+    );
     let (median, slow, episodes) = watch.read();
     let one = |v: String| [(String::new(), v)];
     family(
@@ -243,11 +258,7 @@ fn escape(label: &str) -> String {
 
 /// Serve GET /metrics on `listener` until dropped (see
 /// [`crate::metrics_http`]).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    nodes: Vec<(StatsHandle, String)>,
-    watch: Arc<SignWatch>,
-) {
+pub async fn serve(listener: tokio::net::TcpListener, nodes: Vec<Named>, watch: Arc<SignWatch>) {
     crate::metrics_http::serve(listener, Arc::new(move || render(&nodes, &watch))).await
 }
 
@@ -283,11 +294,16 @@ mod tests {
     fn the_text_names_every_node_and_kind() {
         let a = StatsHandle::default();
         let w = SignWatch::new(Duration::from_millis(10));
-        let text = render(&[(a, "tcp://127.0.0.1:1".into())], &w);
+        let standby = Arc::new(Standby::default());
+        standby.refused(3);
+        let text = render(&[(a, "tcp://127.0.0.1:1".into(), standby)], &w);
         assert!(text.contains(
             "p2p_conn_signer_requests_total{node=\"tcp://127.0.0.1:1\",kind=\"vote\"} 0"
         ));
         assert!(text.contains("p2p_conn_signer_sign_slow 0"));
+        assert!(
+            text.contains("p2p_conn_signer_standby_refusals_total{node=\"tcp://127.0.0.1:1\"} 1")
+        );
         assert!(!text.contains("kind=\"other\""));
     }
 }

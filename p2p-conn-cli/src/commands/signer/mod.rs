@@ -6,7 +6,9 @@
 //! (dial, retry, reconnect), all through one [`SharedSigner`] (one guard,
 //! one state file, one request at a time across the nodes), and
 //! reports what it does: a line per connection and a stats line (human
-//! mode, stderr), or a JSON object per event (`--json`, stdout).
+//! mode, stderr), or a JSON object per event (`--json`, stdout). A node
+//! refused because another node got that step signed first (a standby)
+//! is summarised once a minute, not told per request (`standby.rs`).
 //!
 //! A software signer for tests and testnets: the validator key is a file
 //! on disk and sits in this process's memory. Nothing here is hardened
@@ -38,11 +40,13 @@ use crate::conn;
 use crate::error::CliError;
 use metrics::SignWatch;
 use recording::{Mark, Recording, SharedMark, Slot};
-use report::{print_stats, Out, Reporter};
+use report::{print_standby, print_stats, Out, Reporter};
+use standby::{Standby, SUMMARY_EVERY};
 
 mod metrics;
 mod recording;
 mod report;
+mod standby;
 
 #[derive(clap::Args)]
 pub struct SignerArgs {
@@ -104,8 +108,8 @@ pub struct SignerArgs {
     #[arg(long, default_value_t = 30.0)]
     disconnected_every: f64,
     /// Serve Prometheus metrics at http://ADDR/metrics: requests, errors
-    /// and latency per node and request kind, connects and reconnects per
-    /// node, and the median of the last 50 signatures
+    /// and latency per node and request kind, connects, reconnects and
+    /// standby refusals per node, and the median of the last 50 signatures
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
     /// Warn (and set the p2p_conn_signer_sign_slow metric) when the median
@@ -276,6 +280,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
         hrs: mark,
         at: None,
+        by: None,
     }));
     // One guard and one state file for every node: each endpoint serves
     // through its own clone, one request at a time across all.
@@ -283,12 +288,19 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     let watch = SignWatch::new(slow_sign);
     let many = addresses.len() > 1;
     let mut nodes = Vec::new();
-    for ((address, node_id), shown) in addresses.into_iter().zip(node_ids).zip(&shown) {
+    let mut standbys = Vec::new();
+    for (index, ((address, node_id), shown)) in
+        addresses.into_iter().zip(node_ids).zip(&shown).enumerate()
+    {
         let slot: Slot = Arc::default();
+        let standby: Arc<Standby> = Arc::default();
+        standbys.push((shown.clone(), standby.clone()));
         let signer = Recording {
             inner: shared.clone(),
             slot: slot.clone(),
             mark: shared_mark.clone(),
+            node: index,
+            standby: standby.clone(),
         };
         let noise_self = matches!(address, Address::Noise { .. })
             .then(|| identity.public_key().peer_id().to_string());
@@ -306,6 +318,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             disconnected_every,
             noise_self,
             watch.clone(),
+            standby,
         );
         let endpoint = endpoint.on_event(move |e| reporter.report(e));
         let stats = endpoint.stats();
@@ -322,6 +335,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let ticker = stats_every.map(|every| {
             tokio::spawn(tick(out.clone(), views.clone(), shared_mark.clone(), every))
         });
+        let summaries = tokio::spawn(summarise(out.clone(), standbys.clone()));
         // Listen for the signals before the first connection: a signal
         // that comes once requests are served must stop it cleanly.
         let mut stop = match Shutdown::listen() {
@@ -331,10 +345,10 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let mut serving = tokio::task::JoinSet::new();
         if let Some(listener) = metrics {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(CliError::Io)?;
-            let named = shown
+            let named = standbys
                 .iter()
                 .zip(&views)
-                .map(|(name, (stats, _))| (stats.clone(), name.clone()))
+                .map(|((name, standby), (stats, _))| (stats.clone(), name.clone(), standby.clone()))
                 .collect();
             tokio::spawn(metrics::serve(listener, named, watch.clone()));
         }
@@ -360,8 +374,16 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             t.abort();
             let _ = t.await;
         }
+        summaries.abort();
+        let _ = summaries.await;
         r
     });
+    // What the last minute's summaries have not told yet.
+    for (node, standby) in &standbys {
+        if let Some(s) = standby.take_summary() {
+            print_standby(&out, node, &s);
+        }
+    }
     for (stats, label) in &views {
         print_stats(
             &out,
@@ -394,6 +416,21 @@ async fn tick(
         interval.tick().await;
         for (stats, label) in &nodes {
             print_stats(&out, &stats.snapshot(), &mark, false, label.as_deref());
+        }
+    }
+}
+
+/// Every [`SUMMARY_EVERY`], one line per node refused as standby since
+/// the last (standby.rs).
+async fn summarise(out: Out, nodes: Vec<(String, Arc<Standby>)>) {
+    let mut interval = tokio::time::interval(SUMMARY_EVERY);
+    interval.tick().await; // the first tick is at once
+    loop {
+        interval.tick().await;
+        for (node, standby) in &nodes {
+            if let Some(s) = standby.take_summary() {
+                print_standby(&out, node, &s);
+            }
         }
     }
 }

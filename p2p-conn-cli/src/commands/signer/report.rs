@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 use super::metrics::{Change, SignWatch, WINDOW};
 use super::recording::{SharedMark, Slot};
+use super::standby::{Standby, Summary};
+use crate::output::plural::count;
 use crate::wall_clock;
 
 /// Where the output goes: text on stderr, or JSON lines on stdout. Each
@@ -95,6 +97,8 @@ pub(super) struct Reporter {
     watch: Arc<SignWatch>,
     /// Requests served on the current connection.
     served_here: u64,
+    /// This node's standby refusals (told once, then summarised).
+    standby: Arc<Standby>,
 }
 
 impl Reporter {
@@ -105,9 +109,11 @@ impl Reporter {
         every: Duration,
         noise_self: Option<String>,
         watch: Arc<SignWatch>,
+        standby: Arc<Standby>,
     ) -> Reporter {
         Reporter {
             watch,
+            standby,
             out,
             slot,
             address,
@@ -225,6 +231,9 @@ impl Reporter {
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
                 let step = step(*kind, *msg_type);
+                // Refused because another node's signature passed it:
+                // counted and summarised, told only the first time.
+                let standby = self.standby.take_flag();
                 if out.json {
                     // A signature made but not sent (`error` says so) is
                     // shown too: it is on record in the state file.
@@ -241,10 +250,21 @@ impl Reporter {
                             "step": step.map(|s| s.as_i8()),
                             "latency_ms": ms(*latency),
                             "error": error,
+                            "standby": standby.is_some(),
                             "signature": signature,
                             "sign_bytes": sign_bytes,
                         }),
                     );
+                } else if let Some(first) = standby {
+                    if first {
+                        out.text(&format!(
+                            "{address} is on standby: its {kind} for height {height} was \
+                             refused, as another node of this validator signed that step \
+                             first; such refusals are counted \
+                             (p2p_conn_signer_standby_refusals_total) and summarised once \
+                             a minute, not told one by one"
+                        ));
+                    }
                 } else if let Some(error) = error {
                     let what = match step {
                         Some(_) => format!("{kind} height {height} round {round} type {msg_type}"),
@@ -323,9 +343,10 @@ impl Reporter {
             );
         } else {
             self.out.text(&format!(
-                "still disconnected from {} for {} ({attempts} attempts; last: {last_error})",
+                "still disconnected from {} for {} ({}; last: {last_error})",
                 self.address,
-                span(lasted)
+                span(lasted),
+                count(attempts, "attempt", "attempts")
             ));
         }
     }
@@ -386,6 +407,32 @@ pub(super) fn print_stats(
         let node = node.map(|n| format!(" for {n}")).unwrap_or_default();
         out.text(&format!(
             "{label}{node}: {stats}; reconnects {reconnects}; {signed}"
+        ));
+    }
+}
+
+/// Say how many of `node`'s requests were refused as standby since the
+/// last summary.
+pub(super) fn print_standby(out: &Out, node: &str, s: &Summary) {
+    if out.json {
+        out.json(
+            "standby_summary",
+            json!({
+                "node": node,
+                "refused": s.refused,
+                "low_height": s.low,
+                "high_height": s.high,
+                "refused_total": s.total,
+            }),
+        );
+    } else {
+        out.text(&format!(
+            "standby: {node}: {} (heights {} to {}), as another node of this validator \
+             signed those steps first; {} since start",
+            count(s.refused, "request refused", "requests refused"),
+            s.low,
+            s.high,
+            s.total
         ));
     }
 }

@@ -149,7 +149,7 @@ fn connect_timeout_ends_a_hanging_dial() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(&format!(
-            "error: timeout: could not connect to 127.0.0.1:{port} within 1s"
+            "error: connect failed: no TCP connection to 127.0.0.1:{port} within 1s"
         )),
         "{err}"
     );

@@ -221,12 +221,19 @@ fn stalled_peer_times_out() {
 }
 
 #[test]
-fn connection_refused_is_an_io_error() {
+/// Exit 3 is the stage `connect` (docs/operator-manual.md, "Exit
+/// codes"): the message names the same stage.
+fn connection_refused_is_a_connect_failure() {
     let port = free_port();
     let out = run_cli(&["dial", &format!("127.0.0.1:{port}")]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.starts_with("error: I/O error"), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "error: connect failed: no TCP connection to 127.0.0.1:{port}: "
+        )),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -221,3 +221,4 @@ mod crash;
 mod refusals;
 mod reporting;
 mod serving;
+mod standby;

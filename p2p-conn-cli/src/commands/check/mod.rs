@@ -6,7 +6,8 @@
 //! runs, how long the handshake took, and for a seed, whether it answers a
 //! `PexRequest`, with how many addresses, and whether it hangs up after
 //! answering as a node in seed mode does. Exit 0 when every entry passes,
-//! 10 when any fails, 1 for a usage error (a file that does not parse).
+//! 10 when any fails, 1 for a usage error (a file that does not exist or
+//! does not parse).
 //!
 //! # Design
 //! Each distinct (address, ID) is visited once, by the probe `crawl` visits with
@@ -25,7 +26,6 @@
 //! - `config.toml` has no chain ID: give `--network` to check it.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +36,14 @@ use tokio::task::JoinSet;
 
 use crate::conn;
 use crate::error::CliError;
+use crate::output::plural::count;
 use crate::release_line::ReleaseLine;
 use crate::visit::probe;
 use crate::visit::report::{Report, Status, Target};
+use inputs::read_input;
+pub use inputs::{Entry, Role};
+
+mod inputs;
 
 /// How long a seed's connection is watched after its answer: a node in
 /// seed mode hangs up at once (CometBFT's `pex.Reactor.Receive`: it sends
@@ -52,7 +57,9 @@ pub const FAILED: u8 = 10;
 pub struct CheckArgs {
     /// What to check: chain.json files (chain registry: peers.seeds,
     /// peers.persistent_peers), config.toml files (seeds,
-    /// persistent_peers) and peer addresses (ID@HOST:PORT)
+    /// persistent_peers) and peer addresses (ID@HOST:PORT). An argument
+    /// that exists, contains `/` or ends in .json or .toml is a file,
+    /// which must exist and parse
     #[arg(required_unless_present = "seed")]
     inputs: Vec<String>,
     /// A seed to check (ID@HOST:PORT; repeatable): asked for addresses
@@ -75,161 +82,6 @@ pub struct CheckArgs {
     key: Option<std::path::PathBuf>,
 }
 
-/// An entry's role: a seed is asked for addresses, a peer is not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    Seed,
-    Peer,
-}
-
-impl Role {
-    fn name(self) -> &'static str {
-        match self {
-            Role::Seed => "seed",
-            Role::Peer => "peer",
-        }
-    }
-}
-
-/// One entry as its list gives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// Where it came from: `chain.json peers.seeds[2]`, `the command line`.
-    pub source: String,
-    pub role: Role,
-    /// The node ID as written (checked later).
-    pub id: String,
-    /// `HOST:PORT` as written.
-    pub address: String,
-    /// chain.json's `provider`.
-    pub provider: Option<String>,
-}
-
-/// The entries of a list, and the chain ID it names (chain.json's).
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct List {
-    pub entries: Vec<Entry>,
-    pub chain_id: Option<String>,
-}
-
-/// A chain registry `chain.json`: `chain_id`, `peers.seeds` and
-/// `peers.persistent_peers`, each a list of `{id, address, provider}`.
-pub fn parse_chain_json(name: &str, text: &str) -> Result<List, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let chain_id = v
-        .get("chain_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let peers = v
-        .get("peers")
-        .ok_or("no \"peers\" object (a chain registry chain.json has peers.seeds)")?;
-    let mut entries = Vec::new();
-    for (key, role) in [("seeds", Role::Seed), ("persistent_peers", Role::Peer)] {
-        let Some(list) = peers.get(key) else {
-            continue;
-        };
-        let list = list
-            .as_array()
-            .ok_or_else(|| format!("peers.{key} is not a list"))?;
-        for (i, e) in list.iter().enumerate() {
-            let field = |f: &str| e.get(f).and_then(Value::as_str).map(str::to_string);
-            entries.push(Entry {
-                source: format!("{name} peers.{key}[{i}]"),
-                role,
-                id: field("id").unwrap_or_default(),
-                address: field("address").unwrap_or_default(),
-                provider: field("provider"),
-            });
-        }
-    }
-    Ok(List { entries, chain_id })
-}
-
-/// A CometBFT `config.toml`: `seeds` and `persistent_peers` of `[p2p]`,
-/// comma-separated `ID@HOST:PORT` lists. Read line by line: `key = "…"`
-/// under the `[p2p]` header (the form CometBFT writes).
-pub fn parse_config_toml(name: &str, text: &str) -> Result<List, String> {
-    let mut section = String::new();
-    let mut entries = Vec::new();
-    let mut found = false;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(h) = line.strip_prefix('[') {
-            section = h.trim_end_matches(']').trim().to_string();
-            continue;
-        }
-        if section != "p2p" {
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let role = match key.trim() {
-            "seeds" => Role::Seed,
-            "persistent_peers" => Role::Peer,
-            _ => continue,
-        };
-        found = true;
-        let value = value.trim();
-        let value = value
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .ok_or_else(|| format!("{}: not a quoted string: {value}", key.trim()))?;
-        for (i, item) in value
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .enumerate()
-        {
-            let (id, address) = item.split_once('@').unwrap_or(("", item));
-            entries.push(Entry {
-                source: format!("{name} p2p.{}[{i}]", key.trim()),
-                role,
-                id: id.to_string(),
-                address: address.to_string(),
-                provider: None,
-            });
-        }
-    }
-    if !found {
-        return Err("no seeds or persistent_peers under [p2p]".into());
-    }
-    Ok(List {
-        entries,
-        chain_id: None,
-    })
-}
-
-/// The entries of one command-line input: a file (chain.json or
-/// config.toml, by content) or an address.
-fn read_input(input: &str, role: Role) -> Result<List, CliError> {
-    let path = Path::new(input);
-    if !path.is_file() {
-        let (address, id) = conn::split_id(input)?;
-        return Ok(List {
-            entries: vec![Entry {
-                source: "the command line".into(),
-                role,
-                id: id.map(|i| i.to_string()).unwrap_or_default(),
-                address,
-                provider: None,
-            }],
-            chain_id: None,
-        });
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("cannot read {input}: {e}")))?;
-    let name = path
-        .file_name()
-        .map_or(input.to_string(), |n| n.to_string_lossy().into_owned());
-    let parsed = if text.trim_start().starts_with('{') {
-        parse_chain_json(&name, &text)
-    } else {
-        parse_config_toml(&name, &text)
-    };
-    parsed.map_err(|e| CliError::usage(format!("{input}: {e}")))
-}
-
 /// What was learned of one entry.
 #[derive(Debug)]
 pub struct Outcome {
@@ -247,19 +99,26 @@ pub fn judge(entry: &Entry, report: Option<&Report>, network: Option<&str>) -> V
     let Some(r) = report else {
         return p;
     };
-    let fact = |s: &Status| match s.detail() {
-        Some(d) => format!("{}: {d}", s.name()),
-        None => s.name().to_string(),
-    };
+    // Worded by stage, as the exit codes of `probe` name them
+    // (docs/operator-manual.md, "Exit codes"): connect, handshake, timeout.
     match &r.status {
-        Status::Refused(_) | Status::ConnectFailed(_) | Status::HandshakeFailed(_) => {
-            p.push(format!("unreachable: {}", fact(&r.status)))
-        }
+        Status::Refused(d) => p.push(format!("unreachable: connect failed: {d}")),
+        // Their details are the connect's and the handshake's own errors,
+        // most of which name the stage already (`connect failed: ...`,
+        // `handshake failed: ...`, `authentication failed: ...`); the
+        // others (`I/O error: the peer reset ...`) get it in front.
+        Status::ConnectFailed(d) => p.push(staged("connect failed", &["connect failed"], d)),
+        Status::HandshakeFailed(d) => p.push(staged(
+            "handshake failed",
+            &["handshake failed", "authentication failed"],
+            d,
+        )),
         Status::Timeout if r.node_id.is_none() => p.push("unreachable: timeout".into()),
         Status::Timeout => p.push("timeout after the handshake".into()),
         Status::NodeInfoRefused(d) => p.push(format!("NodeInfo refused: {d}")),
         Status::IdMismatch { .. } => p.push(format!(
-            "wrong node ID: the node at {} is {}",
+            "wrong node ID: the entry names {}, but the node at {} is {}",
+            entry.id,
             entry.address,
             r.node_id.map_or("?".into(), |i| i.to_string())
         )),
@@ -284,6 +143,16 @@ pub fn judge(entry: &Entry, report: Option<&Report>, network: Option<&str>) -> V
         }
     }
     p
+}
+
+/// `unreachable: DETAIL`, with `stage` in front of a detail that does not
+/// start with one of `named` already.
+fn staged(stage: &str, named: &[&str], detail: &str) -> String {
+    if named.iter().any(|n| detail.starts_with(n)) {
+        format!("unreachable: {detail}")
+    } else {
+        format!("unreachable: {stage}: {detail}")
+    }
 }
 
 /// Why an entry cannot be dialed as written, if it cannot.
@@ -514,10 +383,12 @@ pub fn table(outcomes: &[Outcome], network: Option<&str>) -> String {
             } else {
                 o.entry.address.clone()
             },
-            if o.entry.id.is_empty() {
-                NONE.into()
-            } else {
-                o.entry.id.get(..12).unwrap_or(&o.entry.id).to_string()
+            // Who answered (beside its network and version); the entry's
+            // own ID where no node answered.
+            match r.and_then(|r| r.node_id) {
+                Some(id) => id.to_string()[..12].to_string(),
+                None if o.entry.id.is_empty() => NONE.into(),
+                None => o.entry.id.get(..12).unwrap_or(&o.entry.id).to_string(),
             },
             info.map_or(NONE.into(), |i| i.network.clone()),
             ver.unwrap_or_else(|| NONE.into()),
@@ -530,8 +401,8 @@ pub fn table(outcomes: &[Outcome], network: Option<&str>) -> String {
     let mut out = crate::output::columns::render(&rows);
     let failed = outcomes.iter().filter(|o| !o.problems.is_empty()).count();
     out.push_str(&format!(
-        "{} entries, {} ok, {failed} failed; network {}\n",
-        outcomes.len(),
+        "{}, {} ok, {failed} failed; network {}\n",
+        count(outcomes.len() as u64, "entry", "entries"),
         outcomes.len() - failed,
         network.unwrap_or("not checked (give --network)")
     ));
@@ -582,60 +453,6 @@ pub fn json_of(outcomes: &[Outcome], network: Option<&str>) -> Value {
 mod tests {
     use super::*;
 
-    const CHAIN_JSON: &str = r#"{
-      "chain_name": "test", "chain_id": "test-chain-1",
-      "peers": {
-        "seeds": [
-          {"id": "ade4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0", "address": "seeds.example.org:26656", "provider": "a"},
-          {"id": "", "address": "1.2.3.4:26656"}
-        ],
-        "persistent_peers": [
-          {"id": "bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0", "address": "5.6.7.8:26656"}
-        ]
-      }
-    }"#;
-
-    #[test]
-    fn chain_json_entries_and_chain_id() {
-        let l = parse_chain_json("chain.json", CHAIN_JSON).unwrap();
-        assert_eq!(l.chain_id.as_deref(), Some("test-chain-1"));
-        assert_eq!(l.entries.len(), 3);
-        assert_eq!(l.entries[0].role, Role::Seed);
-        assert_eq!(l.entries[0].address, "seeds.example.org:26656");
-        assert_eq!(l.entries[0].provider.as_deref(), Some("a"));
-        assert_eq!(l.entries[1].source, "chain.json peers.seeds[1]");
-        assert_eq!(l.entries[2].role, Role::Peer);
-        assert_eq!(
-            parse(&l.entries[1]),
-            Err("no node ID: an entry needs ID@HOST:PORT".into())
-        );
-        assert!(parse(&l.entries[0]).is_ok());
-        assert!(parse_chain_json("x", "{}").is_err());
-        assert!(parse_chain_json("x", "[").is_err());
-    }
-
-    #[test]
-    fn config_toml_seeds_and_persistent_peers() {
-        let toml = r#"
-moniker = "n"
-[rpc]
-seeds = "not this one"
-[p2p]
-laddr = "tcp://0.0.0.0:26656"
-seeds = "ade4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0@1.2.3.4:26656, bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0@5.6.7.8:26656"
-persistent_peers = ""
-[mempool]
-"#;
-        let l = parse_config_toml("config.toml", toml).unwrap();
-        assert_eq!(l.chain_id, None);
-        assert_eq!(l.entries.len(), 2);
-        assert_eq!(l.entries[1].id, "bde4d8bc8cbe014af6ebdf3cb7b1e9ad36f412c0");
-        assert_eq!(l.entries[1].address, "5.6.7.8:26656");
-        assert_eq!(l.entries[1].source, "config.toml p2p.seeds[1]");
-        assert!(parse_config_toml("c", "[p2p]\nladdr = \"x\"\n").is_err());
-        assert!(parse_config_toml("c", "[p2p]\nseeds = bare\n").is_err());
-    }
-
     fn seed() -> Entry {
         Entry {
             source: "t".into(),
@@ -671,7 +488,27 @@ persistent_peers = ""
         let refused = Report::failed(Status::Refused("connection refused".into()));
         assert_eq!(
             judge(&peer, Some(&refused), None),
-            vec!["unreachable: refused: connection refused"]
+            vec!["unreachable: connect failed: connection refused"]
         );
+        // Each stage named once, in front.
+        for (status, want) in [
+            (
+                Status::HandshakeFailed("handshake failed: malformed".into()),
+                "unreachable: handshake failed: malformed",
+            ),
+            (
+                Status::HandshakeFailed("I/O error: the peer reset the connection".into()),
+                "unreachable: handshake failed: I/O error: the peer reset the connection",
+            ),
+            (
+                Status::ConnectFailed("connect failed: no TCP connection to x:1: no".into()),
+                "unreachable: connect failed: no TCP connection to x:1: no",
+            ),
+        ] {
+            assert_eq!(
+                judge(&peer, Some(&Report::failed(status)), None),
+                vec![want]
+            );
+        }
     }
 }
