@@ -94,7 +94,10 @@ async fn serve(
     let msg = crate::common::pex_piece;
     let answer = match m {
         Mischief::OverCap => Some(addresses(1200, 30_000)),
-        Mischief::Flood => Some(addresses(250, 40_000)),
+        // Where nothing listens, whatever else runs on this machine: an
+        // address of its own in 127/8, at ports above Linux's ephemeral
+        // range (32768-60999), which tests listening on port 0 get.
+        Mischief::Flood => Some(addresses(250, 61_000)),
         Mischief::NewIdEachTime => Some(vec![]),
         _ => None,
     };
@@ -127,7 +130,7 @@ fn addresses(n: usize, base: u32) -> Vec<NetAddress> {
     (0..n)
         .map(|i| NetAddress {
             id: Identity::generate().node_id().to_string(),
-            ip: "127.0.0.1".into(),
+            ip: "127.77.0.1".into(),
             port: base + i as u32,
         })
         .collect()
