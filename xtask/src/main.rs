@@ -80,9 +80,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    // The workspace's [profile.dev] (Cargo.toml: line tables only) is the
-    // one setting of debug info, so a stage run alone shares its build
-    // with `cargo test` and with `ci`. `ci` also turns incremental
+    // The dev profile (.cargo/config.toml) is the one setting of debug info
+    // and optimisation, so a stage run alone shares its build with `cargo
+    // test` and with `ci`. `ci` also turns incremental
     // compilation off: a whole run, usually from a fresh clone, never
     // reuses that data, and it is gigabytes of writes. Every dependency's
     // build is the same with or without it (cargo compiles no dependency

@@ -7,7 +7,6 @@ use std::process::Command;
 use super::refuse_in_tree;
 use crate::ctx::Ctx;
 use crate::early::Kind;
-use crate::manifest;
 use crate::tmkms_install;
 
 pub fn test_lean(ctx: &Ctx) -> Result<(), String> {
@@ -156,7 +155,7 @@ pub fn embedder(ctx: &Ctx) -> Result<(), String> {
         ],
         "a project depending on p2p-conn with the default features",
     )?;
-    let debug = dev_debug(ctx)?;
+    // .cargo/config.toml's dev profile applies here too: the same build.
     ctx.run(
         "cargo",
         &[
@@ -166,22 +165,8 @@ pub fn embedder(ctx: &Ctx) -> Result<(), String> {
             "--target-dir",
             "target",
         ],
-        &[("CARGO_PROFILE_DEV_DEBUG", &debug)],
+        &[],
     )
-}
-
-/// The debug info of the workspace's dev builds: `$CARGO_PROFILE_DEV_DEBUG`
-/// if set, else the `debug` of Cargo.toml's `[profile.dev]`. A project of
-/// its own built in the workspace's target directory (`embedder`,
-/// `doc-examples`) gets it through the environment, so that it reuses the
-/// dependencies the workspace built rather than building them again with
-/// other debug info.
-fn dev_debug(ctx: &Ctx) -> Result<String, String> {
-    if let Ok(set) = std::env::var("CARGO_PROFILE_DEV_DEBUG") {
-        return Ok(set);
-    }
-    manifest::workspace_setting(&ctx.root, "profile.dev", "debug")
-        .ok_or_else(|| "Cargo.toml: no `debug` in [profile.dev]".to_string())
 }
 
 pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
@@ -196,7 +181,6 @@ pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
         .filter(|p| p.join("Cargo.toml").exists())
         .collect();
     crates.sort();
-    let debug = dev_debug(ctx)?;
     for krate in crates {
         std::fs::copy(ctx.root.join("Cargo.lock"), krate.join("Cargo.lock"))
             .map_err(|e| e.to_string())?;
@@ -211,7 +195,7 @@ pub fn doc_examples(ctx: &Ctx) -> Result<(), String> {
                 "--target-dir",
                 "target",
             ],
-            &[("CARGO_PROFILE_DEV_DEBUG", &debug)],
+            &[],
         )?;
     }
     Ok(())
