@@ -286,10 +286,12 @@ async fn drive(
             joined = tasks.join_next() => match joined {
                 Some(Ok((pid, report))) => {
                     aborts.remove(&pid);
-                    done += 1;
                     let mut g = s.lock().expect("scheduler lock");
-                    let edges = g.complete(pid, report, Instant::now());
-                    sink(pid, g.visit(pid), edges);
+                    // `None`: its timeout was handled first (and reported).
+                    if let Some(edges) = g.complete(pid, report, Instant::now()) {
+                        done += 1;
+                        sink(pid, g.visit(pid), edges);
+                    }
                 }
                 // Aborted at its deadline (already recorded), or a panic.
                 Some(Err(e)) if e.is_cancelled() => {}

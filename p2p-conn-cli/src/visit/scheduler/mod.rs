@@ -293,13 +293,22 @@ impl Scheduler {
 
     /// A probe ended at `now` with `report`: record it, queue what it
     /// reported, and return what it reported as edges (the scheduler keeps
-    /// the count only, and drops the report's addresses). A report for a
-    /// probe that has already timed out is dropped (no edges).
-    pub fn complete(&mut self, pid: ProbeId, mut report: Report, now: Instant) -> Vec<Edge> {
+    /// the count only, and drops the report's addresses): `Some` once per
+    /// visit, when this report ends it; report the visit then.
+    ///
+    /// `None` when the visit has already ended: its timeout was handled
+    /// first ([`handle_timeout`](Self::handle_timeout) returned it, and
+    /// that was its one report), which happens when the probe gives up by
+    /// itself at the same moment (its connect timeout is the crawl's). The
+    /// report is dropped.
+    pub fn complete(
+        &mut self,
+        pid: ProbeId,
+        mut report: Report,
+        now: Instant,
+    ) -> Option<Vec<Edge>> {
         let mut edges = Vec::new();
-        if self.running.remove(&pid).is_none() {
-            return edges;
-        }
+        self.running.remove(&pid)?;
         // The node's answer, by the library's rules; the connection is over,
         // so the request is forgotten (the claim keeps the node from being
         // asked again).
@@ -382,7 +391,7 @@ impl Scheduler {
         report.answered = report.answered.or(report.addrs.as_ref().map(Vec::len));
         report.addrs = None;
         self.visits[pid].report = Some(report);
-        edges
+        Some(edges)
     }
 
     /// Visit `pid` (dialed, running or done).
@@ -398,7 +407,9 @@ impl Scheduler {
 
     /// Ends every probe past its deadline as [`Status::Timeout`] (keeping
     /// what was known when the ID was claimed); returns them, for the
-    /// driver to abort.
+    /// driver to abort and report (each visit is ended once: a report of
+    /// one of them that comes later is dropped by
+    /// [`complete`](Self::complete)).
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<ProbeId> {
         let mut late: Vec<ProbeId> = self
             .running

@@ -1,6 +1,6 @@
 //! The scheduler's rules, over the fake network ([`super::fake`]).
 
-use super::fake::{addr_of, opts, run, Fake};
+use super::fake::{addr_of, opts, run, run_full, Fake};
 use super::*;
 use p2p_conn::Identity;
 
@@ -370,7 +370,7 @@ fn timeouts_end_a_probe_and_the_crawl_goes_on() {
         ip: "127.0.0.1".into(),
         port: 20001,
     }]);
-    s.complete(p, late, t0 + Duration::from_secs(5));
+    assert_eq!(s.complete(p, late, t0 + Duration::from_secs(5)), None);
     assert!(s.is_done());
     let c = s.finish();
     assert_eq!(c.visits[0].report.as_ref().unwrap().status, Status::Timeout);
@@ -551,6 +551,29 @@ fn asks_are_recorded_and_forgotten_with_each_visit() {
         matches!(&c.visits[1].report.as_ref().unwrap().status, Status::PexViolation(w) if w.contains("unsolicited"))
     );
     assert!(c.left.is_empty());
+}
+
+/// A probe that gives up by itself at the crawl's deadline (a connect
+/// timeout as long as the crawl's) races the scheduler's timeout: when the
+/// timeout is handled first and the probe's own report comes after, the
+/// visit is still reported once.
+#[test]
+fn a_visit_that_times_out_is_reported_once() {
+    let mut f = Fake::new(4);
+    for i in 1..4 {
+        f.link(0, i);
+    }
+    f.nodes[1].late = true;
+    f.nodes[2].late = true;
+    f.nodes[3].hangs = true;
+    let r = run_full(&f, vec![f.seed(0)], opts());
+    assert_eq!(r.crawl.visits.len(), 4);
+    let mut seen = r.reported.clone();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2, 3], "reported: {:?}", r.reported);
+    for i in 1..4 {
+        assert_eq!(status_of(&r.crawl, &addr_of(i)), Status::Timeout);
+    }
 }
 
 #[test]
