@@ -133,7 +133,7 @@ impl Fake {
                 r.answered = Some(a.len());
                 r.addrs = Some(a);
             }
-            Verdict::Stop(st) => r.status = st,
+            Verdict::AskState(st) | Verdict::Stop(st) => r.status = st,
         }
         Some(r)
     }
@@ -199,7 +199,14 @@ pub fn run_full(fake: &Fake, seeds: Vec<Target>, opts: Options) -> Run {
             None => {
                 // Only hanging probes left: jump to the deadline.
                 now = s.poll_timeout().expect("a probe runs");
-                let late = s.handle_timeout(now);
+                let late: Vec<ProbeId> = s
+                    .handle_timeout(now)
+                    .into_iter()
+                    .map(|(pid, e)| {
+                        edges.extend(e);
+                        pid
+                    })
+                    .collect();
                 assert!(!late.is_empty());
                 reported.extend(&late);
                 // The probes that gave up by themselves at that instant:
@@ -238,5 +245,6 @@ pub(crate) fn opts() -> Options {
         network: None,
         // The fake network is on loopback.
         addr_policy: AddrPolicy::AcceptUnroutable,
+        linger: 4,
     }
 }
