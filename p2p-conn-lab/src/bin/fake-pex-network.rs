@@ -148,9 +148,12 @@ async fn serve(
     while let Some(event) = rx.recv().await {
         match event {
             Received::Message { channel, data } if channel == SNAPSHOT_CHANNEL => {
-                // A SnapshotsRequest (the only message a peer sends here).
-                for s in listing.unwrap_or_default() {
-                    tx.send(SNAPSHOT_CHANNEL, s.clone()).await?;
+                if let Ok(StatesyncMessage::SnapshotsRequest) =
+                    StatesyncMessage::decode(&data, MAX_PEX_MESSAGE_SIZE)
+                {
+                    for s in listing.unwrap_or_default() {
+                        tx.send(SNAPSHOT_CHANNEL, s.clone()).await?;
+                    }
                 }
             }
             Received::Message { data, .. } => {
