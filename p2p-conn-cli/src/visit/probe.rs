@@ -42,8 +42,8 @@ pub struct ProbeOptions {
     pub watch: Duration,
     /// Also ask for the node's state-sync snapshots, when it lists the
     /// snapshot channel (`0x60`): one `SnapshotsRequest` with the PEX
-    /// request (sent just before it), and up to [`LISTING_TAIL_WAIT`] past
-    /// the answer for the rest of the listing.
+    /// request (sent just before it), and a short wait past the answer for
+    /// the rest of the listing (see [`LISTING_TAIL_MIN`]).
     pub snapshots: bool,
 }
 
@@ -58,20 +58,23 @@ impl ProbeOptions {
     }
 }
 
-/// How long a probe waits, past the node's `PexAddrs`, for the rest of
-/// its snapshot listing. CometBFT sends nothing when it has no snapshot,
-/// so some wait is the price of asking; but it handles a connection's
-/// messages one at a time in the order they came (its reactors' `Receive`
-/// runs on the connection's read loop), and its state-sync reactor queues
-/// the whole listing (one `SnapshotsResponse` per snapshot, at most 10,
-/// which its send queue of 10 holds) before it returns: so by the time the
-/// node reads our `PexRequest`, sent after the `SnapshotsRequest`, the
-/// listing is queued, and what of it did not come before the answer is
-/// written right behind it. It reaches us with the answer's flush or the
-/// next one: `flush_throttle_timeout` is 100 ms by default at v0.38
-/// (10 ms from v0.39), hence 120 ms. The crawl dials on meanwhile (the
-/// probe has left its slot at the answer).
-pub const LISTING_TAIL_WAIT: Duration = Duration::from_millis(120);
+/// The least a probe waits, past the node's `PexAddrs`, for the rest of
+/// its snapshot listing; it waits as long as its handshake took (two
+/// round trips and more), at most [`SNAPSHOT_WAIT`]. CometBFT sends
+/// nothing when it has no snapshot, so some wait is the price of asking;
+/// but it handles a connection's messages one at a time in the order they
+/// came (its reactors' `Receive` runs on the connection's read loop), and
+/// its state-sync reactor queues the whole listing (one
+/// `SnapshotsResponse` per snapshot, at most 10, which its send queue of
+/// 10 holds) before it returns: so by the time the node reads our
+/// `PexRequest`, sent after the `SnapshotsRequest`, the listing is
+/// queued, and what of it did not come before the answer is written right
+/// behind it, in the same flush. Only if the node's flush timer fires
+/// between the two does the rest come with the next flush, up to
+/// `flush_throttle_timeout` later (100 ms by default at v0.38, 10 ms from
+/// v0.39), which this wait may miss on a near node. The crawl dials on
+/// meanwhile (the probe has left its slot at the answer).
+pub const LISTING_TAIL_MIN: Duration = Duration::from_millis(50);
 
 /// How long a probe of a node without PEX waits, past its blocksync
 /// status, for its snapshot listing: that status may be the one the node
@@ -251,12 +254,17 @@ pub async fn probe_with(
     }
 
     // MConnection: the requests, then messages until the answer.
+    let listing_tail = match (pex, report.handshake) {
+        (true, Some(hs)) => hs.clamp(LISTING_TAIL_MIN, SNAPSHOT_WAIT),
+        _ => SNAPSHOT_WAIT,
+    };
     let asked = Asked {
         timeout,
         watch,
         pex,
         blocks,
         snapshots,
+        listing_tail,
     };
     match ask(sc, &asked, &mut report, answered).await {
         Ok(()) => {}
@@ -282,6 +290,8 @@ struct Asked {
     blocks: bool,
     /// Whether to ask for its snapshots.
     snapshots: bool,
+    /// How long to wait past the answer for the rest of the listing.
+    listing_tail: Duration,
 }
 
 /// The verdict, for [`probe`]'s `decide`, on a node dialed as `expected`
@@ -364,8 +374,9 @@ fn incoming(channel: u8, data: &[u8]) -> Incoming {
 /// addresses from then on, and frees the probe's slot); then the rest is
 /// awaited at once, each within its own bound: the status, if it has not
 /// come ([`STATUS_WAIT`]), and the rest of the snapshot listing
-/// ([`LISTING_TAIL_WAIT`] past a PEX answer, [`SNAPSHOT_WAIT`] past a
-/// status). Then it closes: the adapter sends what is queued
+/// (past a PEX answer, as long as the handshake took, from
+/// [`LISTING_TAIL_MIN`] to [`SNAPSHOT_WAIT`]; past a status,
+/// [`SNAPSHOT_WAIT`]). Then it closes: the adapter sends what is queued
 /// (a pong at most) and shuts the stream down, waited for up to
 /// [`CLOSE_LIMIT`] (after a `watch` of the connection, if asked: see
 /// [`probe`]). Dropped early (the scheduler's deadline), the sender and
@@ -470,17 +481,12 @@ async fn ask(
     // if it has not, the one our request asked for gets [`STATUS_WAIT`].
     // The listing was asked before the answer and mostly comes with it
     // (one message per snapshot, or nothing when there is none): what is
-    // still on its way gets [`LISTING_TAIL_WAIT`] past a PEX answer (it
+    // still on its way gets `listing_tail`: short past a PEX answer (it
     // was queued before it), [`SNAPSHOT_WAIT`] otherwise.
     let now = tokio::time::Instant::now();
     let mut status_until = (asked.blocks && range.is_none()).then_some(now + STATUS_WAIT);
-    let tail = if asked.pex {
-        LISTING_TAIL_WAIT
-    } else {
-        SNAPSHOT_WAIT
-    };
     let mut listing_until =
-        (asked.snapshots && found.len() < RECENT_SNAPSHOTS).then_some(now + tail);
+        (asked.snapshots && found.len() < RECENT_SNAPSHOTS).then_some(now + asked.listing_tail);
     let ignored = &mut report.ignored_messages;
     loop {
         let now = tokio::time::Instant::now();

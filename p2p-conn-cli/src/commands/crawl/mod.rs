@@ -50,12 +50,11 @@ use crate::visit::report::{Report, Target};
 use crate::visit::scheduler::{self, Options, ProbeId, Scheduler};
 
 /// Probes past their answer that may wait for the rest of a snapshot
-/// listing (up to [`probe::LISTING_TAIL_WAIT`] each), per
-/// `--concurrency` slot: such a probe holds a connection (about 120 KiB)
-/// and nothing else, so the wait does not bound the rate of dials as it
-/// would in the slot (16 slots at 0.12 s each would cap a crawl at about
-/// 130 nodes a second; with 32 more connections, about 400).
-pub const LINGER_PER_SLOT: usize = 2;
+/// listing (from [`probe::LISTING_TAIL_MIN`] each), per `--concurrency`
+/// slot: such a probe holds a connection (about 120 KiB) and nothing
+/// else, so the wait does not hold up the dials of the slot's next nodes
+/// and their answers' addresses.
+pub const LINGER_PER_SLOT: usize = 1;
 
 #[derive(clap::Args)]
 pub struct CrawlArgs {
@@ -65,7 +64,7 @@ pub struct CrawlArgs {
     seeds: Vec<String>,
     /// Most nodes probed at once, until their answer (a node whose answer
     /// is in and whose snapshot listing is still coming holds a
-    /// connection, not a slot: up to 2 such per slot)
+    /// connection, not a slot: up to 1 such per slot)
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// Bound on one node's visit (connect to hang-up), in seconds
@@ -92,7 +91,7 @@ pub struct CrawlArgs {
     #[arg(long)]
     graph: Option<PathBuf>,
     /// Do not ask nodes for their state-sync snapshots (asked by default
-    /// of each node that lists the channel, with up to 0.12 s past its
+    /// of each node that lists the channel, with a short wait past its
     /// answer for the listing, while other nodes are dialed)
     #[arg(long)]
     no_snapshots: bool,
