@@ -14,6 +14,9 @@
 # 1,000 addresses, under its 64,000-byte message cap). Each binary given
 # (default: target/release/p2p-conn, built first) is run in turn on the
 # same network, so an old and a new build can be compared side by side.
+# With SNAPSHOTS=S in the environment, each node also lists the state-sync
+# channel and offers S snapshots (0: none, as the kvstore application):
+# the crawl then asks each node for its listing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-1000}"
@@ -32,7 +35,7 @@ ulimit -n $(( n + 4096 )) 2>/dev/null || true
 tmp=$(mktemp -d)
 fifo="$tmp/stdin"
 mkfifo "$fifo"
-"$target/release/fake-pex-network" "$n" "$k" "$j" < "$fifo" > "$tmp/net" &
+"$target/release/fake-pex-network" "$n" "$k" "$j" ${SNAPSHOTS:+"$SNAPSHOTS"} < "$fifo" > "$tmp/net" &
 net=$!
 exec 3> "$fifo"
 trap 'exec 3>&-; wait "$net" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -41,7 +44,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 seed=$(sed -n 's/^seed //p' "$tmp/net")
-echo "fake network: $n nodes, $k neighbours + $j junk addresses per answer; seed $seed"
+echo "fake network: $n nodes, $k neighbours + $j junk addresses per answer${SNAPSHOTS:+, $SNAPSHOTS snapshots each}; seed $seed"
 grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /cpu: /'
 echo "cpus: $(nproc); $(grep -q avx512ifma /proc/cpuinfo && echo with || echo without) AVX-512 IFMA"
 printf '%-28s %-6s %8s %8s %8s %8s %9s\n' binary mode found wall_s nodes/s cpu_s rss_mib

@@ -42,8 +42,8 @@ pub struct ProbeOptions {
     pub watch: Duration,
     /// Also ask for the node's state-sync snapshots, when it lists the
     /// snapshot channel (`0x60`): one `SnapshotsRequest` with the PEX
-    /// request (sent just before it), and up to [`SNAPSHOT_WAIT`] past the
-    /// answer for the rest of the listing.
+    /// request (sent just before it), and a short wait past the answer for
+    /// the rest of the listing (see [`LISTING_TAIL_MIN`]).
     pub snapshots: bool,
 }
 
@@ -58,10 +58,29 @@ impl ProbeOptions {
     }
 }
 
-/// How long a probe waits, past the PEX answer, for the rest of a node's
-/// snapshot listing (asked with the PEX request, so it mostly comes with
-/// the answer): CometBFT sends nothing when it has no snapshot, so the
-/// wait is the price of asking.
+/// The least a probe waits, past the node's `PexAddrs`, for the rest of
+/// its snapshot listing; it waits as long as its handshake took (two
+/// round trips and more), at most [`SNAPSHOT_WAIT`]. CometBFT sends
+/// nothing when it has no snapshot, so some wait is the price of asking;
+/// but it handles a connection's messages one at a time in the order they
+/// came (its reactors' `Receive` runs on the connection's read loop), and
+/// its state-sync reactor queues the whole listing (one
+/// `SnapshotsResponse` per snapshot, at most 10, which its send queue of
+/// 10 holds) before it returns: so by the time the node reads our
+/// `PexRequest`, sent after the `SnapshotsRequest`, the listing is
+/// queued, and what of it did not come before the answer is written right
+/// behind it, in the same flush. Only if the node's flush timer fires
+/// between the two does the rest come with the next flush, up to
+/// `flush_throttle_timeout` later (100 ms by default at v0.38, 10 ms from
+/// v0.39), which this wait may miss on a near node. The crawl dials on
+/// meanwhile (the probe has left its slot at the answer).
+pub const LISTING_TAIL_MIN: Duration = Duration::from_millis(50);
+
+/// How long a probe of a node without PEX waits, past its blocksync
+/// status, for its snapshot listing: that status may be the one the node
+/// sends on connect, before it has read our `SnapshotsRequest`, so the
+/// listing is not known to be queued; and, with the snapshot channel
+/// only, how long past our request.
 pub const SNAPSHOT_WAIT: Duration = Duration::from_millis(300);
 
 /// The most bytes of one snapshot message taken (CometBFT allows 4 MB, for
@@ -86,15 +105,17 @@ const STATUS_WAIT: Duration = Duration::from_secs(1);
 ///   (`Validate`, and its ID against the authenticated key); then `decide`
 ///   (the scheduler's [`claim`](super::scheduler::Scheduler::claim)) says
 ///   whether to ask. When not (another network, a node already visited, an
-///   ID other than the address named, no PEX channel), we hang up before
-///   sending anything more: no NodeInfo of ours, no request.
+///   ID other than the address named; for `check` and `seed`, no PEX
+///   channel), we hang up before sending anything more: no NodeInfo of
+///   ours, no request. A node without PEX that the crawl visits is asked
+///   for its state only (see [`probe_with`]).
 /// - Otherwise we announce the node's own network and block protocol, the
 ///   channels PEX (`0x00`), blocksync (`0x40`, when the node lists it)
 ///   and state sync (`0x60`, when it lists it and snapshots are asked
 ///   for), so no other reactor sends us anything, the moniker
 ///   [`CRAWL_MONIKER`] and the listen address [`CRAWL_LISTEN_ADDR`]; then
 ///   run the library's MConnection adapter ([`MConnection::spawn`], those
-///   channels only), send one `StatusRequest` and one `SnapshotsRequest`
+///   channels only), send one `SnapshotsRequest` and one `StatusRequest`
 ///   where those channels are open, then ONE `PexRequest` (last, because
 ///   a seed hangs up once it has answered it), and wait up to `timeout`
 ///   for `PexAddrs`: pings are answered (by the
@@ -125,6 +146,31 @@ pub async fn probe(
     identity: &Identity,
     opts: &ProbeOptions,
     decide: impl FnOnce(NodeId, &NodeInfo) -> Verdict,
+) -> Report {
+    probe_with(target, identity, opts, decide, |_| {}).await
+}
+
+/// [`probe`], with `answered` called on the report as soon as the node's
+/// answer is in, before the waits past it (the rest of the blocksync
+/// status and of the snapshot listing, a `watch`): the report then holds
+/// the addresses (`addrs`, which `answered` may take), the blocks and the
+/// snapshots so far. The crawl's scheduler follows the addresses then
+/// ([`answered`](super::scheduler::Scheduler::answered)), so that the
+/// waits past the answer do not hold a dial slot. Not called when no
+/// answer comes. The report returned is the one `answered` saw, with
+/// what came after.
+///
+/// A node asked for its state only ([`Verdict::AskState`]: a node without
+/// PEX) gets the `SnapshotsRequest` and the `StatusRequest` (where it
+/// lists those channels; we then announce those channels only), and its
+/// answer is its blocksync status; with neither channel, we hang up as
+/// for [`Verdict::Stop`].
+pub async fn probe_with(
+    target: &Target,
+    identity: &Identity,
+    opts: &ProbeOptions,
+    decide: impl FnOnce(NodeId, &NodeInfo) -> Verdict,
+    answered: impl FnOnce(&mut Report),
 ) -> Report {
     let (timeout, watch) = (opts.timeout, opts.watch);
     let tcp = match conn::connect(target.addr.as_str(), timeout).await {
@@ -168,8 +214,23 @@ pub async fn probe(
         ));
         return report;
     }
-    if let Verdict::Stop(status) = decide(node_id, &theirs) {
-        report.status = status;
+    let pex = match decide(node_id, &theirs) {
+        Verdict::Ask => true,
+        Verdict::AskState(status) => {
+            report.status = status;
+            false
+        }
+        Verdict::Stop(status) => {
+            report.status = status;
+            let _ = tokio::time::timeout(CLOSE_LIMIT, sc.shutdown()).await;
+            return report;
+        }
+    };
+    // Blocksync too when the node has it: it then tells us its range.
+    let blocks = theirs.channels.contains(&BLOCKSYNC_CHANNEL);
+    let snapshots = opts.snapshots && theirs.channels.contains(&SNAPSHOT_CHANNEL);
+    if !pex && !blocks && !snapshots {
+        // Nothing to ask (and no channel in common).
         let _ = tokio::time::timeout(CLOSE_LIMIT, sc.shutdown()).await;
         return report;
     }
@@ -177,10 +238,10 @@ pub async fn probe(
     ours.protocol_version.block = theirs.protocol_version.block;
     ours.moniker = CRAWL_MONIKER.to_string();
     ours.listen_addr = CRAWL_LISTEN_ADDR.to_string();
-    // Blocksync too when the node has it: it then tells us its range.
-    let blocks = theirs.channels.contains(&BLOCKSYNC_CHANNEL);
-    let snapshots = opts.snapshots && theirs.channels.contains(&SNAPSHOT_CHANNEL);
-    ours.channels = vec![PEX_CHANNEL];
+    ours.channels = Vec::new();
+    if pex {
+        ours.channels.push(PEX_CHANNEL);
+    }
     if blocks {
         ours.channels.push(BLOCKSYNC_CHANNEL);
     }
@@ -192,33 +253,24 @@ pub async fn probe(
         return report;
     }
 
-    // MConnection: one request, then messages until the answer.
-    let mut closed = None;
-    let mut range = None;
-    let mut listed = None;
+    // MConnection: the requests, then messages until the answer.
+    let listing_tail = match (pex, report.handshake) {
+        (true, Some(hs)) => hs.clamp(LISTING_TAIL_MIN, SNAPSHOT_WAIT),
+        _ => SNAPSHOT_WAIT,
+    };
     let asked = Asked {
         timeout,
         watch,
+        pex,
         blocks,
         snapshots,
+        listing_tail,
     };
-    let got = ask(
-        sc,
-        &asked,
-        &mut report.ignored_messages,
-        &mut closed,
-        &mut range,
-        &mut listed,
-    )
-    .await;
-    match got {
-        Ok(addrs) => {
-            report.answered = Some(addrs.len());
-            report.addrs = Some(addrs);
-            report.closed_after_answer = closed;
-            report.blocks = range;
-            report.snapshots = listed;
-        }
+    match ask(sc, &asked, &mut report, answered).await {
+        Ok(()) => {}
+        // Without PEX the status is the answer: without it, the node is
+        // still reported as it is (no blocks known).
+        Err(_) if !pex => {}
         Err(Unanswered::Timeout) => report.status = Status::Timeout,
         Err(Unanswered::Failed(why)) => report.status = Status::NoAnswer(why),
     }
@@ -227,14 +279,19 @@ pub async fn probe(
 
 /// What [`ask`] asks for and how long it waits.
 struct Asked {
-    /// Bound on the wait for the PEX answer.
+    /// Bound on the wait for the answer.
     timeout: Duration,
     /// How long to watch the connection after the answer.
     watch: Duration,
-    /// Whether to ask for the node's blocksync status too.
+    /// Whether to ask for addresses (the answer is then the node's
+    /// `PexAddrs`, else its blocksync status).
+    pex: bool,
+    /// Whether to ask for the node's blocksync status.
     blocks: bool,
-    /// Whether to ask for its snapshots after the answer.
+    /// Whether to ask for its snapshots.
     snapshots: bool,
+    /// How long to wait past the answer for the rest of the listing.
+    listing_tail: Duration,
 }
 
 /// The verdict, for [`probe`]'s `decide`, on a node dialed as `expected`
@@ -262,36 +319,87 @@ pub fn expected(
     }
 }
 
-/// Why [`ask`] has no addresses.
+/// Why [`ask`] has no answer.
 enum Unanswered {
-    /// No `PexAddrs` within the timeout.
+    /// No answer within the timeout.
     Timeout,
     /// The connection ended or failed first, or the answer was malformed.
     Failed(String),
 }
 
-/// Runs an MConnection with the one PEX channel over `sc` (the library's
-/// adapter, [`MConnection::spawn`]: it answers pings), sends ONE
-/// `PexRequest`, and waits up to `timeout` for `PexAddrs`, counting any
-/// other message in `ignored` and answering none. Then it closes: the
-/// adapter sends what is queued (a pong at most) and shuts the stream down,
-/// waited for up to [`CLOSE_LIMIT`] (after a `watch` of the connection, if
-/// asked: see [`probe`]). Dropped early (the scheduler's
-/// deadline), the sender and receiver close the connection the same way.
+/// A message of the node's, by channel.
+enum Incoming {
+    /// Its blocksync status.
+    Status(Blocks),
+    /// One snapshot of its listing.
+    Snapshot(Snapshot),
+    /// Its PEX answer.
+    Addrs(Vec<NetAddress>),
+    /// A malformed PEX message.
+    BadPex(String),
+    /// Anything else (its own `PexRequest`, `SnapshotsRequest`, ...): not
+    /// answered.
+    Other,
+}
+
+fn incoming(channel: u8, data: &[u8]) -> Incoming {
+    match channel {
+        BLOCKSYNC_CHANNEL => match BlocksyncMessage::decode(data) {
+            Ok(BlocksyncMessage::StatusResponse { height, base }) => {
+                Incoming::Status(Blocks { height, base })
+            }
+            _ => Incoming::Other,
+        },
+        SNAPSHOT_CHANNEL => match StatesyncMessage::decode(data, SNAPSHOT_MESSAGE_LIMIT) {
+            Ok(StatesyncMessage::SnapshotsResponse(s)) => Incoming::Snapshot(s),
+            _ => Incoming::Other,
+        },
+        _ => match PexMessage::decode(data) {
+            Ok(PexMessage::Addrs(addrs)) => Incoming::Addrs(addrs),
+            Ok(PexMessage::Request) => Incoming::Other,
+            Err(e) => Incoming::BadPex(format!("PEX: {e}")),
+        },
+    }
+}
+
+/// Runs an MConnection with the channels asked over `sc` (the library's
+/// adapter, [`MConnection::spawn`]: it answers pings), sends the requests
+/// (a `SnapshotsRequest`, a `StatusRequest`, then ONE `PexRequest`, each
+/// where asked), and waits up to `timeout` for the answer: the node's
+/// `PexAddrs`, or without PEX its blocksync status. Any other message is
+/// counted in the report's `ignored_messages` and not answered.
+///
+/// At the answer, the report gets the addresses, the blocks and the
+/// snapshots so far, and goes to `answered` (the crawl follows the
+/// addresses from then on, and frees the probe's slot); then the rest is
+/// awaited at once, each within its own bound: the status, if it has not
+/// come ([`STATUS_WAIT`]), and the rest of the snapshot listing
+/// (past a PEX answer, as long as the handshake took, from
+/// [`LISTING_TAIL_MIN`] to [`SNAPSHOT_WAIT`]; past a status,
+/// [`SNAPSHOT_WAIT`]). Then it closes: the adapter sends what is queued
+/// (a pong at most) and shuts the stream down, waited for up to
+/// [`CLOSE_LIMIT`] (after a `watch` of the connection, if asked: see
+/// [`probe`]). Dropped early (the scheduler's deadline), the sender and
+/// receiver close the connection the same way.
 async fn ask(
     sc: SecretConnection<TcpStream>,
     asked: &Asked,
-    ignored: &mut u64,
-    closed_after: &mut Option<Duration>,
-    range: &mut Option<Blocks>,
-    listed: &mut Option<Vec<Snapshot>>,
-) -> Result<Vec<NetAddress>, Unanswered> {
+    report: &mut Report,
+    answered: impl FnOnce(&mut Report),
+) -> Result<(), Unanswered> {
     // The requests go out in this order (sent in it, and on a tie the
     // first channel listed sends first): a node handles a connection's
-    // messages in the order they arrive, and a seed hangs up once it has
+    // messages in the order they arrived, and a seed hangs up once it has
     // answered the `PexRequest` (after flushing what it queued), so the
-    // status and snapshot requests must come before it.
+    // status and snapshot requests must come before it; and the snapshot
+    // listing is queued before the status that answers a node without PEX.
     let mut channels = Vec::new();
+    if asked.snapshots {
+        channels.push(
+            ChannelDescriptor::new(SNAPSHOT_CHANNEL)
+                .with_recv_message_capacity(SNAPSHOT_MESSAGE_LIMIT),
+        );
+    }
     if asked.blocks {
         // Status messages only: a node sends nothing larger unasked.
         channels.push(
@@ -299,65 +407,51 @@ async fn ask(
                 .with_recv_message_capacity(MAX_STATUS_MESSAGE_SIZE),
         );
     }
-    if asked.snapshots {
+    if asked.pex {
         channels.push(
-            ChannelDescriptor::new(SNAPSHOT_CHANNEL)
-                .with_recv_message_capacity(SNAPSHOT_MESSAGE_LIMIT),
+            ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE),
         );
     }
-    channels
-        .push(ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE));
     let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default())
         .map_err(|e| Unanswered::Failed(e.to_string()))?;
-    // A blocksync status, if the message is one.
-    let status = |channel: u8, data: &[u8]| match (channel, BlocksyncMessage::decode(data)) {
-        (BLOCKSYNC_CHANNEL, Ok(BlocksyncMessage::StatusResponse { height, base })) => {
-            Some(Blocks { height, base })
-        }
-        _ => None,
-    };
+    let mut range = None;
     let mut found: Vec<Snapshot> = Vec::new();
+    let ignored = &mut report.ignored_messages;
     let answer = tokio::time::timeout(asked.timeout, async {
-        if asked.blocks {
-            tx.send(BLOCKSYNC_CHANNEL, BlocksyncMessage::StatusRequest.encode())
-                .await
-                .map_err(|e| Unanswered::Failed(e.to_string()))?;
-        }
+        let send = |channel, msg| {
+            let tx = &tx;
+            async move {
+                tx.send(channel, msg)
+                    .await
+                    .map_err(|e| Unanswered::Failed(e.to_string()))
+            }
+        };
         if asked.snapshots {
-            tx.send(
-                SNAPSHOT_CHANNEL,
-                StatesyncMessage::SnapshotsRequest.encode(),
-            )
-            .await
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+            let request = StatesyncMessage::SnapshotsRequest.encode();
+            send(SNAPSHOT_CHANNEL, request).await?;
         }
-        tx.send(PEX_CHANNEL, PexMessage::Request.encode())
-            .await
-            .map_err(|e| Unanswered::Failed(e.to_string()))?;
+        if asked.blocks {
+            send(BLOCKSYNC_CHANNEL, BlocksyncMessage::StatusRequest.encode()).await?;
+        }
+        if asked.pex {
+            send(PEX_CHANNEL, PexMessage::Request.encode()).await?;
+        } else if !asked.blocks {
+            // Snapshots only: nothing marks an answer.
+            return Ok(None);
+        }
         loop {
             match rx.recv().await {
-                Some(Received::Message { channel, data }) if channel == BLOCKSYNC_CHANNEL => {
-                    match status(channel, &data) {
-                        Some(b) => *range = Some(b),
-                        None => *ignored += 1,
-                    }
-                }
-                // Its listing, or a state-syncing node's own
-                // SnapshotsRequest (not answered).
-                Some(Received::Message { channel, data }) if channel == SNAPSHOT_CHANNEL => {
-                    match StatesyncMessage::decode(&data, SNAPSHOT_MESSAGE_LIMIT) {
-                        Ok(StatesyncMessage::SnapshotsResponse(s))
-                            if found.len() < RECENT_SNAPSHOTS =>
-                        {
-                            found.push(s)
+                Some(Received::Message { channel, data }) => match incoming(channel, &data) {
+                    Incoming::Status(b) => {
+                        range = Some(b);
+                        if !asked.pex {
+                            break Ok(None);
                         }
-                        _ => *ignored += 1,
                     }
-                }
-                Some(Received::Message { data, .. }) => match PexMessage::decode(&data) {
-                    Ok(PexMessage::Addrs(addrs)) => break Ok(addrs),
-                    Ok(PexMessage::Request) => *ignored += 1,
-                    Err(e) => break Err(Unanswered::Failed(format!("PEX: {e}"))),
+                    Incoming::Snapshot(s) if found.len() < RECENT_SNAPSHOTS => found.push(s),
+                    Incoming::Addrs(addrs) => break Ok(Some(addrs)),
+                    Incoming::BadPex(why) => break Err(Unanswered::Failed(why)),
+                    Incoming::Snapshot(_) | Incoming::Other => *ignored += 1,
                 },
                 Some(Received::Closed(why)) => break Err(Unanswered::Failed(closed(&why))),
                 // `Received` may grow; `None` only follows `Closed`.
@@ -368,62 +462,67 @@ async fn ask(
     })
     .await
     .unwrap_or(Err(Unanswered::Timeout));
-    // The status comes on connect, before the answer; if it has not, wait
-    // a little for the one our request asked for.
-    if answer.is_ok() && asked.blocks && range.is_none() {
-        let _ = tokio::time::timeout(STATUS_WAIT, async {
-            while let Some(event) = rx.recv().await {
-                match event {
-                    Received::Message { channel, data } => match status(channel, &data) {
-                        Some(b) => {
-                            *range = Some(b);
-                            break;
-                        }
-                        None => *ignored += 1,
-                    },
-                    Received::Closed(_) => break,
-                    _ => {}
-                }
-            }
-        })
-        .await;
+    let addrs = match answer {
+        Ok(addrs) => addrs,
+        Err(e) => {
+            close(tx, rx).await;
+            return Err(e);
+        }
+    };
+    report.answered = addrs.as_ref().map(Vec::len);
+    report.addrs = addrs;
+    report.blocks = range;
+    if asked.snapshots {
+        report.snapshots = Some(found.clone());
     }
-    // The listing was asked with the PEX request and mostly comes with its
-    // answer (one message per snapshot, or nothing when there is none):
-    // what is still on its way gets [`SNAPSHOT_WAIT`].
-    if answer.is_ok() && asked.snapshots {
-        if found.len() < RECENT_SNAPSHOTS {
-            let _ = tokio::time::timeout(SNAPSHOT_WAIT, async {
-                while let Some(event) = rx.recv().await {
-                    match event {
-                        Received::Message { channel, data } if channel == SNAPSHOT_CHANNEL => {
-                            match StatesyncMessage::decode(&data, SNAPSHOT_MESSAGE_LIMIT) {
-                                Ok(StatesyncMessage::SnapshotsResponse(s)) => {
-                                    found.push(s);
-                                    if found.len() >= RECENT_SNAPSHOTS {
-                                        break;
-                                    }
-                                }
-                                _ => *ignored += 1,
-                            }
-                        }
-                        Received::Message { channel, data } => match status(channel, &data) {
-                            Some(b) => *range = Some(b),
-                            None => *ignored += 1,
-                        },
-                        Received::Closed(_) => break,
-                        _ => {}
+    answered(report);
+
+    // The rest, at once. The status comes on connect, before the answer;
+    // if it has not, the one our request asked for gets [`STATUS_WAIT`].
+    // The listing was asked before the answer and mostly comes with it
+    // (one message per snapshot, or nothing when there is none): what is
+    // still on its way gets `listing_tail`: short past a PEX answer (it
+    // was queued before it), [`SNAPSHOT_WAIT`] otherwise.
+    let now = tokio::time::Instant::now();
+    let mut status_until = (asked.blocks && range.is_none()).then_some(now + STATUS_WAIT);
+    let mut listing_until =
+        (asked.snapshots && found.len() < RECENT_SNAPSHOTS).then_some(now + asked.listing_tail);
+    let ignored = &mut report.ignored_messages;
+    loop {
+        let now = tokio::time::Instant::now();
+        status_until = status_until.filter(|&t| t > now);
+        listing_until = listing_until.filter(|&t| t > now);
+        let Some(until) = status_until.into_iter().chain(listing_until).min() else {
+            break;
+        };
+        match tokio::time::timeout_at(until, rx.recv()).await {
+            // One wait is over: see which.
+            Err(_) => {}
+            Ok(Some(Received::Message { channel, data })) => match incoming(channel, &data) {
+                Incoming::Status(b) => {
+                    range = Some(b);
+                    status_until = None;
+                }
+                Incoming::Snapshot(s) if listing_until.is_some() => {
+                    found.push(s);
+                    if found.len() >= RECENT_SNAPSHOTS {
+                        listing_until = None;
                     }
                 }
-            })
-            .await;
+                _ => *ignored += 1,
+            },
+            Ok(Some(Received::Closed(_)) | None) => break,
+            Ok(Some(_)) => {}
         }
-        *listed = Some(std::mem::take(&mut found));
+    }
+    report.blocks = range;
+    if asked.snapshots {
+        report.snapshots = Some(found);
     }
     let watch = asked.watch;
-    if answer.is_ok() && !watch.is_zero() {
+    if !watch.is_zero() {
         let answered = Instant::now();
-        *closed_after = tokio::time::timeout(watch, async {
+        report.closed_after_answer = tokio::time::timeout(watch, async {
             loop {
                 match rx.recv().await {
                     Some(Received::Closed(_)) | None => break answered.elapsed(),
@@ -435,6 +534,14 @@ async fn ask(
         .await
         .ok();
     }
+    close(tx, rx).await;
+    Ok(())
+}
+
+/// Closes the connection ([`MConnSender::close`](p2p_conn_mconn::MConnSender::close)):
+/// what is queued is sent, then the stream is shut down, waited for up to
+/// [`CLOSE_LIMIT`].
+async fn close(tx: p2p_conn_mconn::MConnSender, mut rx: p2p_conn_mconn::MConnReceiver) {
     tx.close();
     let _ = tokio::time::timeout(CLOSE_LIMIT, async {
         while let Some(event) = rx.recv().await {
@@ -444,7 +551,6 @@ async fn ask(
         }
     })
     .await;
-    answer
 }
 
 /// The end of the connection, worded as before the adapter.

@@ -48,7 +48,8 @@ pub enum Status {
     },
     /// A node already visited under another address (not asked again).
     Duplicate,
-    /// The node does not serve PEX (no channel 0x00; not asked).
+    /// The node does not serve PEX (no channel 0x00; not asked for
+    /// addresses, asked for its blocks and snapshots).
     NoPex,
     /// Asked, but no `PexAddrs` came (the connection ended or failed).
     NoAnswer(String),
@@ -183,8 +184,13 @@ impl Blocks {
 /// What [`Scheduler::claim`](super::scheduler::Scheduler::claim) tells a probe that has the node's NodeInfo.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Send the one `PexRequest`.
+    /// Send the one `PexRequest` (and ask for the node's state: its
+    /// blocksync status and snapshots, where it lists those channels).
     Ask,
+    /// Do not ask for addresses, only for the node's state (its blocksync
+    /// status and snapshots, where it lists those channels; hang up at once
+    /// if it lists neither), and report this status: a node without PEX.
+    AskState(Status),
     /// Hang up without asking, and report this.
     Stop(Status),
 }

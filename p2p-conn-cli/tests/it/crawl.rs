@@ -107,8 +107,12 @@ fn crawl_maps_a_real_network() {
     assert_eq!(v["network"], net.chain_id.as_str(), "{v:#}");
     let nodes = v["nodes"].as_array().expect("nodes");
     check_every_node(&net, &v, test);
-    // The seed is reached last, through node n-2's answer.
-    let last = nodes.last().unwrap();
+    // The seed is dialed last, through node n-2's answer (records come in
+    // the order visits end: `probe` is the dial order).
+    let last = nodes
+        .iter()
+        .max_by_key(|n| n["probe"].as_u64().unwrap())
+        .unwrap();
     assert_eq!(
         last["node_id"],
         net.nodes.last().unwrap().node.node_id.as_str()
@@ -640,4 +644,73 @@ fn crawl_reports_a_v1_nodes_pruning_and_snapshots() {
         GoVersion::V1,
         "crawl_reports_a_v1_nodes_pruning_and_snapshots",
     );
+}
+
+/// A node with `pex = false` in its config (as validators and private
+/// sentries run) lists no PEX channel: the crawl asks it for its blocks
+/// (and snapshots) all the same, so `--has-height 1` lists it, and it
+/// logs nothing against the crawler.
+#[test]
+fn crawl_lists_a_node_without_pex_by_its_blocks() {
+    let test = "crawl_lists_a_node_without_pex_by_its_blocks";
+    let Some(bin) = p2p_conn_interop::cometbft_node::node_binary(GoVersion::V038, test) else {
+        return;
+    };
+    let extra = [
+        ("p2p", "pex", "false".to_string()),
+        // Blocks to hold: the chain moves on its own.
+        ("consensus", "create_empty_blocks", "true".into()),
+        ("consensus", "timeout_commit", "\"300ms\"".into()),
+    ];
+    let node = p2p_conn_interop::cometbft_node::Node::start_with(&bin, &extra, None);
+    let deadline = std::time::Instant::now() + LINK_LIMIT;
+    while node.height().unwrap_or(0) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{test}: no height 2; log:\n{}",
+            node.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let seed = format!("{}@{}", node.node_id, node.p2p_addr);
+    let out = run(
+        BIN.as_ref(),
+        &["crawl", "--has-height", "1", &seed],
+        CRAWL_LIMIT,
+    );
+    assert!(out.status.success(), "{test}: crawl failed: {out:?}");
+    let id = crawler_id(&out.stderr);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&node.node_id))
+        .unwrap_or_else(|| panic!("{test}: the node is not listed: {table}"));
+    assert!(row.contains(" no PEX "), "{test}: {row}");
+    assert!(table.contains("1 node can serve height 1"), "{table}");
+    // The JSON says the same: its channels, its blocks, no answer.
+    let out = run(
+        BIN.as_ref(),
+        &["crawl", "--json", "--has-height", "1", &seed],
+        CRAWL_LIMIT,
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &v["nodes"][0];
+    assert_eq!(n["status"], "no PEX", "{test}: {n:#}");
+    assert!(
+        !n["channels"].as_array().unwrap().contains(&"00".into()),
+        "{n:#}"
+    );
+    assert!(n["base"].as_i64().unwrap() <= 1, "{n:#}");
+    assert!(n["height"].as_i64().unwrap() >= 2, "{n:#}");
+    assert_eq!(n["pex_addrs"], Value::Null, "{n:#}");
+    assert_eq!(n["snapshots"], serde_json::json!([]), "{n:#}");
+    let id2 = crawler_id(&out.stderr);
+    std::thread::sleep(Duration::from_secs(2));
+    let log = node.log();
+    for who in [&id, &id2] {
+        let bad = complaints(&log, who);
+        assert!(bad.is_empty(), "{test}: the node complains: {bad:#?}");
+        assert!(log.contains(who.as_str()), "{test}: never logged {who}");
+    }
 }

@@ -18,6 +18,7 @@ mod cli_signer;
 mod cometbft_node;
 mod crawl;
 mod crawl_hostile;
+mod crawl_output;
 mod doc_examples;
 mod mconn_cli;
 mod nodeinfo_cometbft_go;

@@ -8,7 +8,12 @@
 //! with unroutable addresses allowed), so that answers can be as large as CometBFT allows while the
 //! network stays N nodes. Real nodes cost too much for thousands.
 //!
-//! `cargo run --release -p p2p-conn-lab --bin fake-pex-network -- N K J`
+//! `cargo run --release -p p2p-conn-lab --bin fake-pex-network -- N K J [S]`
+//!
+//! With S, each node also lists the state-sync channel (`0x60`), as every
+//! CometBFT node does, and answers a `SnapshotsRequest` with S snapshots
+//! (0: nothing, as the kvstore application, whose crawler waits the
+//! longest for a listing that never comes).
 //!
 //! Prints `seed ID@127.0.0.1:PORT` (node 0) and `ready N` on stdout, then
 //! serves until stdin ends. Node i reports nodes i+1 .. i+K (mod N), so a
@@ -24,6 +29,7 @@ use p2p_conn::io::tokio as ptokio;
 use p2p_conn::nodeinfo::{self, NodeInfo};
 use p2p_conn::{Config, Identity, NodeId};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL};
+use p2p_conn_mconn::statesync::{Snapshot, StatesyncMessage, SNAPSHOT_CHANNEL};
 use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 use tokio::net::TcpListener;
 
@@ -39,10 +45,26 @@ fn main() {
         .skip(1)
         .map(|a| a.parse().expect("N K J: numbers"))
         .collect();
-    let (n, k, j) = match args[..] {
-        [n, k, j] => (n, k, j),
-        _ => panic!("usage: fake-pex-network N K J"),
+    let (n, k, j, snapshots) = match args[..] {
+        [n, k, j] => (n, k, j, None),
+        [n, k, j, s] => (n, k, j, Some(s)),
+        _ => panic!("usage: fake-pex-network N K J [S]"),
     };
+    // The listing each node sends, one message per snapshot.
+    let listing: Arc<Option<Vec<Vec<u8>>>> = Arc::new(snapshots.map(|s| {
+        (0..s as u64)
+            .map(|h| {
+                StatesyncMessage::SnapshotsResponse(Snapshot {
+                    height: 1000 - 10 * h,
+                    format: 1,
+                    chunks: 1,
+                    hash: vec![0xab; 32],
+                    metadata_len: 0,
+                })
+                .encode()
+            })
+            .collect()
+    }));
     assert!(n >= 2 && k < n, "need N >= 2 and K < N");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -80,12 +102,15 @@ fn main() {
             let answer = Arc::new(PexMessage::Addrs(answer).encode());
             assert!(answer.len() <= MAX_PEX_MESSAGE_SIZE, "answer too large");
             let nodes = Arc::clone(&nodes);
+            let listing = Arc::clone(&listing);
             tokio::spawn(async move {
                 while let Ok((tcp, _)) = l.accept().await {
                     let nodes = Arc::clone(&nodes);
                     let answer = Arc::clone(&answer);
+                    let listing = Arc::clone(&listing);
                     tokio::spawn(async move {
-                        let _ = serve(tcp, &nodes[i], i, &answer).await;
+                        let _ =
+                            serve(tcp, &nodes[i], i, &answer, listing.as_ref().as_deref()).await;
                     });
                 }
             });
@@ -103,6 +128,7 @@ async fn serve(
     me: &Node,
     i: usize,
     answer: &[u8],
+    listing: Option<&[Vec<u8>]>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let _ = tcp.set_nodelay(true);
     let mut sc = ptokio::handshake(tcp, &me.identity, &Config::default()).await?;
@@ -110,12 +136,26 @@ async fn serve(
     ours.listen_addr = me.addr.to_string();
     ours.moniker = format!("fake-{i}");
     ours.channels = vec![PEX_CHANNEL];
+    let mut channels =
+        vec![ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE)];
+    if listing.is_some() {
+        ours.channels.push(SNAPSHOT_CHANNEL);
+        channels.push(ChannelDescriptor::new(SNAPSHOT_CHANNEL));
+    }
     nodeinfo::tokio::write(&mut sc, &ours).await?;
     let _theirs = nodeinfo::tokio::read(&mut sc).await?;
-    let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
-    let (tx, mut rx) = MConnection::spawn(sc, &[pex], MConnConfig::default())?;
+    let (tx, mut rx) = MConnection::spawn(sc, &channels, MConnConfig::default())?;
     while let Some(event) = rx.recv().await {
         match event {
+            Received::Message { channel, data } if channel == SNAPSHOT_CHANNEL => {
+                if let Ok(StatesyncMessage::SnapshotsRequest) =
+                    StatesyncMessage::decode(&data, MAX_PEX_MESSAGE_SIZE)
+                {
+                    for s in listing.unwrap_or_default() {
+                        tx.send(SNAPSHOT_CHANNEL, s.clone()).await?;
+                    }
+                }
+            }
             Received::Message { data, .. } => {
                 if let Ok(PexMessage::Request) = PexMessage::decode(&data) {
                     tx.send(PEX_CHANNEL, answer.to_vec()).await?;

@@ -1,8 +1,10 @@
 //! `p2p-conn crawl`: map a CometBFT network over p2p alone (no RPC).
 //!
 //! For each node it dials: the secret-connection handshake, the NodeInfo
-//! exchange, one `PexRequest` over MConnection, the node's `PexAddrs`, a
-//! hang-up; then breadth first over the addresses learned.
+//! exchange, one `PexRequest` over MConnection (with a `StatusRequest`
+//! and a `SnapshotsRequest` where the node lists those channels; only
+//! those to a node without PEX), the node's `PexAddrs`, a hang-up; then
+//! breadth first over the addresses learned.
 //!
 //! # Design
 //! - [`scheduler`]: a sans-IO scheduler (which address next, the limits,
@@ -13,8 +15,11 @@
 //! - [`probe`](mod@probe): the one piece that touches the network, one node per
 //!   call (`check` and `seed` visit through it too).
 //! - This module: the tokio driver (a task per probe, aborted at the
-//!   scheduler's deadline), the progress line, and the output through
-//!   [`output`] (table, `--json`) and [`graph`] (`--graph`, DOT or SVG).
+//!   scheduler's deadline; a probe past its answer, waiting only for the
+//!   rest of a snapshot listing, leaves its slot to the next dial: up to
+//!   [`LINGER_PER_SLOT`] such per `--concurrency`), the progress line,
+//!   and the output through [`output`] (table, `--json`) and [`graph`]
+//!   (`--graph`, DOT or SVG).
 //!
 //! # Not provided
 //! - No re-crawl: one pass, one request per node (`--addrbook` writes
@@ -44,13 +49,22 @@ use crate::visit::probe;
 use crate::visit::report::{Report, Target};
 use crate::visit::scheduler::{self, Options, ProbeId, Scheduler};
 
+/// Probes past their answer that may wait for the rest of a snapshot
+/// listing (from [`probe::LISTING_TAIL_MIN`] each), per `--concurrency`
+/// slot: such a probe holds a connection (about 120 KiB) and nothing
+/// else, so the wait does not hold up the dials of the slot's next nodes
+/// and their answers' addresses.
+pub const LINGER_PER_SLOT: usize = 1;
+
 #[derive(clap::Args)]
 pub struct CrawlArgs {
     /// Where to start: one or more p2p addresses, ID@HOST:PORT or HOST:PORT,
     /// either after tcp://
     #[arg(required = true)]
     seeds: Vec<String>,
-    /// Most nodes probed at once
+    /// Most nodes probed at once, until their answer (a node whose answer
+    /// is in and whose snapshot listing is still coming holds a
+    /// connection, not a slot: up to 1 such per slot)
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// Bound on one node's visit (connect to hang-up), in seconds
@@ -67,7 +81,9 @@ pub struct CrawlArgs {
     /// addr_book_strict = false does: for local and private test networks
     #[arg(long)]
     allow_unroutable: bool,
-    /// Print one JSON document (nodes and edges) instead of the table
+    /// Print one JSON document instead of the table: a record per node
+    /// listed (the filters apply, as to the table), each with the
+    /// addresses it reported, then the totals
     #[arg(long)]
     json: bool,
     /// Also write a picture of who knows whom: FILE.svg (drawn by p2p-conn)
@@ -75,11 +91,12 @@ pub struct CrawlArgs {
     #[arg(long)]
     graph: Option<PathBuf>,
     /// Do not ask nodes for their state-sync snapshots (asked by default
-    /// of each node that lists the channel, costing up to 0.3 s a node)
+    /// of each node that lists the channel, with a short wait past its
+    /// answer for the listing, while other nodes are dialed)
     #[arg(long)]
     no_snapshots: bool,
     /// List only the nodes whose blocks include height H (from each
-    /// node's blocksync status)
+    /// node's blocksync status), in the table and in --json
     #[arg(long, value_name = "H")]
     has_height: Option<i64>,
     /// Also write the nodes reached as a CometBFT addrbook.json, which a
@@ -141,6 +158,10 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
         } else {
             AddrPolicy::Strict
         },
+        linger: args.concurrency.saturating_mul(LINGER_PER_SLOT),
+    };
+    let filter = output::Filter {
+        has_height: args.has_height,
     };
     let rt = conn::runtime()?;
     let started = Instant::now();
@@ -150,8 +171,12 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     // is kept per node than its visit.
     let mut json = match args.json {
         true => Some(
-            output::JsonStream::start(std::io::BufWriter::new(std::io::stdout()), crawler_id)
-                .map_err(stdout_failed)?,
+            output::JsonStream::start(
+                std::io::BufWriter::new(std::io::stdout()),
+                crawler_id,
+                filter,
+            )
+            .map_err(stdout_failed)?,
         ),
         false => None,
     };
@@ -219,9 +244,14 @@ pub fn run(args: CrawlArgs) -> Result<(), CliError> {
     }
     match json {
         Some(j) => {
+            // The lines under the table, on stderr.
+            let notes = [output::unroutable_note(&crawl), filter.note(j.listed())];
             j.finish(&crawl).map_err(stdout_failed)?;
+            for note in notes.into_iter().flatten() {
+                eprintln!("{note}");
+            }
         }
-        None => print!("{}", output::table(&crawl, args.has_height)),
+        None => print!("{}", output::table(&crawl, filter)),
     }
     Ok(())
 }
@@ -233,7 +263,9 @@ fn stdout_failed(e: std::io::Error) -> CliError {
 /// Runs the crawl: probes as tasks, as many as the scheduler allows, each
 /// aborted at its deadline.
 ///
-/// Each visit's end goes to `sink` with what it reported, as it happens.
+/// Each visit's end goes to `sink` with what it reported, as it happens,
+/// once: when the scheduler says it has ended
+/// ([`Scheduler::complete`], [`Scheduler::handle_timeout`]).
 async fn drive(
     s: Scheduler,
     identity: Identity,
@@ -243,6 +275,8 @@ async fn drive(
     let s = Arc::new(Mutex::new(s));
     let identity = Arc::new(identity);
     let bar = progress();
+    // A probe's answer frees its slot: the loop then dials the next.
+    let slot_freed = Arc::new(tokio::sync::Notify::new());
     let mut tasks: JoinSet<(ProbeId, Report)> = JoinSet::new();
     let mut aborts = HashMap::new();
     let mut done = 0u64;
@@ -252,13 +286,20 @@ async fn drive(
             while let Some((pid, target)) = g.next(Instant::now()) {
                 let s = Arc::clone(&s);
                 let identity = Arc::clone(&identity);
+                let slot_freed = Arc::clone(&slot_freed);
                 let h = tasks.spawn(async move {
-                    let r = probe::probe(&target, &identity, &opts, |id, info| {
+                    let decide = |id, info: &_| {
                         s.lock()
                             .expect("scheduler lock")
                             .claim(pid, id, info, Instant::now())
-                    })
-                    .await;
+                    };
+                    let answered = |r: &mut Report| {
+                        s.lock()
+                            .expect("scheduler lock")
+                            .answered(pid, r, Instant::now());
+                        slot_freed.notify_one();
+                    };
+                    let r = probe::probe_with(&target, &identity, &opts, decide, answered).await;
                     (pid, r)
                 });
                 aborts.insert(pid, h);
@@ -286,22 +327,29 @@ async fn drive(
             joined = tasks.join_next() => match joined {
                 Some(Ok((pid, report))) => {
                     aborts.remove(&pid);
-                    done += 1;
                     let mut g = s.lock().expect("scheduler lock");
-                    let edges = g.complete(pid, report, Instant::now());
-                    sink(pid, g.visit(pid), edges);
+                    // `None`: its timeout was handled first (and reported).
+                    if let Some(edges) = g.complete(pid, report, Instant::now()) {
+                        done += 1;
+                        sink(pid, g.visit(pid), edges);
+                    }
                 }
                 // Aborted at its deadline (already recorded), or a panic.
                 Some(Err(e)) if e.is_cancelled() => {}
                 Some(Err(e)) => std::panic::resume_unwind(e.into_panic()),
                 None => {}
             },
+            _ = slot_freed.notified() => {}
             _ = tokio::time::sleep_until(wake) => {
                 let mut g = s.lock().expect("scheduler lock");
                 let late = g.handle_timeout(Instant::now());
-                for &pid in &late {
-                    sink(pid, g.visit(pid), Vec::new());
-                }
+                let late: Vec<ProbeId> = late
+                    .into_iter()
+                    .map(|(pid, edges)| {
+                        sink(pid, g.visit(pid), edges);
+                        pid
+                    })
+                    .collect();
                 drop(g);
                 for pid in late {
                     done += 1;

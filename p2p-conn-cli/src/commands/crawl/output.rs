@@ -28,9 +28,52 @@ fn status_text(v: &Visit) -> &'static str {
     v.report.as_ref().map_or("running", |r| r.status.name())
 }
 
-/// The table: one row per dial (with `has_height`, only the nodes whose
-/// blocks include that height), then a summary line.
-pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
+/// Which visits are listed, in the table and in `--json` alike.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Filter {
+    /// `--has-height`: only the nodes whose blocks include it.
+    pub has_height: Option<i64>,
+}
+
+impl Filter {
+    /// Whether `v` is listed.
+    pub fn shows(&self, v: &Visit) -> bool {
+        match self.has_height {
+            None => true,
+            Some(h) => v
+                .report
+                .as_ref()
+                .and_then(|r| r.blocks)
+                .is_some_and(|b| b.has(h)),
+        }
+    }
+
+    /// What the filter left, for the end of the output (`None` without
+    /// one): `N nodes can serve height H (--has-height)`.
+    pub fn note(&self, listed: usize) -> Option<String> {
+        let h = self.has_height?;
+        Some(format!(
+            "{listed} node{} can serve height {h} (--has-height)",
+            if listed == 1 { "" } else { "s" }
+        ))
+    }
+}
+
+/// The line on reported addresses left out as not publicly routable,
+/// when there are any: what `--allow-unroutable` would follow.
+pub fn unroutable_note(crawl: &Crawl) -> Option<String> {
+    let n = crawl.unroutable;
+    (n > 0).then(|| {
+        format!(
+            "{n} reported address{} not followed: not publicly routable (--allow-unroutable follows them)",
+            if n == 1 { "" } else { "es" }
+        )
+    })
+}
+
+/// The table: one row per dial (with a [`Filter`], only the visits it
+/// shows), then a summary line.
+pub fn table(crawl: &Crawl, filter: Filter) -> String {
     let head = [
         "NODE ID",
         "MONIKER",
@@ -44,15 +87,7 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
         "PEX ADDRS",
     ];
     let mut rows: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
-    let serves = |v: &&Visit| match has_height {
-        None => true,
-        Some(h) => v
-            .report
-            .as_ref()
-            .and_then(|r| r.blocks)
-            .is_some_and(|b| b.has(h)),
-    };
-    let shown: Vec<&Visit> = crawl.visits.iter().filter(serves).collect();
+    let shown: Vec<&Visit> = crawl.visits.iter().filter(|v| filter.shows(v)).collect();
     // A SNAPSHOTS column when they were asked for (not `--no-snapshots`): how
     // many, and the newest height.
     let asked = crawl
@@ -116,12 +151,11 @@ pub fn table(crawl: &Crawl, has_height: Option<i64>) -> String {
                 .is_some_and(|r| r.status.detail().is_some())
         })
         .count();
-    if let Some(h) = has_height {
-        out.push_str(&format!(
-            "{} node{} can serve height {h} (--has-height): the rows above\n",
-            shown.len(),
-            if shown.len() == 1 { "" } else { "s" }
-        ));
+    if let Some(note) = unroutable_note(crawl) {
+        out.push_str(&format!("{note}\n"));
+    }
+    if let Some(note) = filter.note(shown.len()) {
+        out.push_str(&format!("{note}: the rows above\n"));
     }
     if detailed > 0 {
         out.push_str(&format!(
@@ -190,29 +224,44 @@ pub fn node_json(pid: ProbeId, v: &Visit, edges: &[Edge]) -> Value {
 }
 
 /// `--json`, written as the crawl goes: one JSON document whose `nodes`
-/// array gets each node's record ([`node_json`]) when its visit ends (in
-/// the order visits end), so that what is held in memory does not grow
-/// with the answers; the totals (`network`, `dialed`, `reachable`,
-/// `answered`, `reported`, `not_queued`) and `not_dialed` follow the
-/// array.
+/// array gets each listed node's record ([`node_json`]; the [`Filter`]
+/// says which, as for the table) when its visit ends (in the order visits
+/// end), so that what is held in memory does not grow with the answers;
+/// the totals (`network`, `dialed`, `reachable`, `answered`, `reported`,
+/// `unroutable`, `not_queued`), `not_dialed`, and the filter
+/// (`has_height`, null without it) with `listed`, the records in `nodes`,
+/// follow the array.
 pub struct JsonStream<W: Write> {
     out: W,
-    first: bool,
+    filter: Filter,
+    listed: usize,
 }
 
 impl<W: Write> JsonStream<W> {
     /// Writes the document's start.
-    pub fn start(mut out: W, crawler_id: NodeId) -> std::io::Result<Self> {
+    pub fn start(mut out: W, crawler_id: NodeId, filter: Filter) -> std::io::Result<Self> {
         write!(out, "{{\"crawler_id\":\"{crawler_id}\",\"nodes\":[")?;
-        Ok(JsonStream { out, first: true })
+        Ok(JsonStream {
+            out,
+            filter,
+            listed: 0,
+        })
     }
 
-    /// Writes one node's record.
+    /// How many records were written.
+    pub fn listed(&self) -> usize {
+        self.listed
+    }
+
+    /// Writes one node's record, if the filter shows it.
     pub fn node(&mut self, pid: ProbeId, v: &Visit, edges: &[Edge]) -> std::io::Result<()> {
-        if !self.first {
+        if !self.filter.shows(v) {
+            return Ok(());
+        }
+        self.listed += 1;
+        if self.listed > 1 {
             self.out.write_all(b",")?;
         }
-        self.first = false;
         self.out.write_all(b"\n")?;
         serde_json::to_writer(&mut self.out, &node_json(pid, v, edges))?;
         Ok(())
@@ -232,8 +281,11 @@ impl<W: Write> JsonStream<W> {
             "reachable": reachable,
             "answered": answered,
             "reported": crawl.reported,
+            "unroutable": crawl.unroutable,
             "not_queued": crawl.not_queued,
             "not_dialed": left,
+            "has_height": self.filter.has_height,
+            "listed": self.listed,
         });
         // The tail object's members, after the array.
         let tail = tail.to_string();
@@ -319,7 +371,7 @@ mod tests {
 
     /// The whole document as `--json` streams it (edges from `c.edges`).
     fn streamed(c: &Crawl, id: NodeId) -> Value {
-        let mut out = JsonStream::start(Vec::new(), id).unwrap();
+        let mut out = JsonStream::start(Vec::new(), id, Filter::default()).unwrap();
         for (pid, v) in c.visits.iter().enumerate() {
             let mine: Vec<Edge> = c.edges.iter().filter(|e| e.from == pid).cloned().collect();
             out.node(pid, v, &mine).unwrap();
@@ -352,8 +404,9 @@ mod tests {
             reported: 0,
             left: vec![],
             not_queued: 0,
+            unroutable: 0,
         };
-        let bytes = JsonStream::start(Vec::new(), f.nodes[0].id)
+        let bytes = JsonStream::start(Vec::new(), f.nodes[0].id, Filter::default())
             .unwrap()
             .finish(&empty)
             .unwrap();
@@ -371,20 +424,37 @@ mod tests {
         };
         set(&mut c, 0, 1, 500);
         set(&mut c, 1, 300, 520);
-        let all = table(&c, None);
+        let all = table(&c, Filter::default());
         assert!(all.lines().next().unwrap().contains(" BLOCKS "), "{all}");
         assert!(
             all.contains(" 1-500 ") && all.contains(" 300-520 "),
             "{all}"
         );
-        let some = table(&c, Some(200));
+        let some = table(
+            &c,
+            Filter {
+                has_height: Some(200),
+            },
+        );
         let id = |i: usize| f.nodes[i].id.to_string();
         assert!(some.lines().any(|l| l.starts_with(&id(0))), "{some}");
         assert!(!some.lines().any(|l| l.starts_with(&id(1))), "{some}");
         assert!(!some.contains("127.0.0.1:26657"), "{some}");
         assert!(some.contains("1 node can serve height 200"), "{some}");
-        assert!(table(&c, Some(510)).contains("1 node can serve height 510"));
-        assert!(table(&c, Some(9999)).contains("0 nodes can serve"));
+        assert!(table(
+            &c,
+            Filter {
+                has_height: Some(510)
+            }
+        )
+        .contains("1 node can serve height 510"));
+        assert!(table(
+            &c,
+            Filter {
+                has_height: Some(9999)
+            }
+        )
+        .contains("0 nodes can serve"));
         let j = node_json(1, &c.visits[1], &[]);
         assert_eq!(
             (j["base"].clone(), j["height"].clone()),
@@ -421,7 +491,7 @@ mod tests {
     #[test]
     fn snapshots_are_listed_when_asked() {
         let (_, mut c) = crawl();
-        assert!(!table(&c, None).contains("SNAPSHOTS"));
+        assert!(!table(&c, Filter::default()).contains("SNAPSHOTS"));
         let snap = |height| p2p_conn_mconn::statesync::Snapshot {
             height,
             format: 1,
@@ -431,7 +501,7 @@ mod tests {
         };
         c.visits[0].report.as_mut().unwrap().snapshots = Some(vec![snap(300), snap(200)]);
         c.visits[1].report.as_mut().unwrap().snapshots = Some(vec![]);
-        let t = table(&c, None);
+        let t = table(&c, Filter::default());
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].ends_with(" SNAPSHOTS"), "{t}");
         assert!(lines[1].ends_with(" 2 (newest 300)"), "{t}");
@@ -449,7 +519,7 @@ mod tests {
     #[test]
     fn a_failed_row_is_short_and_claims_no_id() {
         let (f, c) = crawl();
-        let t = table(&c, None);
+        let t = table(&c, Filter::default());
         let lines: Vec<&str> = t.lines().collect();
         assert!(
             lines[0].starts_with("NODE ID ") && lines[0].ends_with("PEX ADDRS"),

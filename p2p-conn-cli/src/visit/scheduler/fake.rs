@@ -22,6 +22,11 @@ pub struct FakeNode {
     pub knows: Vec<usize>,
     /// Never answers (the probe runs into its timeout).
     pub hangs: bool,
+    /// Never answers, and its probe gives up by itself at the crawl's
+    /// deadline (its connect timeout is the crawl's): the scheduler's
+    /// timeout and the probe's own `Timeout` report race, the timeout
+    /// handled first, as the driver may see them.
+    pub late: bool,
     pub pex: bool,
 }
 
@@ -45,6 +50,7 @@ impl Fake {
                     moniker: format!("n{i}"),
                     knows: Vec::new(),
                     hangs: false,
+                    late: false,
                     pex: true,
                 })
                 .collect(),
@@ -105,7 +111,7 @@ impl Fake {
             return Some(Report::failed(Status::Refused("connection refused".into())));
         };
         let n = &self.nodes[i];
-        if n.hangs {
+        if n.hangs || n.late {
             return None;
         }
         let info = self.info(i);
@@ -127,10 +133,21 @@ impl Fake {
                 r.answered = Some(a.len());
                 r.addrs = Some(a);
             }
-            Verdict::Stop(st) => r.status = st,
+            Verdict::AskState(st) | Verdict::Stop(st) => r.status = st,
         }
         Some(r)
     }
+}
+
+/// What [`run_full`] saw.
+pub struct Run {
+    pub crawl: Crawl,
+    /// The probes each node ID got.
+    pub asked: HashMap<NodeId, usize>,
+    /// The most probes that ran at once.
+    pub most: usize,
+    /// Each visit the driver reported (wrote to `--json`), in order.
+    pub reported: Vec<ProbeId>,
 }
 
 /// Runs a crawl over the fake network: probes complete in start order
@@ -142,7 +159,16 @@ pub fn run(
     seeds: Vec<Target>,
     opts: Options,
 ) -> (Crawl, HashMap<NodeId, usize>, usize) {
+    let r = run_full(fake, seeds, opts);
+    (r.crawl, r.asked, r.most)
+}
+
+/// [`run`], and each visit the driver reports, as the crawl's driver
+/// reports them: what [`Scheduler::complete`] and
+/// [`Scheduler::handle_timeout`] say has ended.
+pub fn run_full(fake: &Fake, seeds: Vec<Target>, opts: Options) -> Run {
     let mut s = Scheduler::new(seeds, opts);
+    let mut reported: Vec<ProbeId> = Vec::new();
     let mut now = Instant::now();
     let mut running: VecDeque<(ProbeId, Target)> = VecDeque::new();
     let mut asked: HashMap<NodeId, usize> = HashMap::new();
@@ -163,15 +189,38 @@ pub fn run(
                     if r.addrs.is_some() {
                         *asked.entry(r.node_id.unwrap()).or_default() += 1;
                     }
-                    edges.extend(s.complete(pid, r, now));
+                    if let Some(e) = s.complete(pid, r, now) {
+                        edges.extend(e);
+                        reported.push(pid);
+                    }
                 }
                 None => hung.push(pid),
             },
             None => {
                 // Only hanging probes left: jump to the deadline.
                 now = s.poll_timeout().expect("a probe runs");
-                let late = s.handle_timeout(now);
+                let late: Vec<ProbeId> = s
+                    .handle_timeout(now)
+                    .into_iter()
+                    .map(|(pid, e)| {
+                        edges.extend(e);
+                        pid
+                    })
+                    .collect();
                 assert!(!late.is_empty());
+                reported.extend(&late);
+                // The probes that gave up by themselves at that instant:
+                // their own reports arrive after the timeout was handled.
+                for &pid in &late {
+                    let t = &s.visit(pid).target;
+                    if fake.find(&t.addr).is_some_and(|i| fake.nodes[i].late) {
+                        let r = Report::failed(Status::Timeout);
+                        if let Some(e) = s.complete(pid, r, now) {
+                            edges.extend(e);
+                            reported.push(pid);
+                        }
+                    }
+                }
                 hung.retain(|p| !late.contains(p));
             }
         }
@@ -180,7 +229,12 @@ pub fn run(
     let mut c = s.finish();
     assert_eq!(c.reported, edges.len());
     c.edges = edges;
-    (c, asked, most)
+    Run {
+        crawl: c,
+        asked,
+        most,
+        reported,
+    }
 }
 
 pub(crate) fn opts() -> Options {
@@ -191,5 +245,6 @@ pub(crate) fn opts() -> Options {
         network: None,
         // The fake network is on loopback.
         addr_policy: AddrPolicy::AcceptUnroutable,
+        linger: 4,
     }
 }

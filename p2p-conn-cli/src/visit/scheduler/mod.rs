@@ -8,9 +8,17 @@
 //! - Breadth first: the seeds in the order given, then the addresses each
 //!   node reported, in the order the answers came, a FIFO queue. Every
 //!   target remembers its depth (seeds: 0).
-//! - At most `concurrency` probes at once, at most `max_nodes` dials in
-//!   all, and each probe ends at `now + timeout` (the driver aborts it when
-//!   [`Scheduler::handle_timeout`] says so).
+//! - At most `concurrency` probes at once until their answer, at most
+//!   `max_nodes` dials in all, and each probe ends at `now + timeout` (the
+//!   driver aborts it when [`Scheduler::handle_timeout`] says so). A probe
+//!   whose answer is in ([`Scheduler::answered`]: its addresses are
+//!   followed from then on) and that only waits for the rest of a
+//!   snapshot listing holds a connection, not a dial slot: at most
+//!   `linger` such at once.
+//! - Each visit ends once: [`Scheduler::complete`] or
+//!   [`Scheduler::handle_timeout`] says when, whichever comes first, and a
+//!   visit is reported then and only then (a probe that gives up at its
+//!   deadline races the scheduler's timeout: its late report is dropped).
 //! - One visit per node: a node ID is asked for addresses at most once
 //!   ([`Scheduler::claim`] refuses a second probe that reaches a node
 //!   already claimed, before it sends anything), and an address is dialed
@@ -29,6 +37,9 @@
 //!   and holds no address CometBFT would stop the node for
 //!   ([`Status::PexViolation`] otherwise: recorded, not followed). We never
 //!   send addresses (CometBFT stops a peer that sends them unasked).
+//! - A node without PEX (no channel `0x00`: `pex = false`, as validators
+//!   and private sentries run) is claimed but not asked for addresses;
+//!   the probe still asks its blocks and snapshots ([`Verdict::AskState`]).
 //! - One network: `--network`, or else the network of the first node that
 //!   answers. Until that is known only one probe runs, so "first" is the
 //!   first seed in command-line order that answers, not a race. A node of
@@ -72,6 +83,10 @@ pub struct Options {
     /// ([`AddrPolicy::Strict`], CometBFT's default) or also private and
     /// loopback ones.
     pub addr_policy: AddrPolicy,
+    /// Most probes at once past their answer, waiting only for the rest
+    /// of a snapshot listing (at least 1): each holds a connection, and no
+    /// dial starts while this many wait.
+    pub linger: usize,
 }
 
 /// Most IDs one address is queued under from reports (each node's answer
@@ -122,6 +137,21 @@ pub struct Crawl {
     /// Reported targets not queued because the queue already held as many
     /// as `max_nodes` leaves room to dial.
     pub not_queued: usize,
+    /// Reported addresses not followed only because their IP is not
+    /// publicly routable ([`AddrPolicy::Strict`]; `--allow-unroutable`
+    /// follows them).
+    pub unroutable: usize,
+}
+
+/// A probe past its answer ([`Scheduler::answered`]).
+#[derive(Debug)]
+struct Lingering {
+    deadline: Instant,
+    /// What it reported, until its visit ends.
+    edges: Vec<Edge>,
+    /// What it had found at its answer (no addresses): its record should
+    /// its deadline pass first.
+    report: Report,
 }
 
 /// The scheduler; see the module docs.
@@ -142,11 +172,14 @@ pub struct Scheduler {
     asks: Asks,
     /// The probes that asked, and whom.
     asked: HashMap<ProbeId, NodeId>,
-    /// Running probes and their deadlines.
+    /// Running probes (before their answer) and their deadlines.
     running: HashMap<ProbeId, Instant>,
+    /// Probes past their answer.
+    lingering: HashMap<ProbeId, Lingering>,
     visits: Vec<Visit>,
     reported: usize,
     not_queued: usize,
+    unroutable: usize,
 }
 
 /// The key an address is known by: the socket address when it parses
@@ -171,9 +204,11 @@ impl Scheduler {
             asks: Asks::new(),
             asked: HashMap::new(),
             running: HashMap::new(),
+            lingering: HashMap::new(),
             visits: Vec::new(),
             reported: 0,
             not_queued: 0,
+            unroutable: 0,
         };
         for t in seeds {
             s.enqueue(t, false);
@@ -232,7 +267,10 @@ impl Scheduler {
     /// `None`, start a probe for each, and call again after every
     /// [`complete`](Self::complete) and [`handle_timeout`](Self::handle_timeout).
     pub fn next(&mut self, now: Instant) -> Option<(ProbeId, Target)> {
-        while self.running.len() < self.limit() && self.visits.len() < self.opts.max_nodes {
+        while self.running.len() < self.limit()
+            && self.lingering.len() < self.opts.linger.max(1)
+            && self.visits.len() < self.opts.max_nodes
+        {
             let t = self.queue.pop_front()?;
             // Claimed meanwhile through an address given without an ID.
             if t.id.is_some_and(|id| self.claimed.contains(&id)) {
@@ -252,7 +290,8 @@ impl Scheduler {
     /// A running probe has the node's authenticated ID and NodeInfo at
     /// `now`: may it ask for addresses? Refused (with what to report) for an
     /// ID other than the address named, a node already claimed, another
-    /// network, a node without PEX, or a probe that has already timed out.
+    /// network, or a probe that has already timed out; a node without PEX
+    /// is claimed and asked for its state only ([`Verdict::AskState`]).
     /// The ask itself is recorded with the library's [`Asks`].
     pub fn claim(
         &mut self,
@@ -278,7 +317,7 @@ impl Scheduler {
         // Claimed: a report of it is not followed any more.
         self.claimed.insert(node_id);
         if !info.channels.contains(&p2p_conn_mconn::pex::PEX_CHANNEL) {
-            return Verdict::Stop(Status::NoPex);
+            return Verdict::AskState(Status::NoPex);
         }
         match self.asks.ask(node_id, now) {
             AskVerdict::Ask => {
@@ -293,16 +332,65 @@ impl Scheduler {
 
     /// A probe ended at `now` with `report`: record it, queue what it
     /// reported, and return what it reported as edges (the scheduler keeps
-    /// the count only, and drops the report's addresses). A report for a
-    /// probe that has already timed out is dropped (no edges).
-    pub fn complete(&mut self, pid: ProbeId, mut report: Report, now: Instant) -> Vec<Edge> {
-        let mut edges = Vec::new();
-        if self.running.remove(&pid).is_none() {
-            return edges;
+    /// the count only, and drops the report's addresses): `Some` once per
+    /// visit, when this report ends it; report the visit then.
+    ///
+    /// `None` when the visit has already ended: its timeout was handled
+    /// first ([`handle_timeout`](Self::handle_timeout) returned it, and
+    /// that was its one report), which happens when the probe gives up by
+    /// itself at the same moment (its connect timeout is the crawl's). The
+    /// report is dropped.
+    ///
+    /// After [`answered`](Self::answered), the answer's outcome stands (its
+    /// status and count, its edges): `report` adds what came after it.
+    pub fn complete(
+        &mut self,
+        pid: ProbeId,
+        mut report: Report,
+        now: Instant,
+    ) -> Option<Vec<Edge>> {
+        if let Some(l) = self.lingering.remove(&pid) {
+            report.status = l.report.status;
+            report.answered = l.report.answered;
+            report.addrs = None;
+            self.visits[pid].report = Some(report);
+            return Some(l.edges);
         }
-        // The node's answer, by the library's rules; the connection is over,
-        // so the request is forgotten (the claim keeps the node from being
-        // asked again).
+        self.running.remove(&pid)?;
+        let edges = self.take_answer(pid, &mut report, now);
+        self.visits[pid].report = Some(report);
+        Some(edges)
+    }
+
+    /// A running probe has its answer at `now` (the node's `PexAddrs`; or
+    /// its blocksync status, when it was asked for its state only) and
+    /// waits only for the rest of a snapshot listing: its addresses are
+    /// taken from `report` and followed as [`complete`](Self::complete)
+    /// would (a violation is set as its status), and it leaves its dial
+    /// slot for one of the `linger` ones, keeping its deadline. Its visit
+    /// ends at [`complete`](Self::complete) (or its deadline, recorded
+    /// with what `report` holds now). Nothing for a probe that has timed
+    /// out.
+    pub fn answered(&mut self, pid: ProbeId, report: &mut Report, now: Instant) {
+        let Some(deadline) = self.running.remove(&pid) else {
+            return;
+        };
+        let edges = self.take_answer(pid, report, now);
+        let l = Lingering {
+            deadline,
+            edges,
+            report: report.clone(),
+        };
+        self.lingering.insert(pid, l);
+    }
+
+    /// Takes the answer out of `report` (the addresses: queued, returned
+    /// as edges, counted), setting a violation as its status.
+    fn take_answer(&mut self, pid: ProbeId, report: &mut Report, now: Instant) -> Vec<Edge> {
+        let mut edges = Vec::new();
+        // The node's answer, by the library's rules; the request is over
+        // (answered, or the connection ended), so it is forgotten (the
+        // claim keeps the node from being asked again).
         let answer = match (self.asked.remove(&pid), &report.addrs) {
             (Some(id), addrs) => {
                 let verdict = addrs.as_ref().map(|a| self.asks.on_addrs(&id, a, now));
@@ -370,7 +458,12 @@ impl Scheduler {
                         None
                     }
                 }
-                Err(e) => Some(e.to_string()),
+                Err(e) => {
+                    if matches!(e, p2p_conn_mconn::pex::AddrError::Unroutable { .. }) {
+                        self.unroutable += 1;
+                    }
+                    Some(e.to_string())
+                }
             };
             edges.push(Edge {
                 from: pid,
@@ -381,7 +474,6 @@ impl Scheduler {
         self.reported += edges.len();
         report.answered = report.answered.or(report.addrs.as_ref().map(Vec::len));
         report.addrs = None;
-        self.visits[pid].report = Some(report);
         edges
     }
 
@@ -393,29 +485,40 @@ impl Scheduler {
     /// When [`handle_timeout`](Self::handle_timeout) must run next: the
     /// earliest deadline of a running probe.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.running.values().min().copied()
+        let lingering = self.lingering.values().map(|l| l.deadline);
+        self.running.values().copied().chain(lingering).min()
     }
 
-    /// Ends every probe past its deadline as [`Status::Timeout`] (keeping
-    /// what was known when the ID was claimed); returns them, for the
-    /// driver to abort.
-    pub fn handle_timeout(&mut self, now: Instant) -> Vec<ProbeId> {
-        let mut late: Vec<ProbeId> = self
-            .running
-            .iter()
-            .filter(|(_, &d)| d <= now)
-            .map(|(&p, _)| p)
+    /// Ends every probe past its deadline: one before its answer as
+    /// [`Status::Timeout`], one past it ([`answered`](Self::answered))
+    /// with what it had then. Returns them with their edges, for the
+    /// driver to abort and report (each visit is ended once: a report of
+    /// one of them that comes later is dropped by
+    /// [`complete`](Self::complete)).
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<(ProbeId, Vec<Edge>)> {
+        let running = self.running.iter().map(|(&p, &d)| (p, d));
+        let lingering = self.lingering.iter().map(|(&p, l)| (p, l.deadline));
+        let mut late: Vec<ProbeId> = running
+            .chain(lingering)
+            .filter(|&(_, d)| d <= now)
+            .map(|(p, _)| p)
             .collect();
         late.sort_unstable();
-        for &p in &late {
-            self.complete(p, Report::failed(Status::Timeout), now);
-        }
-        late
+        late.into_iter()
+            .map(|p| {
+                let report = match self.lingering.get(&p) {
+                    Some(l) => l.report.clone(),
+                    None => Report::failed(Status::Timeout),
+                };
+                let edges = self.complete(p, report, now).unwrap_or_default();
+                (p, edges)
+            })
+            .collect()
     }
 
-    /// Probes running.
+    /// Probes running (before or past their answer).
     pub fn running(&self) -> usize {
-        self.running.len()
+        self.running.len() + self.lingering.len()
     }
 
     /// Dials so far and targets still queued (which `max_nodes` may cut).
@@ -427,6 +530,7 @@ impl Scheduler {
     /// Whether nothing runs and nothing more will be dialed.
     pub fn is_done(&self) -> bool {
         self.running.is_empty()
+            && self.lingering.is_empty()
             && (self.queue.is_empty() || self.visits.len() >= self.opts.max_nodes)
     }
 
@@ -439,6 +543,7 @@ impl Scheduler {
             reported: self.reported,
             left: self.queue.into_iter().collect(),
             not_queued: self.not_queued,
+            unroutable: self.unroutable,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The scheduler's rules, over the fake network ([`super::fake`]).
 
-use super::fake::{addr_of, opts, run, Fake};
+use super::fake::{addr_of, opts, run, run_full, Fake};
 use super::*;
 use p2p_conn::Identity;
 
@@ -359,7 +359,10 @@ fn timeouts_end_a_probe_and_the_crawl_goes_on() {
     let (p, _) = s.next(t0).unwrap();
     assert_eq!(s.poll_timeout(), Some(t0 + Duration::from_secs(5)));
     assert!(s.handle_timeout(t0 + Duration::from_secs(4)).is_empty());
-    assert_eq!(s.handle_timeout(t0 + Duration::from_secs(5)), vec![p]);
+    assert_eq!(
+        s.handle_timeout(t0 + Duration::from_secs(5)),
+        vec![(p, vec![])]
+    );
     assert_eq!(
         s.claim(p, f.nodes[0].id, &f.info(0), t0),
         Verdict::Stop(Status::Timeout)
@@ -370,7 +373,7 @@ fn timeouts_end_a_probe_and_the_crawl_goes_on() {
         ip: "127.0.0.1".into(),
         port: 20001,
     }]);
-    s.complete(p, late, t0 + Duration::from_secs(5));
+    assert_eq!(s.complete(p, late, t0 + Duration::from_secs(5)), None);
     assert!(s.is_done());
     let c = s.finish();
     assert_eq!(c.visits[0].report.as_ref().unwrap().status, Status::Timeout);
@@ -553,12 +556,107 @@ fn asks_are_recorded_and_forgotten_with_each_visit() {
     assert!(c.left.is_empty());
 }
 
+/// A probe that gives up by itself at the crawl's deadline (a connect
+/// timeout as long as the crawl's) races the scheduler's timeout: when the
+/// timeout is handled first and the probe's own report comes after, the
+/// visit is still reported once.
 #[test]
-fn a_node_without_pex_is_not_asked() {
+fn a_visit_that_times_out_is_reported_once() {
+    let mut f = Fake::new(4);
+    for i in 1..4 {
+        f.link(0, i);
+    }
+    f.nodes[1].late = true;
+    f.nodes[2].late = true;
+    f.nodes[3].hangs = true;
+    let r = run_full(&f, vec![f.seed(0)], opts());
+    assert_eq!(r.crawl.visits.len(), 4);
+    let mut seen = r.reported.clone();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2, 3], "reported: {:?}", r.reported);
+    for i in 1..4 {
+        assert_eq!(status_of(&r.crawl, &addr_of(i)), Status::Timeout);
+    }
+}
+
+#[test]
+fn a_node_without_pex_is_not_asked_for_addresses() {
     let mut f = Fake::new(2);
     f.link(0, 1);
     f.nodes[1].pex = false;
     let (c, asked, _) = run(&f, vec![f.seed(0)], opts());
     assert_eq!(status_of(&c, &addr_of(1)), Status::NoPex);
     assert_eq!(asked.len(), 1);
+}
+
+/// A probe whose answer is in leaves its dial slot (the next dial starts
+/// while it waits for the rest of a snapshot listing), its addresses are
+/// followed at once, and its visit is reported once, at its end: by its
+/// own report, or at its deadline with what it had at the answer. At most
+/// `linger` such wait at once.
+#[test]
+fn an_answered_probe_leaves_its_slot() {
+    let mut f = Fake::new(4);
+    f.link(0, 1);
+    f.link(0, 2);
+    let o = Options {
+        concurrency: 1,
+        linger: 2,
+        ..opts()
+    };
+    let mut s = Scheduler::new(vec![f.seed(0), f.seed(3)], o);
+    let now = Instant::now();
+    let (p0, t0) = s.next(now).unwrap();
+    // One probe until the network is known, and one at once.
+    assert!(s.next(now).is_none());
+    let mut r0 = f.probe(&mut s, p0, &t0, now).unwrap();
+    s.answered(p0, &mut r0, now);
+    assert_eq!(r0.addrs, None, "the addresses are taken");
+    assert_eq!(r0.answered, Some(2));
+    // Its slot is free: the next seed is dialed; the answer's addresses
+    // are queued behind it.
+    let (p1, t1) = s.next(now).unwrap();
+    assert_eq!(t1.addr, addr_of(3));
+    assert!(s.next(now).is_none());
+    assert_eq!(s.running(), 2);
+    // Seed 3 answers too: two probes wait (linger 2), so no dial until
+    // one ends.
+    let mut r1 = f.probe(&mut s, p1, &t1, now).unwrap();
+    s.answered(p1, &mut r1, now);
+    assert!(s.next(now).is_none());
+    // Probe 0 ends with its listing: reported once, with its edges.
+    r0.snapshots = Some(vec![]);
+    let edges = s.complete(p0, r0, now).expect("ends now");
+    assert_eq!(edges.len(), 2);
+    let (p2, t2) = s.next(now).unwrap();
+    assert_eq!(t2.addr, addr_of(1));
+    assert!(s.next(now).is_none());
+    // Probe 1 reaches its deadline before its end: reported with what it
+    // had at the answer; its own report later is dropped.
+    let late = now + Duration::from_secs(5);
+    let ended = s.handle_timeout(late);
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    assert_eq!(ended[0], (p1, vec![]));
+    assert_eq!(ended[1].0, p2);
+    assert_eq!(s.complete(p1, r1, late), None);
+    let r = s.visit(p1).report.clone().unwrap();
+    assert_eq!((r.status, r.answered), (Status::Ok, Some(0)));
+    assert_eq!(s.visit(p2).report.clone().unwrap().status, Status::Timeout);
+    let c0 = s.visit(p0).report.clone().unwrap();
+    assert_eq!((c0.answered, c0.snapshots), (Some(2), Some(vec![])));
+}
+
+/// A node without PEX is claimed (not visited again) and asked for its
+/// state only.
+#[test]
+fn a_node_without_pex_is_asked_for_its_state() {
+    let mut f = Fake::new(1);
+    f.nodes[0].pex = false;
+    let mut s = Scheduler::new(vec![f.seed(0), f.seed(0)], opts());
+    let now = Instant::now();
+    let (p, _) = s.next(now).unwrap();
+    assert_eq!(
+        s.claim(p, f.nodes[0].id, &f.info(0), now),
+        Verdict::AskState(Status::NoPex)
+    );
 }
