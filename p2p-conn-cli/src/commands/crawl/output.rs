@@ -65,8 +65,8 @@ pub fn unroutable_note(crawl: &Crawl) -> Option<String> {
     let n = crawl.unroutable;
     (n > 0).then(|| {
         format!(
-            "{n} reported address{} not followed: not publicly routable (--allow-unroutable follows them)",
-            if n == 1 { "" } else { "es" }
+            "{} not followed: not publicly routable (--allow-unroutable follows them)",
+            crate::output::plural::count(n as u64, "reported address", "reported addresses")
         )
     })
 }
@@ -136,9 +136,9 @@ pub fn table(crawl: &Crawl, filter: Filter) -> String {
     let mut out = crate::output::columns::render(&rows);
     let (answered, reachable) = counts(crawl);
     out.push_str(&format!(
-        "{} dialed, {reachable} reachable, {answered} answered PEX, {} reported addresses, {} not dialed (--max-nodes); network {}\n",
+        "{} dialed, {reachable} reachable, {answered} answered PEX, {}, {} not dialed (--max-nodes); network {}\n",
         crawl.visits.len(),
-        crawl.reported,
+        crate::output::plural::count(crawl.reported as u64, "reported address", "reported addresses"),
         crawl.left.len() + crawl.not_queued,
         crawl.network.as_deref().unwrap_or("unknown"),
     ));
