@@ -11,8 +11,13 @@
 //!   ([`crate::visit::probe`]), so the seed asks each node as politely as
 //!   `crawl` does, at most once per recheck interval (10 min by default,
 //!   far past CometBFT's 10 s).
-//! - Inbound: a bounded number of connections at once, and per IP; each
-//!   runs the handshake, the NodeInfo exchange (the peer must be on the
+//! - Inbound: a bounded number of connections at once, and per IP, kept
+//!   by the admission every inbound listener of the CLI shares
+//!   ([`crate::inbound`]): when full, the connection that has waited
+//!   longest without being answered (stalled in its handshake, or
+//!   authenticated and idle) is closed to make room, so a visitor is
+//!   answered while stalled connections fill the slots; the per-IP bound
+//!   refuses and never evicts. Each connection runs the handshake, the NodeInfo exchange (the peer must be on the
 //!   seed's network), MConnection with the PEX channel only, waits for
 //!   the peer's request, answers once with [`Book::selection`] (never the
 //!   peer's own address) and closes. The peer's self-reported listen
@@ -47,7 +52,7 @@
 //!   against no source.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,6 +72,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::addrbook::{self, BookEntry};
 use crate::conn;
 use crate::error::CliError;
+use crate::inbound::{self, Gate, Limits, Pass};
 use crate::visit::probe;
 use crate::visit::report::{Report, Status, Target};
 
@@ -127,10 +133,12 @@ pub struct SeedArgs {
     /// Bound on one outbound visit, in seconds
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
-    /// Most inbound connections at once
+    /// Most inbound connections at once; when full, the one that has
+    /// waited longest without being answered is closed for a newcomer
     #[arg(long, default_value_t = 64)]
     max_inbound: usize,
-    /// Most inbound connections at once from one IP address
+    /// Most inbound connections at once from one IP address (past it, a
+    /// newcomer is closed at once)
     #[arg(long, default_value_t = 4)]
     max_per_ip: usize,
     /// Also keep and hand out addresses that are not publicly routable
@@ -145,9 +153,6 @@ pub struct SeedArgs {
 /// What the seed counts, for the metrics and its log.
 #[derive(Default)]
 struct Counters {
-    inbound: AtomicU64,
-    refused_full: AtomicU64,
-    refused_ip: AtomicU64,
     answered: AtomicU64,
     addrs_sent: AtomicU64,
     other_network: AtomicU64,
@@ -168,8 +173,7 @@ struct Seed {
     book: Mutex<Book>,
     requests: Mutex<Requests>,
     counters: Counters,
-    per_ip: Mutex<HashMap<IpAddr, usize>>,
-    inbound_now: AtomicU64,
+    inbound: Arc<Gate>,
     key_hex: String,
 }
 
@@ -282,8 +286,10 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
                 RequestsConfig::default().with_seed_mode(true),
             )),
             counters: Counters::default(),
-            per_ip: Mutex::new(HashMap::new()),
-            inbound_now: AtomicU64::new(0),
+            inbound: Gate::new(Limits {
+                max_open: args.max_inbound,
+                max_per_ip: args.max_per_ip,
+            }),
             key_hex,
             identity,
         });
@@ -304,12 +310,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
             args.concurrency,
             args.book.clone(),
         ));
-        let accept = accept_loop(
-            Arc::clone(&seed),
-            listener,
-            args.max_inbound,
-            args.max_per_ip,
-        );
+        let accept = accept_loop(Arc::clone(&seed), listener);
         tokio::select! {
             _ = accept => {}
             _ = crawler => {}
@@ -383,6 +384,7 @@ impl Seed {
             ));
         };
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let gate = self.inbound.counts();
         put(
             "book_new",
             "gauge",
@@ -405,25 +407,31 @@ impl Seed {
             "inbound_total",
             "counter",
             "Inbound connections accepted.",
-            get(&c.inbound),
+            get(&gate.admitted),
         );
         put(
             "inbound_open",
             "gauge",
             "Inbound connections open now.",
-            get(&self.inbound_now),
+            self.inbound.open() as u64,
+        );
+        put(
+            "inbound_evicted_total",
+            "counter",
+            "Inbound connections closed unanswered to make room: --max-inbound reached.",
+            get(&gate.evicted),
         );
         put(
             "refused_full_total",
             "counter",
-            "Inbound connections refused: --max-inbound reached.",
-            get(&c.refused_full),
+            "Inbound connections refused: --max-inbound reached, all being answered.",
+            get(&gate.refused_full),
         );
         put(
             "refused_per_ip_total",
             "counter",
             "Inbound connections refused: --max-per-ip reached.",
-            get(&c.refused_ip),
+            get(&gate.refused_per_ip),
         );
         put(
             "answered_total",
@@ -483,57 +491,29 @@ impl Seed {
     }
 }
 
-/// Accepts inbound connections within the limits, each on its own task.
-async fn accept_loop(
-    seed: Arc<Seed>,
-    listener: TcpListener,
-    max_inbound: usize,
-    max_per_ip: usize,
-) {
-    loop {
-        let Ok((tcp, from)) = listener.accept().await else {
-            continue;
-        };
-        let ip = from.ip();
-        if seed.inbound_now.load(Ordering::Relaxed) as usize >= max_inbound {
-            seed.counters.refused_full.fetch_add(1, Ordering::Relaxed);
-            continue; // dropped: closed at once
-        }
-        {
-            let mut per = seed.per_ip.lock().expect("per ip");
-            let n = per.entry(ip).or_default();
-            if *n >= max_per_ip {
-                seed.counters.refused_ip.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            *n += 1;
-        }
-        seed.inbound_now.fetch_add(1, Ordering::Relaxed);
-        seed.counters.inbound.fetch_add(1, Ordering::Relaxed);
+/// Accepts inbound connections as [`crate::inbound`] admits them, each
+/// on its own task.
+async fn accept_loop(seed: Arc<Seed>, listener: TcpListener) {
+    let gate = Arc::clone(&seed.inbound);
+    inbound::serve(listener, gate, move |tcp, _, pass| {
         let s = Arc::clone(&seed);
-        tokio::spawn(async move {
+        async move {
             // The whole visit is bounded: setup, the wait for a request,
             // the answer.
             let limit = INBOUND_SETUP + REQUEST_WAIT + Duration::from_secs(5);
-            let done = tokio::time::timeout(limit, serve_inbound(&s, tcp)).await;
+            let done = tokio::time::timeout(limit, serve_inbound(&s, tcp, &pass)).await;
             if !matches!(done, Ok(true)) {
                 s.counters.failed_inbound.fetch_add(1, Ordering::Relaxed);
             }
-            s.inbound_now.fetch_sub(1, Ordering::Relaxed);
-            let mut per = s.per_ip.lock().expect("per ip");
-            if let Some(n) = per.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    per.remove(&ip);
-                }
-            }
-        });
-    }
+        }
+    })
+    .await
 }
 
 /// One inbound peer: handshake, NodeInfo, its request, our answer, close.
-/// Whether it was answered.
-async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
+/// Whether it was answered. `pass` is marked served once the answer is
+/// decided: from then on it is not evicted.
+async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     let _ = tcp.set_nodelay(true);
     let cfg = Config::default().handshake_timeout(INBOUND_SETUP);
     let Ok(mut sc) = ptokio::handshake(tcp, &seed.identity, &cfg).await else {
@@ -599,6 +579,7 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
     });
     let mut answered = false;
     if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
+        pass.serving();
         let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
         let addrs = seed
             .book
