@@ -17,10 +17,11 @@
 //!   longest without being answered (stalled in its handshake, or
 //!   authenticated and idle) is closed to make room, so a visitor is
 //!   answered while stalled connections fill the slots; the per-IP bound
-//!   refuses and never evicts. Each connection runs the handshake, the NodeInfo exchange (the peer must be on the
-//!   seed's network), MConnection with the PEX channel only, waits for
-//!   the peer's request, answers once with [`Book::selection`] (never the
-//!   peer's own address) and closes. The peer's self-reported listen
+//!   refuses and never evicts; at most twice `--max-inbound` sockets are
+//!   open. Each connection runs the handshake, the NodeInfo exchange (the
+//!   peer must be on the seed's network), MConnection with the PEX
+//!   channel only, waits for the peer's request, answers once with
+//!   [`Book::selection`] (never the peer's own address) and closes. The peer's self-reported listen
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
 //! - Rounds: every `--recrawl-every` seconds, the entries due are tried
