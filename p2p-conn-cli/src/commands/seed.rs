@@ -13,10 +13,10 @@
 //!   far past CometBFT's 10 s).
 //! - Inbound: a bounded number of connections at once, and per IP, kept
 //!   by the admission every inbound listener of the CLI shares
-//!   ([`crate::inbound`]): when full, the connection that has waited
-//!   longest without being answered (stalled in its handshake, or
-//!   authenticated and idle) is closed to make room, so a visitor is
-//!   answered while stalled connections fill the slots; the per-IP bound
+//!   ([`crate::inbound`]): when full, the oldest connection still in its
+//!   handshake (or, if none is, the oldest authenticated and not yet
+//!   answered) is closed to make room, so a visitor is answered while
+//!   stalled connections fill the slots; the per-IP bound
 //!   refuses and never evicts; at most twice `--max-inbound` sockets are
 //!   open. Each connection runs the handshake, the NodeInfo exchange (the
 //!   peer must be on the seed's network), MConnection with the PEX
@@ -134,8 +134,9 @@ pub struct SeedArgs {
     /// Bound on one outbound visit, in seconds
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
-    /// Most inbound connections at once; when full, the one that has
-    /// waited longest without being answered is closed for a newcomer
+    /// Most inbound connections at once; when full, the oldest one still
+    /// in its handshake (or authenticated and idle) is closed for a
+    /// newcomer
     #[arg(long, default_value_t = 64)]
     max_inbound: usize,
     /// Most inbound connections at once from one IP address (past it, a
@@ -512,14 +513,16 @@ async fn accept_loop(seed: Arc<Seed>, listener: TcpListener) {
 }
 
 /// One inbound peer: handshake, NodeInfo, its request, our answer, close.
-/// Whether it was answered. `pass` is marked served once the answer is
-/// decided: from then on it is not evicted.
+/// Whether it was answered. `pass` is marked authenticated after the
+/// handshake and served once the answer is decided (from then on it is
+/// not evicted).
 async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     let _ = tcp.set_nodelay(true);
     let cfg = Config::default().handshake_timeout(INBOUND_SETUP);
     let Ok(mut sc) = ptokio::handshake(tcp, &seed.identity, &cfg).await else {
         return false;
     };
+    pass.authenticated();
     let peer = sc.remote_node_id();
     let mut ours = NodeInfo::new(seed.identity.node_id(), seed.network.clone());
     ours.moniker = SEED_MONIKER.to_string();

@@ -1,8 +1,9 @@
 //! Which inbound connections a listener keeps: pure state, no sockets, no
 //! clock (connections are ordered by their accept, so "oldest" needs
 //! none). The tokio side ([`super::Gate`]) asks [`Admission::admit`] for a
-//! verdict on each accept and tells it when a connection is being served
-//! ([`Admission::serving`]) and when it ends ([`Admission::release`]).
+//! verdict on each accept and tells it how far each connection has come
+//! ([`Admission::authenticated`], [`Admission::serving`]) and when it ends
+//! ([`Admission::release`]).
 //!
 //! The rules:
 //! - At most `max_per_ip` connections open from one IP address: past it a
@@ -10,18 +11,21 @@
 //!   it, so the limit means what it says, and one address cannot push out
 //!   the others.
 //! - At most `max_open` connections open in all. When full, the newcomer
-//!   takes the slot of the connection that has waited longest without
-//!   being served (still in its handshake, or authenticated and not yet
-//!   asking): an honest visit takes a few round trips, so the oldest
-//!   waiting connection is the one least likely to be a visitor. Only
-//!   when every open connection is being served is the newcomer refused.
+//!   takes the slot of the oldest connection that has not authenticated
+//!   (still in its handshake), or if there is none, of the oldest that
+//!   authenticated and has not been served (idle): an honest visit takes
+//!   a few round trips, so the oldest waiting connection is the one least
+//!   likely to be a visitor, and a visitor that has authenticated is
+//!   pushed out only by peers that authenticated too (each a handshake's
+//!   work), never by a stream of bare connections. Only when every open
+//!   connection is being served is the newcomer refused.
 //! - A connection being served (its answer on the way) is never evicted:
 //!   it ends by itself, within its own bound.
 //!
 //! Every connection has a payload `T`, handed back when the connection is
 //! evicted or released (the tokio side keeps there what stops its task).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 /// The bounds of one listener.
@@ -52,9 +56,21 @@ pub enum Verdict<T> {
     RefuseFull,
 }
 
+/// How far a connection has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// In its handshake: evicted first.
+    Unproven,
+    /// Authenticated, not served yet: evicted when no connection is
+    /// unproven.
+    Authenticated,
+    /// Being served: never evicted.
+    Serving,
+}
+
 struct Slot<T> {
     ip: IpAddr,
-    serving: bool,
+    stage: Stage,
     payload: T,
 }
 
@@ -63,8 +79,10 @@ pub struct Admission<T> {
     limits: Limits,
     /// Every open connection, oldest first.
     open: BTreeMap<Ticket, Slot<T>>,
-    /// How many of `open` are being served (the rest may be evicted).
-    serving: usize,
+    /// Those of `open` in [`Stage::Unproven`], oldest first.
+    unproven: BTreeSet<Ticket>,
+    /// Those of `open` in [`Stage::Authenticated`], oldest first.
+    authenticated: BTreeSet<Ticket>,
     per_ip: HashMap<IpAddr, usize>,
     next: u64,
 }
@@ -78,7 +96,8 @@ impl<T> Admission<T> {
                 max_per_ip: limits.max_per_ip.max(1),
             },
             open: BTreeMap::new(),
-            serving: 0,
+            unproven: BTreeSet::new(),
+            authenticated: BTreeSet::new(),
             per_ip: HashMap::new(),
             next: 0,
         }
@@ -91,10 +110,8 @@ impl<T> Admission<T> {
             return Verdict::RefusePerIp;
         }
         let evicted = if self.open.len() >= self.limits.max_open {
-            // The oldest connection not being served: the first in accept
-            // order. At most `serving` entries are skipped, and none once
-            // `serving` is 0.
-            let Some(victim) = self.open.iter().find(|(_, s)| !s.serving).map(|(t, _)| *t) else {
+            let oldest = self.unproven.first().or(self.authenticated.first());
+            let Some(&victim) = oldest else {
                 return Verdict::RefuseFull;
             };
             self.remove(victim)
@@ -108,21 +125,42 @@ impl<T> Admission<T> {
             ticket,
             Slot {
                 ip,
-                serving: false,
+                stage: Stage::Unproven,
                 payload,
             },
         );
+        self.unproven.insert(ticket);
         Verdict::Admit { ticket, evicted }
+    }
+
+    /// `ticket`'s peer has authenticated: evicted only when no connection
+    /// is unproven. (Nothing if it is gone or further along.)
+    pub fn authenticated(&mut self, ticket: Ticket) {
+        self.advance(ticket, Stage::Authenticated);
     }
 
     /// `ticket`'s connection is being served: no longer evicted. (Nothing
     /// if it is gone.)
     pub fn serving(&mut self, ticket: Ticket) {
-        if let Some(s) = self.open.get_mut(&ticket) {
-            if !s.serving {
-                s.serving = true;
-                self.serving += 1;
+        self.advance(ticket, Stage::Serving);
+    }
+
+    fn advance(&mut self, ticket: Ticket, to: Stage) {
+        let Some(s) = self.open.get_mut(&ticket) else {
+            return;
+        };
+        match (s.stage, to) {
+            (Stage::Unproven, Stage::Authenticated | Stage::Serving) => {
+                self.unproven.remove(&ticket);
             }
+            (Stage::Authenticated, Stage::Serving) => {
+                self.authenticated.remove(&ticket);
+            }
+            _ => return,
+        }
+        s.stage = to;
+        if to == Stage::Authenticated {
+            self.authenticated.insert(ticket);
         }
     }
 
@@ -145,9 +183,11 @@ impl<T> Admission<T> {
 
     fn remove(&mut self, ticket: Ticket) -> Option<(Ticket, T)> {
         let slot = self.open.remove(&ticket)?;
-        if slot.serving {
-            self.serving -= 1;
-        }
+        match slot.stage {
+            Stage::Unproven => self.unproven.remove(&ticket),
+            Stage::Authenticated => self.authenticated.remove(&ticket),
+            Stage::Serving => false,
+        };
         if let Some(n) = self.per_ip.get_mut(&slot.ip) {
             *n -= 1;
             if *n == 0 {
@@ -193,6 +233,7 @@ mod tests {
         assert_eq!(a.open(), 3);
         // Being served protects: t1 is skipped, t2 is the oldest waiting.
         a.serving(t1);
+        a.authenticated(t1); // never back
         let (_, e) = admitted(a.admit(ip(6), "e"));
         assert_eq!(e, Some((t2, "c")));
         assert_eq!(a.release(t1), Some("b"));
@@ -201,6 +242,30 @@ mod tests {
         let (_, e) = admitted(a.admit(ip(7), "f"));
         assert_eq!(e, None);
         assert!(a.release(t3).is_some());
+    }
+
+    #[test]
+    fn unproven_connections_go_before_authenticated_ones() {
+        let mut a = Admission::new(Limits {
+            max_open: 3,
+            max_per_ip: 4,
+        });
+        let (t0, _) = admitted(a.admit(ip(2), 0));
+        let (t1, _) = admitted(a.admit(ip(3), 1));
+        let (t2, _) = admitted(a.admit(ip(4), 2));
+        a.authenticated(t0);
+        a.authenticated(t1);
+        // t2 is the youngest, but the only one unproven.
+        let (t3, e) = admitted(a.admit(ip(5), 3));
+        assert_eq!(e, Some((t2, 2)));
+        // t3 likewise: a stream of bare connections never reaches t0, t1.
+        let (t4, e) = admitted(a.admit(ip(6), 4));
+        assert_eq!(e, Some((t3, 3)));
+        // Once none is unproven, the oldest authenticated goes.
+        a.authenticated(t4);
+        let (_, e) = admitted(a.admit(ip(7), 5));
+        assert_eq!(e, Some((t0, 0)));
+        assert_eq!(a.open(), 3);
     }
 
     #[test]
@@ -279,7 +344,14 @@ mod tests {
                         live.push(ticket);
                     }
                 }
-                2 if !live.is_empty() => a.serving(live[(x >> 16) as usize % live.len()]),
+                2 if !live.is_empty() => {
+                    let t = live[(x >> 16) as usize % live.len()];
+                    if x & (1 << 40) == 0 {
+                        a.authenticated(t);
+                    } else {
+                        a.serving(t);
+                    }
+                }
                 3 if !live.is_empty() => {
                     let t = live.swap_remove((x >> 16) as usize % live.len());
                     assert!(a.release(t).is_some());
@@ -287,6 +359,7 @@ mod tests {
                 _ => {}
             }
             assert_eq!(a.open(), live.len());
+            assert!(a.unproven.len() + a.authenticated.len() <= a.open());
             assert!(a.open() <= limits.max_open);
             let per: usize = (0..40).map(|i| a.open_from(ip(i))).sum();
             assert_eq!(per, a.open());

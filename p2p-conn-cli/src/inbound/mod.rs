@@ -2,12 +2,13 @@
 //! `listen`'s and `/metrics` (`seed --metrics`, `signer --metrics`; the
 //! signer itself only dials). One rule for all, in [`admission`] (sans-IO):
 //! a bound on the connections open and on those from one IP address, and,
-//! when the listener is full, the connection that has waited longest
-//! without being served makes room for the newcomer. A peer that connects
-//! and sends nothing, or sends half a handshake, or authenticates and then
-//! idles, therefore holds its slot only until newer connections need it,
-//! not until its own timeout: a visitor is answered while such peers fill
-//! the listener.
+//! when the listener is full, the oldest connection still in its
+//! handshake (or, if none is, the oldest authenticated and not yet served)
+//! makes room for the newcomer. A peer that connects and sends nothing, or
+//! sends half a handshake, or authenticates and then idles, therefore
+//! holds its slot only until newer connections need it, not until its own
+//! timeout: a visitor is answered while such peers fill the listener, and
+//! once authenticated it is not pushed out by bare connections.
 //!
 //! The tokio part here is thin: [`Gate`] wraps the state in a lock and
 //! gives each admitted connection a [`Pass`] (it counts until dropped) and
@@ -137,6 +138,16 @@ impl Gate {
 }
 
 impl Pass {
+    /// The peer has authenticated: only other authenticated connections
+    /// push it out.
+    pub(crate) fn authenticated(&self) {
+        self.gate
+            .state
+            .lock()
+            .expect("admission")
+            .authenticated(self.ticket);
+    }
+
     /// The connection is being served (its answer on the way): it is no
     /// longer evicted.
     pub(crate) fn serving(&self) {
