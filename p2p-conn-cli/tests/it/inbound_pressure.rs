@@ -2,8 +2,9 @@
 //! then stall (sending nothing, or part of the handshake), from many
 //! loopback addresses. `p2p-conn seed` still answers every visitor, long
 //! before the stalled handshakes would time out, with its descriptors
-//! bounded; its per-IP bound still refuses; `p2p-conn listen` still takes
-//! the peer that completes a handshake. No Go needed.
+//! bounded; its per-IP bound still refuses; its `/metrics` still answers
+//! a scrape; `p2p-conn listen` still takes the peer that completes a
+//! handshake. No Go needed.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -309,4 +310,46 @@ fn listen_takes_the_peer_that_completes_its_handshake_past_stalled_ones() {
     dial.finish_within(Duration::from_secs(10))
         .assert_ok("dial");
     drop(held);
+}
+
+/// `seed --metrics` under 300 stalled connections (from 75 addresses):
+/// a scrape is still answered, and the seed holds a bounded number of
+/// them open (32 that count, as many being closed), not all 300.
+#[test]
+fn the_seed_metrics_answer_past_stalled_connections_with_bounded_files() {
+    raise_fd_limit();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = metrics.local_addr().unwrap();
+    drop(metrics);
+    let m = metrics_addr.to_string();
+    let (seed, _, dir) = seed_with("seed-metrics-pressure", &["--metrics", &m]);
+    let pid = seed.id();
+    let idle = fds_of(pid);
+    let rt = runtime();
+    rt.block_on(async {
+        let held = stalled(metrics_addr, 300, 4, false).await;
+        let scrape = async {
+            let mut c = TcpStream::connect(metrics_addr).await.unwrap();
+            c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut text = String::new();
+            c.read_to_string(&mut text).await.unwrap();
+            text
+        };
+        let text = tokio::time::timeout(VISIT_LIMIT, scrape)
+            .await
+            .expect("a scrape answered past the stalled connections");
+        assert!(text.contains("p2p_conn_seed_inbound_open"), "{text}");
+        let open = fds_of(pid);
+        assert!(
+            open <= idle + 2 * 32,
+            "the seed had {open} files open ({idle} idle) with 300 stalled scrapers"
+        );
+        drop(held);
+    });
+    kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    seed.finish(Instant::now() + Duration::from_secs(20))
+        .assert_ok("the seed, stopped by SIGTERM");
+    let _ = std::fs::remove_dir_all(&dir);
 }
