@@ -20,8 +20,10 @@
 //!   refuses and never evicts; at most twice `--max-inbound` sockets are
 //!   open. Each connection runs the handshake, the NodeInfo exchange (the
 //!   peer must be on the seed's network), MConnection with the PEX
-//!   channel only, waits for the peer's request, answers once with
-//!   [`Book::selection`] (never the peer's own address) and closes. The peer's self-reported listen
+//!   channel only (its sans-IO [`MConnCore`] driven on the connection's
+//!   own task: a visit is one request and one answer), waits for the
+//!   peer's request, answers once with [`Book::selection`] (never the
+//!   peer's own address) and closes. The peer's self-reported listen
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
 //! - Rounds: every `--recrawl-every` seconds, the entries due are tried
@@ -67,7 +69,8 @@ use p2p_conn_mconn::pex::{
     AddrPolicy, Direction, NetAddress, PeerAddr, PexMessage, RequestVerdict, Requests,
     RequestsConfig, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL,
 };
-use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
+use p2p_conn_mconn::{ChannelDescriptor, Event, MConnConfig, MConnCore};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::addrbook::{self, BookEntry};
@@ -86,6 +89,12 @@ const REQUEST_WAIT: Duration = Duration::from_secs(10);
 
 /// Bound on an inbound connection's handshake and NodeInfo exchange.
 const INBOUND_SETUP: Duration = Duration::from_secs(10);
+
+/// Bound on writing the answer, and on the hang-up after it.
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+/// An inbound connection after the handshake.
+type Secret = ptokio::SecretConnection<TcpStream>;
 
 #[derive(clap::Args)]
 pub struct SeedArgs {
@@ -555,15 +564,15 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
         seed.book.lock().expect("book").add(sock);
     }
     let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
-    let Ok((tx, mut rx)) = MConnection::spawn(sc, &[pex], MConnConfig::default()) else {
+    let Ok(mut core) = MConnCore::new(MConnConfig::default(), &[pex], Instant::now()) else {
         return false;
     };
     // The peer's first message must be its request; anything else (its
     // addresses unasked, something that does not decode, the end) ends
     // the visit.
-    let first = tokio::time::timeout(REQUEST_WAIT, rx.recv()).await;
+    let first = tokio::time::timeout(REQUEST_WAIT, first_message(&mut sc, &mut core)).await;
     let request = match first {
-        Ok(Some(Received::Message { data, .. })) => match PexMessage::decode(&data) {
+        Ok(Some(data)) => match PexMessage::decode(&data) {
             Ok(PexMessage::Request) => true,
             // Addresses unasked: CometBFT stops such a peer
             // (`Violation::Unsolicited`); none is taken.
@@ -591,28 +600,52 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
             .expect("book")
             .selection(Some(&peer), seed_bits);
         let n = addrs.len() as u64;
-        if tx
-            .send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode())
-            .await
-            .is_ok()
-        {
+        let sent = core.send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode());
+        let written = tokio::time::timeout(ANSWER_WAIT, transmit(&mut sc, &mut core)).await;
+        if sent.is_ok() && matches!(written, Ok(Ok(()))) {
             answered = true;
             seed.counters.answered.fetch_add(1, Ordering::Relaxed);
             seed.counters.addrs_sent.fetch_add(n, Ordering::Relaxed);
         }
     }
-    // Flush the answer and hang up (CometBFT's FlushStop).
-    tx.close();
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(event) = rx.recv().await {
-            if matches!(event, Received::Closed(_)) {
-                break;
-            }
-        }
-    })
-    .await;
+    // Hang up after the answer: our end of the stream (CometBFT's
+    // FlushStop), then the socket is closed.
+    let _ = tokio::time::timeout(ANSWER_WAIT, sc.shutdown()).await;
     seed.requests.lock().expect("requests").remove(&peer);
     answered
+}
+
+/// The peer's first whole message over MConnection, driven here over the
+/// secret connection (a visit is one request and one answer: no tasks of
+/// its own, no send queue); its pings are answered meanwhile. `None` when
+/// the stream ends or breaks a rule first.
+async fn first_message(sc: &mut Secret, core: &mut MConnCore) -> Option<Vec<u8>> {
+    loop {
+        let input = sc.fill_buf().await.ok()?;
+        if input.is_empty() {
+            return None;
+        }
+        let (used, event) = core.handle_input(Instant::now(), input).ok()?;
+        sc.consume(used);
+        match event {
+            Some(Event::Message { data, .. }) => return Some(data),
+            Some(Event::Ping) => transmit(sc, core).await.ok()?,
+            // No receive limit is set, so the core takes input until an
+            // event; taking none would be a stall.
+            None if used == 0 => return None,
+            _ => {}
+        }
+    }
+}
+
+/// What `core` has queued (the answer, a pong), written and flushed.
+async fn transmit(sc: &mut Secret, core: &mut MConnCore) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    while core.poll_transmit(Instant::now(), &mut out, 64 * 1024) > 0 {
+        sc.write_all(&out).await?;
+        out.clear();
+    }
+    sc.flush().await
 }
 
 /// The book's upkeep. A round every `every`: the entries due are tried
