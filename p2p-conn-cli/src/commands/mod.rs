@@ -65,9 +65,10 @@ enum Cmd {
     ///
     /// Copies until both directions are done; prints `listening ADDR` on
     /// stderr once bound. The connection is the first to complete the
-    /// handshake: up to 64 handshakes run at once (4 per IP address; when
-    /// full, the oldest makes room), so one that stalls holds up no other;
-    /// a failed handshake ends `listen` only if no other is in progress.
+    /// handshake (as --peer-id, if given): up to 64 handshakes run at once
+    /// (4 per IP address; when full, the oldest makes room), so one that
+    /// stalls holds up no other; a failed handshake (or another ID) ends
+    /// `listen` only if no other is in progress.
     /// Exit 0:
     /// all of stdin handed to the kernel and the peer's stream ended (not an
     /// acknowledgement); otherwise the stage's code, as probe's, plus 9 for

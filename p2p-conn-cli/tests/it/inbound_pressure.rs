@@ -353,3 +353,58 @@ fn the_seed_metrics_answer_past_stalled_connections_with_bounded_files() {
         .assert_ok("the seed, stopped by SIGTERM");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `p2p-conn listen --peer-id ID` with stalled connections in progress: a
+/// dialer with another ID is refused (reset) without ending `listen`,
+/// which then pipes the dialer with the ID it expects.
+#[test]
+fn listen_with_peer_id_refuses_another_id_and_keeps_waiting() {
+    raise_fd_limit();
+    let dir = scratch("listen-peer-id-pressure");
+    let key = dir.join("right_key.json");
+    let right = Identity::generate();
+    keyfile::save_new(&right, &key).unwrap();
+    let right_id = right.node_id().to_string();
+    let mut listener = Proc::spawn(
+        Path::new(BIN),
+        &[
+            "listen",
+            "127.0.0.1:0",
+            "--handshake-timeout",
+            "60",
+            "--peer-id",
+            &right_id,
+        ],
+        Feed::none(),
+    );
+    let line = listener.next_line(Instant::now() + Duration::from_secs(10));
+    let addr: SocketAddr = line
+        .strip_prefix("listening ")
+        .unwrap_or_else(|| listener.fail(&format!("first line {line:?}")))
+        .parse()
+        .unwrap();
+    let rt = runtime();
+    let held = rt.block_on(stalled(addr, 8, 4, true));
+    // Another ID (a fresh one): refused with a reset, listen goes on.
+    let wrong = Proc::spawn(
+        Path::new(BIN),
+        &["dial", &addr.to_string()],
+        Feed::Now(b"not for you\n".to_vec()),
+    )
+    .finish_within(Duration::from_secs(20));
+    assert!(!wrong.status.success(), "the wrong dialer was served");
+    listener.check_running("after refusing another ID");
+    let right_dial = Proc::spawn(
+        Path::new(BIN),
+        &["dial", &addr.to_string(), "--key", key.to_str().unwrap()],
+        Feed::Now(b"for you\n".to_vec()),
+    );
+    let out = listener.finish_within(Duration::from_secs(30));
+    out.assert_ok("listen");
+    assert_eq!(out.stdout_text(), "for you");
+    right_dial
+        .finish_within(Duration::from_secs(10))
+        .assert_ok("dial");
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -103,10 +103,10 @@ const LISTEN_LIMITS: inbound::Limits = inbound::Limits {
 
 /// `listen`: bind `addr` (port 0: any free port), print `listening ADDR`
 /// (the bound address) on stderr, and pipe the first connection to
-/// complete the handshake. Connections are accepted and their handshakes
-/// run at once (within [`LISTEN_LIMITS`]), so one that stalls does not
-/// hold up a peer; a failed handshake ends `listen` only if no other is
-/// in progress.
+/// complete the handshake (as `--peer-id`, if given). Connections are
+/// accepted and their handshakes run at once (within [`LISTEN_LIMITS`]),
+/// so one that stalls does not hold up a peer; a failed handshake (or
+/// another ID) ends `listen` only if no other is in progress.
 pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     args.check()?;
     let (identity, cfg) = conn::config(&args.conn, args.wire.config(), None)?;
@@ -125,6 +125,13 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
         async move {
             let local = tcp.local_addr().ok();
             let (conn, resetter) = handshake(tcp, &identity, &cfg).await?;
+            // Another ID than --peer-id fails this connection only (reset,
+            // as after the handshake), so that it cannot take the place
+            // of the peer expected.
+            if let Err(e) = cfg.check_peer(&conn.remote_public_key()) {
+                resetter.reset();
+                return Err(CliError::Connection(e));
+            }
             Ok::<_, CliError>((conn, resetter, local))
         }
     })
