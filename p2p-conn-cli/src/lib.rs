@@ -11,7 +11,8 @@
 //!   crawl's scheduler), [`conn`] (the connection flags, the dial helper),
 //!   [`nodeinfo_step`] (the NodeInfo exchange of `listen`, `dial` and
 //!   `probe`), [`release_line`], [`addrbook`] (CometBFT's
-//!   `addrbook.json`), [`metrics_http`] (`/metrics`), [`output`] (tables,
+//!   `addrbook.json`), [`inbound`] (who an inbound listener keeps: `seed`,
+//!   `listen`, `/metrics`), [`metrics_http`] (`/metrics`), [`output`] (tables,
 //!   SVG text), [`wall_clock`], [`error`] (the one error, [`error::CliError`],
 //!   and how failures are worded) and [`exit`] (exit codes by stage).
 
@@ -25,6 +26,7 @@ mod commands;
 pub mod conn;
 pub mod error;
 mod exit;
+mod inbound;
 mod metrics_http;
 mod nodeinfo_step;
 pub mod output;

@@ -8,18 +8,25 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::inbound;
+
 /// What renders the metrics' text, called once per request.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// Most connections open at once, and from one IP address ([`inbound`]:
+/// when full, the oldest still sending its request is closed).
+const LIMITS: inbound::Limits = inbound::Limits {
+    max_open: 32,
+    max_per_ip: 8,
+};
+
 /// Serve GET /metrics on `listener` until dropped: one response per
-/// connection, requests read up to 8 KiB within 5 s.
+/// connection, requests read up to 8 KiB within 5 s, at most [`LIMITS`]
+/// connections open.
 pub async fn serve(listener: tokio::net::TcpListener, render: Render) {
-    loop {
-        let Ok((mut conn, _)) = listener.accept().await else {
-            continue;
-        };
+    inbound::serve(listener, inbound::Gate::new(LIMITS), move |mut conn, _, pass| {
         let render = render.clone();
-        tokio::spawn(async move {
+        async move {
             let mut req = Vec::with_capacity(512);
             let read = async {
                 let mut buf = [0u8; 1024];
@@ -38,6 +45,7 @@ pub async fn serve(listener: tokio::net::TcpListener, render: Render) {
             {
                 return;
             }
+            pass.serving();
             let line = req.split(|&b| b == b'\n').next().unwrap_or_default();
             let line = String::from_utf8_lossy(line);
             let mut parts = line.split_whitespace();
@@ -53,8 +61,9 @@ pub async fn serve(listener: tokio::net::TcpListener, render: Render) {
             let _ = conn.write_all(head.as_bytes()).await;
             let _ = conn.write_all(body.as_bytes()).await;
             let _ = conn.shutdown().await;
-        });
-    }
+        }
+    })
+    .await
 }
 
 /// Bind `addr` for [`serve`] (called before anything is served, so a

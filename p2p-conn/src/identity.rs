@@ -52,7 +52,10 @@ impl NodeId {
 
 impl std::fmt::Display for NodeId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&hex::encode(self.0))
+        // On the stack: a seed writes hundreds of IDs per answer.
+        let mut hex = [0u8; 40];
+        hex::encode_to_slice(self.0, &mut hex).map_err(|_| std::fmt::Error)?;
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| std::fmt::Error)?)
     }
 }
 
@@ -203,7 +206,8 @@ mod tests {
         let id = Identity::generate().node_id();
         let s = id.to_string();
         assert_eq!(s.len(), 40);
-        assert_eq!(s, s.to_lowercase());
+        assert_eq!(s, hex::encode(id.as_bytes()));
+        assert_eq!(format!("{id:?}"), format!("NodeId({s})"));
         assert_eq!(s.parse::<NodeId>().unwrap(), id);
         assert_eq!(s.to_uppercase().parse::<NodeId>().unwrap(), id);
         assert!("abc".parse::<NodeId>().is_err());

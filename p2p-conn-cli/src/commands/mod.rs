@@ -64,7 +64,12 @@ enum Cmd {
     /// Accept one connection and copy stdin to it, it to stdout
     ///
     /// Copies until both directions are done; prints `listening ADDR` on
-    /// stderr once bound. Exit 0:
+    /// stderr once bound. The connection is the first to complete the
+    /// handshake (as --peer-id, if given): up to 64 handshakes run at once
+    /// (4 per IP address; when full, the oldest makes room), so one that
+    /// stalls holds up no other; a failed handshake (or another ID) ends
+    /// `listen` only if no other is in progress.
+    /// Exit 0:
     /// all of stdin handed to the kernel and the peer's stream ended (not an
     /// acknowledgement); otherwise the stage's code, as probe's, plus 9 for
     /// a connection that failed after the handshake (docs/operator-manual.md, "Exit

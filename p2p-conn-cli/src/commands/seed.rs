@@ -11,10 +11,18 @@
 //!   ([`crate::visit::probe`]), so the seed asks each node as politely as
 //!   `crawl` does, at most once per recheck interval (10 min by default,
 //!   far past CometBFT's 10 s).
-//! - Inbound: a bounded number of connections at once, and per IP; each
-//!   runs the handshake, the NodeInfo exchange (the peer must be on the
-//!   seed's network), MConnection with the PEX channel only, waits for
-//!   the peer's request, answers once with [`Book::selection`] (never the
+//! - Inbound: a bounded number of connections at once, and per IP, kept
+//!   by the admission every inbound listener of the CLI shares
+//!   ([`crate::inbound`]): when full, the oldest connection still in its
+//!   handshake (or, if none is, the oldest authenticated and not yet
+//!   answered) is closed to make room, so a visitor is answered while
+//!   stalled connections fill the slots; the per-IP bound
+//!   refuses and never evicts; at most twice `--max-inbound` sockets are
+//!   open. Each connection runs the handshake, the NodeInfo exchange (the
+//!   peer must be on the seed's network), MConnection with the PEX
+//!   channel only (its sans-IO [`MConnCore`] driven on the connection's
+//!   own task: a visit is one request and one answer), waits for the
+//!   peer's request, answers once with [`Book::selection`] (never the
 //!   peer's own address) and closes. The peer's self-reported listen
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
@@ -47,7 +55,7 @@
 //!   against no source.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -61,12 +69,14 @@ use p2p_conn_mconn::pex::{
     AddrPolicy, Direction, NetAddress, PeerAddr, PexMessage, RequestVerdict, Requests,
     RequestsConfig, MAX_PEX_MESSAGE_SIZE, PEX_CHANNEL,
 };
-use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
+use p2p_conn_mconn::{ChannelDescriptor, Event, MConnConfig, MConnCore};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::addrbook::{self, BookEntry};
 use crate::conn;
 use crate::error::CliError;
+use crate::inbound::{self, Gate, Limits, Pass};
 use crate::visit::probe;
 use crate::visit::report::{Report, Status, Target};
 
@@ -79,6 +89,12 @@ const REQUEST_WAIT: Duration = Duration::from_secs(10);
 
 /// Bound on an inbound connection's handshake and NodeInfo exchange.
 const INBOUND_SETUP: Duration = Duration::from_secs(10);
+
+/// Bound on writing the answer, and on the hang-up after it.
+const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+/// An inbound connection after the handshake.
+type Secret = ptokio::SecretConnection<TcpStream>;
 
 #[derive(clap::Args)]
 pub struct SeedArgs {
@@ -127,10 +143,13 @@ pub struct SeedArgs {
     /// Bound on one outbound visit, in seconds
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
-    /// Most inbound connections at once
+    /// Most inbound connections at once; when full, the oldest one still
+    /// in its handshake (or authenticated and idle) is closed for a
+    /// newcomer
     #[arg(long, default_value_t = 64)]
     max_inbound: usize,
-    /// Most inbound connections at once from one IP address
+    /// Most inbound connections at once from one IP address (past it, a
+    /// newcomer is closed at once)
     #[arg(long, default_value_t = 4)]
     max_per_ip: usize,
     /// Also keep and hand out addresses that are not publicly routable
@@ -145,9 +164,6 @@ pub struct SeedArgs {
 /// What the seed counts, for the metrics and its log.
 #[derive(Default)]
 struct Counters {
-    inbound: AtomicU64,
-    refused_full: AtomicU64,
-    refused_ip: AtomicU64,
     answered: AtomicU64,
     addrs_sent: AtomicU64,
     other_network: AtomicU64,
@@ -168,8 +184,7 @@ struct Seed {
     book: Mutex<Book>,
     requests: Mutex<Requests>,
     counters: Counters,
-    per_ip: Mutex<HashMap<IpAddr, usize>>,
-    inbound_now: AtomicU64,
+    inbound: Arc<Gate>,
     key_hex: String,
 }
 
@@ -282,8 +297,10 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
                 RequestsConfig::default().with_seed_mode(true),
             )),
             counters: Counters::default(),
-            per_ip: Mutex::new(HashMap::new()),
-            inbound_now: AtomicU64::new(0),
+            inbound: Gate::new(Limits {
+                max_open: args.max_inbound,
+                max_per_ip: args.max_per_ip,
+            }),
             key_hex,
             identity,
         });
@@ -304,12 +321,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
             args.concurrency,
             args.book.clone(),
         ));
-        let accept = accept_loop(
-            Arc::clone(&seed),
-            listener,
-            args.max_inbound,
-            args.max_per_ip,
-        );
+        let accept = accept_loop(Arc::clone(&seed), listener);
         tokio::select! {
             _ = accept => {}
             _ = crawler => {}
@@ -383,6 +395,7 @@ impl Seed {
             ));
         };
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let gate = self.inbound.counts();
         put(
             "book_new",
             "gauge",
@@ -405,25 +418,31 @@ impl Seed {
             "inbound_total",
             "counter",
             "Inbound connections accepted.",
-            get(&c.inbound),
+            get(&gate.admitted),
         );
         put(
             "inbound_open",
             "gauge",
             "Inbound connections open now.",
-            get(&self.inbound_now),
+            self.inbound.open() as u64,
+        );
+        put(
+            "inbound_evicted_total",
+            "counter",
+            "Inbound connections closed unanswered to make room: --max-inbound reached.",
+            get(&gate.evicted),
         );
         put(
             "refused_full_total",
             "counter",
-            "Inbound connections refused: --max-inbound reached.",
-            get(&c.refused_full),
+            "Inbound connections refused: --max-inbound reached, all being answered.",
+            get(&gate.refused_full),
         );
         put(
             "refused_per_ip_total",
             "counter",
             "Inbound connections refused: --max-per-ip reached.",
-            get(&c.refused_ip),
+            get(&gate.refused_per_ip),
         );
         put(
             "answered_total",
@@ -483,62 +502,36 @@ impl Seed {
     }
 }
 
-/// Accepts inbound connections within the limits, each on its own task.
-async fn accept_loop(
-    seed: Arc<Seed>,
-    listener: TcpListener,
-    max_inbound: usize,
-    max_per_ip: usize,
-) {
-    loop {
-        let Ok((tcp, from)) = listener.accept().await else {
-            continue;
-        };
-        let ip = from.ip();
-        if seed.inbound_now.load(Ordering::Relaxed) as usize >= max_inbound {
-            seed.counters.refused_full.fetch_add(1, Ordering::Relaxed);
-            continue; // dropped: closed at once
-        }
-        {
-            let mut per = seed.per_ip.lock().expect("per ip");
-            let n = per.entry(ip).or_default();
-            if *n >= max_per_ip {
-                seed.counters.refused_ip.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            *n += 1;
-        }
-        seed.inbound_now.fetch_add(1, Ordering::Relaxed);
-        seed.counters.inbound.fetch_add(1, Ordering::Relaxed);
+/// Accepts inbound connections as [`crate::inbound`] admits them, each
+/// on its own task.
+async fn accept_loop(seed: Arc<Seed>, listener: TcpListener) {
+    let gate = Arc::clone(&seed.inbound);
+    inbound::serve(listener, gate, move |tcp, _, pass| {
         let s = Arc::clone(&seed);
-        tokio::spawn(async move {
+        async move {
             // The whole visit is bounded: setup, the wait for a request,
             // the answer.
             let limit = INBOUND_SETUP + REQUEST_WAIT + Duration::from_secs(5);
-            let done = tokio::time::timeout(limit, serve_inbound(&s, tcp)).await;
+            let done = tokio::time::timeout(limit, serve_inbound(&s, tcp, &pass)).await;
             if !matches!(done, Ok(true)) {
                 s.counters.failed_inbound.fetch_add(1, Ordering::Relaxed);
             }
-            s.inbound_now.fetch_sub(1, Ordering::Relaxed);
-            let mut per = s.per_ip.lock().expect("per ip");
-            if let Some(n) = per.get_mut(&ip) {
-                *n -= 1;
-                if *n == 0 {
-                    per.remove(&ip);
-                }
-            }
-        });
-    }
+        }
+    })
+    .await
 }
 
 /// One inbound peer: handshake, NodeInfo, its request, our answer, close.
-/// Whether it was answered.
-async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
+/// Whether it was answered. `pass` is marked authenticated after the
+/// handshake and served once the answer is decided (from then on it is
+/// not evicted).
+async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     let _ = tcp.set_nodelay(true);
     let cfg = Config::default().handshake_timeout(INBOUND_SETUP);
     let Ok(mut sc) = ptokio::handshake(tcp, &seed.identity, &cfg).await else {
         return false;
     };
+    pass.authenticated();
     let peer = sc.remote_node_id();
     let mut ours = NodeInfo::new(seed.identity.node_id(), seed.network.clone());
     ours.moniker = SEED_MONIKER.to_string();
@@ -571,15 +564,15 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
         seed.book.lock().expect("book").add(sock);
     }
     let pex = ChannelDescriptor::new(PEX_CHANNEL).with_recv_message_capacity(MAX_PEX_MESSAGE_SIZE);
-    let Ok((tx, mut rx)) = MConnection::spawn(sc, &[pex], MConnConfig::default()) else {
+    let Ok(mut core) = MConnCore::new(MConnConfig::default(), &[pex], Instant::now()) else {
         return false;
     };
     // The peer's first message must be its request; anything else (its
     // addresses unasked, something that does not decode, the end) ends
     // the visit.
-    let first = tokio::time::timeout(REQUEST_WAIT, rx.recv()).await;
+    let first = tokio::time::timeout(REQUEST_WAIT, first_message(&mut sc, &mut core)).await;
     let request = match first {
-        Ok(Some(Received::Message { data, .. })) => match PexMessage::decode(&data) {
+        Ok(Some(data)) => match PexMessage::decode(&data) {
             Ok(PexMessage::Request) => true,
             // Addresses unasked: CometBFT stops such a peer
             // (`Violation::Unsolicited`); none is taken.
@@ -599,6 +592,7 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
     });
     let mut answered = false;
     if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
+        pass.serving();
         let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
         let addrs = seed
             .book
@@ -606,28 +600,52 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream) -> bool {
             .expect("book")
             .selection(Some(&peer), seed_bits);
         let n = addrs.len() as u64;
-        if tx
-            .send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode())
-            .await
-            .is_ok()
-        {
+        let sent = core.send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode());
+        let written = tokio::time::timeout(ANSWER_WAIT, transmit(&mut sc, &mut core)).await;
+        if sent.is_ok() && matches!(written, Ok(Ok(()))) {
             answered = true;
             seed.counters.answered.fetch_add(1, Ordering::Relaxed);
             seed.counters.addrs_sent.fetch_add(n, Ordering::Relaxed);
         }
     }
-    // Flush the answer and hang up (CometBFT's FlushStop).
-    tx.close();
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(event) = rx.recv().await {
-            if matches!(event, Received::Closed(_)) {
-                break;
-            }
-        }
-    })
-    .await;
+    // Hang up after the answer: our end of the stream (CometBFT's
+    // FlushStop), then the socket is closed.
+    let _ = tokio::time::timeout(ANSWER_WAIT, sc.shutdown()).await;
     seed.requests.lock().expect("requests").remove(&peer);
     answered
+}
+
+/// The peer's first whole message over MConnection, driven here over the
+/// secret connection (a visit is one request and one answer: no tasks of
+/// its own, no send queue); its pings are answered meanwhile. `None` when
+/// the stream ends or breaks a rule first.
+async fn first_message(sc: &mut Secret, core: &mut MConnCore) -> Option<Vec<u8>> {
+    loop {
+        let input = sc.fill_buf().await.ok()?;
+        if input.is_empty() {
+            return None;
+        }
+        let (used, event) = core.handle_input(Instant::now(), input).ok()?;
+        sc.consume(used);
+        match event {
+            Some(Event::Message { data, .. }) => return Some(data),
+            Some(Event::Ping) => transmit(sc, core).await.ok()?,
+            // No receive limit is set, so the core takes input until an
+            // event; taking none would be a stall.
+            None if used == 0 => return None,
+            _ => {}
+        }
+    }
+}
+
+/// What `core` has queued (the answer, a pong), written and flushed.
+async fn transmit(sc: &mut Secret, core: &mut MConnCore) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    while core.poll_transmit(Instant::now(), &mut out, 64 * 1024) > 0 {
+        sc.write_all(&out).await?;
+        out.clear();
+    }
+    sc.flush().await
 }
 
 /// The book's upkeep. A round every `every`: the entries due are tried

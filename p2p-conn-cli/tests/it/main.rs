@@ -20,6 +20,7 @@ mod crawl;
 mod crawl_hostile;
 mod crawl_output;
 mod doc_examples;
+mod inbound_pressure;
 mod mconn_cli;
 mod nodeinfo_cometbft_go;
 mod probe;

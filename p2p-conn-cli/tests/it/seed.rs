@@ -27,7 +27,7 @@ const LEARN_LIMIT: Duration = Duration::from_secs(60);
 
 /// Starts `p2p-conn seed` with `args` and reads the `ID@ADDR` its first
 /// stderr line names.
-fn start_seed(args: &[&str]) -> (Proc, String) {
+pub(super) fn start_seed(args: &[&str]) -> (Proc, String) {
     let mut seed = Proc::spawn(Path::new(BIN), args, Feed::none());
     let line = seed.next_line(Instant::now() + Duration::from_secs(20));
     match line.strip_prefix("seed ").and_then(|l| l.split(' ').next()) {

@@ -45,7 +45,7 @@ pub fn fit_answer(addrs: &[NetAddress]) -> &[NetAddress] {
 
 /// The bytes of `a` as a protobuf `NetAddress` (proto3: empty strings and
 /// a zero port are not written).
-fn encoded_len(a: &NetAddress) -> usize {
+pub(super) fn encoded_len(a: &NetAddress) -> usize {
     let text = |len: usize| {
         if len == 0 {
             0

@@ -218,21 +218,48 @@ mod wire {
 impl PexMessage {
     /// The message's bytes (one MConnection message on [`PEX_CHANNEL`]).
     pub fn encode(&self) -> Vec<u8> {
+        use prost::encoding::encode_varint;
         use prost::Message;
-        let sum = match self {
-            PexMessage::Request => wire::Sum::PexRequest(wire::PexRequest {}),
-            PexMessage::Addrs(addrs) => wire::Sum::PexAddrs(wire::PexAddrs {
-                addrs: addrs
-                    .iter()
-                    .map(|a| wire::NetAddress {
-                        id: a.id.clone().into_bytes(),
-                        ip: a.ip.clone().into_bytes(),
-                        port: a.port,
-                    })
-                    .collect(),
-            }),
+        let addrs = match self {
+            PexMessage::Request => {
+                return wire::Message {
+                    sum: Some(wire::Sum::PexRequest(wire::PexRequest {})),
+                }
+                .encode_to_vec()
+            }
+            PexMessage::Addrs(addrs) => addrs,
         };
-        wire::Message { sum: Some(sum) }.encode_to_vec()
+        // Written field by field, as prost writes `wire::Message`, without
+        // copying each address's strings first: a seed sends one such
+        // message per visit.
+        let delimited = |len: usize| 1 + prost::length_delimiter_len(len) + len;
+        let body: usize = addrs
+            .iter()
+            .map(|a| delimited(answer::encoded_len(a)))
+            .sum();
+        let mut out = Vec::with_capacity(delimited(body));
+        let text = |out: &mut Vec<u8>, tag: u8, s: &str| {
+            if !s.is_empty() {
+                out.push(tag);
+                encode_varint(s.len() as u64, out);
+                out.extend_from_slice(s.as_bytes());
+            }
+        };
+        // Message field 2 (PexAddrs), then each address as its field 1:
+        // id (1), ip (2), port (3); empty strings and a zero port left out.
+        out.push(0x12);
+        encode_varint(body as u64, &mut out);
+        for a in addrs {
+            out.push(0x0a);
+            encode_varint(answer::encoded_len(a) as u64, &mut out);
+            text(&mut out, 0x0a, &a.id);
+            text(&mut out, 0x12, &a.ip);
+            if a.port != 0 {
+                out.push(0x18);
+                encode_varint(u64::from(a.port), &mut out);
+            }
+        }
+        out
     }
 
     /// Decodes a message of at most [`MAX_PEX_MESSAGE_SIZE`] bytes.
@@ -331,6 +358,27 @@ mod tests {
         fn round_trip(addrs in proptest::collection::vec(("[0-9a-f]{0,40}", "[0-9.:a-f]{0,20}", any::<u32>()), 0..30)) {
             let msg = PexMessage::Addrs(addrs.into_iter().map(|(id, ip, port)| NetAddress { id, ip, port }).collect());
             prop_assert_eq!(PexMessage::decode(&msg.encode()).unwrap(), msg);
+        }
+
+        /// The bytes are prost's for the same message.
+        #[test]
+        fn encoded_as_prost_encodes(addrs in proptest::collection::vec(("[0-9a-f]{0,40}", "[0-9.:a-f]{0,20}", any::<u32>()), 0..30)) {
+            use prost::Message;
+            let by_prost = wire::Message {
+                sum: Some(wire::Sum::PexAddrs(wire::PexAddrs {
+                    addrs: addrs
+                        .iter()
+                        .map(|(id, ip, port)| wire::NetAddress {
+                            id: id.clone().into_bytes(),
+                            ip: ip.clone().into_bytes(),
+                            port: *port,
+                        })
+                        .collect(),
+                })),
+            }
+            .encode_to_vec();
+            let msg = PexMessage::Addrs(addrs.into_iter().map(|(id, ip, port)| NetAddress { id, ip, port }).collect());
+            prop_assert_eq!(msg.encode(), by_prost);
         }
 
         #[test]

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 
 use crate::conn::{self, ConnArgs, WireArgs};
 use crate::error::{CliError, CopyError};
+use crate::inbound;
 use crate::nodeinfo_step;
 use stdio::{IoCounts, StdinChunks, StdoutChunks};
 
@@ -92,8 +93,20 @@ pub fn run_async(
     r
 }
 
+/// Most connections `listen` runs handshakes with at once, and from one IP
+/// address ([`inbound`]: when full, the oldest one still in its handshake
+/// makes room).
+const LISTEN_LIMITS: inbound::Limits = inbound::Limits {
+    max_open: 64,
+    max_per_ip: 4,
+};
+
 /// `listen`: bind `addr` (port 0: any free port), print `listening ADDR`
-/// (the bound address) on stderr, accept one connection and pipe it.
+/// (the bound address) on stderr, and pipe the first connection to
+/// complete the handshake (as `--peer-id`, if given). Connections are
+/// accepted and their handshakes run at once (within [`LISTEN_LIMITS`]),
+/// so one that stalls does not hold up a peer; a failed handshake (or
+/// another ID) ends `listen` only if no other is in progress.
 pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
     args.check()?;
     let (identity, cfg) = conn::config(&args.conn, args.wire.config(), None)?;
@@ -106,10 +119,25 @@ pub async fn listen(addr: SocketAddr, args: PipeArgs) -> Result<(), CliError> {
         .local_addr()
         .map_err(|source| CliError::Listen { addr, source })?;
     eprintln!("listening {bound}");
-    let (tcp, _) = listener.accept().await.map_err(CliError::Socket)?;
+    let gate = inbound::Gate::new(LISTEN_LIMITS);
+    let (conn, resetter, local) = inbound::first(&listener, &gate, |tcp, _| {
+        let (identity, cfg) = (identity.clone(), cfg.clone());
+        async move {
+            let local = tcp.local_addr().ok();
+            let (conn, resetter) = handshake(tcp, &identity, &cfg).await?;
+            // Another ID than --peer-id fails this connection only (reset,
+            // as after the handshake), so that it cannot take the place
+            // of the peer expected.
+            if let Err(e) = cfg.check_peer(&conn.remote_public_key()) {
+                resetter.reset();
+                return Err(CliError::Connection(e));
+            }
+            Ok::<_, CliError>((conn, resetter, local))
+        }
+    })
+    .await?;
     drop(listener);
-    let local = tcp.local_addr().ok();
-    pipe(tcp, &identity, &cfg, &args, local).await
+    after_handshake(conn, resetter, &identity, &cfg, &args, local).await
 }
 
 /// `dial`: connect to `addr` ([`conn::peer_address`]'s forms) and pipe the
@@ -120,7 +148,8 @@ pub async fn dial(addr: String, connect_timeout: f64, args: PipeArgs) -> Result<
     let limit = conn::seconds("--connect-timeout", connect_timeout)?;
     let (identity, cfg) = conn::config(&args.conn, args.wire.config(), id)?;
     let tcp = conn::connect(host.as_str(), limit).await?;
-    pipe(tcp, &identity, &cfg, &args, None).await
+    let (conn, resetter) = handshake(tcp, &identity, &cfg).await?;
+    after_handshake(conn, resetter, &identity, &cfg, &args, None).await
 }
 
 impl PipeArgs {
@@ -188,33 +217,45 @@ impl Resetter {
     }
 }
 
-/// Handshake, check the peer's ID, announce the peer, exchange NodeInfo if
-/// asked (announcing `listening_on` as our address), then copy both ways
-/// until both directions are done: all of stdin sent and the write side
-/// half-closed (flush, then TCP shutdown of the write half, only at the end
-/// of stdin), and the peer's stream ended and written to stdout. Fails as
+/// The handshake, without the ID check (which [`after_handshake`] makes,
+/// so that it can reset the connection), and the connection's
+/// [`Resetter`].
+async fn handshake(
+    tcp: tokio::net::TcpStream,
+    identity: &Identity,
+    cfg: &Config,
+) -> Result<(ptokio::SecretConnection<tokio::net::TcpStream>, Resetter), CliError> {
+    tcp.set_nodelay(true).map_err(CliError::Socket)?;
+    let resetter = Resetter::new(&tcp)?;
+    let mut open = cfg.clone();
+    open.expected_peer_id = None;
+    let conn = ptokio::handshake(tcp, identity, &open)
+        .await
+        .map_err(CliError::Connection)?;
+    Ok((conn, resetter))
+}
+
+/// After [`handshake`]: check the peer's ID, announce the peer, exchange
+/// NodeInfo if asked (announcing `listening_on` as our address), then copy
+/// both ways until both directions are done: all of stdin sent and the
+/// write side half-closed (flush, then TCP shutdown of the write half, only
+/// at the end of stdin), and the peer's stream ended and written to stdout. Fails as
 /// soon as either direction does, so it never returns `Ok` with stdin bytes
 /// unsent.
 ///
 /// Once the handshake is done, giving up on the connection for any reason
 /// (refusing the peer's ID or NodeInfo, a failed copy) resets it, so that
 /// the peer never reads our failure as a clean end of stream.
-async fn pipe(
-    tcp: tokio::net::TcpStream,
+async fn after_handshake(
+    conn: ptokio::SecretConnection<tokio::net::TcpStream>,
+    resetter: Resetter,
     identity: &Identity,
     cfg: &Config,
     args: &PipeArgs,
     listening_on: Option<SocketAddr>,
 ) -> Result<(), CliError> {
-    tcp.set_nodelay(true).map_err(CliError::Socket)?;
-    let resetter = Resetter::new(&tcp)?;
     // The ID is checked here rather than by the handshake, which would drop
     // (close) the connection itself.
-    let mut open = cfg.clone();
-    open.expected_peer_id = None;
-    let conn = ptokio::handshake(tcp, identity, &open)
-        .await
-        .map_err(CliError::Connection)?;
     let r = established(conn, identity, cfg, args, listening_on).await;
     if r.is_err() {
         resetter.reset();
@@ -222,7 +263,7 @@ async fn pipe(
     r
 }
 
-/// [`pipe`] after the handshake; `conn` is closed when this returns.
+/// [`after_handshake`]'s work; `conn` is closed when this returns.
 async fn established(
     mut conn: ptokio::SecretConnection<tokio::net::TcpStream>,
     identity: &Identity,
@@ -261,7 +302,7 @@ async fn established(
     copied
 }
 
-/// Stdin to `w` and `r` to stdout, until both are done (see [`pipe`]).
+/// Stdin to `w` and `r` to stdout, until both are done (see [`after_handshake`]).
 async fn copy_both_ways<R, W>(mut r: R, mut w: W, counts: &Arc<IoCounts>) -> Result<(), CliError>
 where
     R: AsyncBufRead + Unpin,
