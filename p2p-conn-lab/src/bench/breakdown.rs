@@ -15,7 +15,7 @@ use p2p_conn::stats::{ConnStats, ENABLED};
 #[derive(Clone, Copy, Debug)]
 pub struct Breakdown {
     /// `stats.send` from the sender, `stats.recv` from the receiver
-    /// ([`ConnStats::merge`]).
+    /// ([`ConnStats::new`] of the writer's send side and the reader's receive side).
     pub stats: ConnStats,
     /// The send queue's counters, for queue workloads.
     pub queue: Option<QueueStats>,
@@ -35,7 +35,7 @@ impl Breakdown {
     /// receiving one's.
     pub fn new(send: &ConnStats, recv: &ConnStats) -> Self {
         Breakdown {
-            stats: ConnStats::merge(send, recv),
+            stats: ConnStats::new(send.send, recv.recv),
             queue: None,
             sender: "dialer",
             receiver: "listener",

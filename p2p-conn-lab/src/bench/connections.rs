@@ -313,7 +313,7 @@ fn run_std(shares: Vec<Workload>, cfg: &Config, faults: Faults) -> Result<Measur
                 wr.shutdown()?;
                 Ok(Done::Sent(
                     c,
-                    Some(ConnStats::merge(&wr.stats(), &r.stats())),
+                    Some(ConnStats::new(wr.stats().send, r.stats().recv)),
                 ))
             };
             let _ = done.send(send().map_err(on(c, n)));

@@ -214,7 +214,7 @@ fn run_std(w: &Workload, cfg: &Config) -> Result<Row, LabError> {
                 wr.write_all(w.message(i))?;
             }
             wr.shutdown()?;
-            Ok(ConnStats::merge(&wr.stats(), &r.stats()))
+            Ok(ConnStats::new(wr.stats().send, r.stats().recv))
         },
     )?;
     Ok(Row {

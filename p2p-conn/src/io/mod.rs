@@ -83,7 +83,7 @@ impl<T, S: Sides, A> SecretStream<T, S, A> {
 
     /// A snapshot of this stream's counters: seal and write work on the send
     /// side, read and open work on the receive side (a half reports its own
-    /// side and zeros for the other; [`ConnStats::merge`] joins two halves).
+    /// side and zeros for the other; [`ConnStats::new`] joins the send side of one and the receive side of the other).
     /// See [`crate::stats`]; all zero without the `stats` feature.
     pub fn stats(&self) -> ConnStats {
         self.engines.stats()

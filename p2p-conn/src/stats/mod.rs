@@ -154,14 +154,6 @@ impl ConnStats {
         ConnStats { send, recv }
     }
 
-    /// Both sides of a connection whose halves were counted apart.
-    pub fn merge(send: &ConnStats, recv: &ConnStats) -> ConnStats {
-        ConnStats {
-            send: send.send,
-            recv: recv.recv,
-        }
-    }
-
     /// What happened between `earlier` (a snapshot of the same connection)
     /// and `self`.
     pub fn since(&self, earlier: &ConnStats) -> ConnStats {
