@@ -15,7 +15,7 @@ use crate::error::CliError;
 #[derive(clap::Args, Clone, Debug)]
 pub struct WireArgs {
     /// Frame data size (1024 = CometBFT wire; others need p2p-conn on both ends)
-    #[arg(long, default_value_t = p2p_conn::proto::wire::STANDARD_FRAME_SIZE)]
+    #[arg(long, default_value_t = p2p_conn::proto::FrameSize::STANDARD.get())]
     pub frame_size: usize,
     /// Most sealed bytes per socket write
     #[arg(long, default_value_t = p2p_conn::DEFAULT_FLUSH_SIZE)]

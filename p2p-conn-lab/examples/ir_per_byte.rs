@@ -12,8 +12,8 @@
 
 use std::task::Poll;
 
-use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
+use p2p_conn::testkit::internals::wire::sealed_frame_len;
 use p2p_conn::testkit::internals::{seal_at, FrameWriter, WriteCore};
 use p2p_conn::Backend;
 

@@ -9,7 +9,7 @@
 //! ## Design
 //! | module | what |
 //! |---|---|
-//! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::wire`] the standard frame size and a frame's sealed length |
+//! | [`proto`] | the sans-IO core: the handshake state machine and the frame [`proto::Sealer`] / [`proto::Opener`] work on byte buffers only (no sockets, files or clocks; randomness can be injected, [`proto::Handshake::new_with_rng`]); [`proto::FrameSize`] a frame's data and sealed sizes |
 //! | [`io`] | thin adapters over one crate-private engine (a single read path, sealing step and handshake driver, written once over poll-shaped closures): `io::tokio` (feature `tokio`), [`io::blocking`] (std::io, always), `io::codec` (feature `codec`, tokio-util) and the send queue `io::queue` (feature `queue`). Connections and halves are one generic [`io::SecretStream`] |
 //! | `nodeinfo` (feature `nodeinfo`) | the NodeInfo exchange that follows the handshake on CometBFT nodes, and CometBFT's rules for it |
 //! | [`delimited`] | the uvarint length-delimited reader (sans-IO) every protobuf layer above the connection shares: NodeInfo here, `p2p-conn-privval` and `p2p-conn-mconn` above; the adapters drive it (`io::tokio::poll_decode`, [`io::blocking::decode`]) |

@@ -5,9 +5,9 @@ use crate::drive::{handshake_pair, read_all, Chunks, KEY};
 use crate::input::Input;
 use crate::internals::ReadCore;
 use crate::Seeds;
-use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::wire::sealed_frame_len;
 use p2p_conn::testkit::internals::wire::{LEN_PREFIX, TAG_LEN};
 use p2p_conn::Backend;
 
@@ -46,7 +46,7 @@ fn frames_raw(inp: &mut Input<'_>, backend: Backend) {
     let wire = inp.rest();
     let run = handshake_pair(opts & 1 == 1, backend);
     let fs = run.b.opener.frame_size().get();
-    let sealed = run.b.opener.sealed_frame_len();
+    let sealed = run.b.opener.frame_size().sealed_len();
     let core = ReadCore::new(run.b.opener, run.b.initial_plaintext, rbuf);
     let (out, end) = read_all(core, wire, &mut reads, out_max);
     assert!(
@@ -155,7 +155,7 @@ fn frames_tampered(inp: &mut Input<'_>, backend: Backend) {
     let out_max = 1 + usize::from(inp.u16());
     let mut run = handshake_pair(opts & 1 == 1, backend);
     let fs = run.a.sealer.frame_size().get();
-    let sealed = run.a.sealer.sealed_frame_len();
+    let sealed = run.a.sealer.frame_size().sealed_len();
 
     // Messages, and the plaintext carried by each frame.
     let mut wire = Vec::new();

@@ -8,9 +8,9 @@ use std::task::Poll;
 use crate::drive::{read_all, Chunks, KEY, MAX_STEPS};
 use crate::input::Input;
 use crate::internals::{FrameWriter, ReadCore, WriteCore};
-use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::proto::FrameSize;
 use p2p_conn::testkit;
+use p2p_conn::testkit::internals::wire::sealed_frame_len;
 
 /// Messages through a [`FrameWriter`] and back through a [`FrameReader`].
 ///

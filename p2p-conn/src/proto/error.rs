@@ -60,7 +60,7 @@ pub enum ProtocolError {
     WrongFrameLength {
         /// Bytes handed over.
         len: usize,
-        /// [`crate::proto::wire::sealed_frame_len`] of the frame size.
+        /// [`crate::proto::FrameSize::sealed_len`] of the frame size.
         expected: usize,
     },
     /// This direction used every one of its 2^64 nonces; the connection must be

@@ -7,10 +7,11 @@
 //! tests all exercise exactly the same protocol code. Key files live in
 //! `crate::keyfile`, outside the core.
 
-//! Each item has one public path: the types here, the wire's sizes in
-//! [`wire`], and [`crate::Backend`] and [`crate::ProtocolError`] at the
-//! crate root. The key schedule and the AuthSig codec are private; tests
-//! reach them through `testkit::internals`.
+//! Each item has one public path: the types here (a frame's sizes are
+//! [`FrameSize`]'s), and [`crate::Backend`] and [`crate::ProtocolError`]
+//! at the crate root. The key schedule, the AuthSig codec and the wire's
+//! other sizes are private; tests reach them through
+//! `testkit::internals`.
 
 pub(crate) mod aead;
 pub(crate) mod auth_sig;
@@ -19,7 +20,7 @@ pub(crate) mod frame;
 pub(crate) mod handshake;
 pub(crate) mod kdf;
 pub(crate) mod varint;
-pub mod wire;
+pub(crate) mod wire;
 
 pub(crate) use aead::Backend;
 pub use aead::ParseBackendError;

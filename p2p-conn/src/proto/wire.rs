@@ -26,8 +26,9 @@ pub(crate) const NONCE_LEN: usize = 12;
 pub(crate) const TAG_LEN: usize = 16;
 /// Bytes of the little-endian length prefix inside each frame.
 pub(crate) const LEN_PREFIX: usize = 4;
-/// Data bytes per frame on the standard CometBFT wire.
-pub const STANDARD_FRAME_SIZE: usize = 1024;
+/// Data bytes per frame on the standard CometBFT wire (outside:
+/// `FrameSize::STANDARD`).
+pub(crate) const STANDARD_FRAME_SIZE: usize = 1024;
 /// Sealed bytes per frame on the standard CometBFT wire (1044).
 // The multi-frame engines', the tests' and testkit's.
 #[cfg_attr(
@@ -44,7 +45,7 @@ pub(crate) const GROUP_FRAMES: usize = 16;
 
 /// Sealed length of one frame of `frame_size` data bytes: the one place
 /// the frame overhead is added.
-pub const fn sealed_frame_len(frame_size: usize) -> usize {
+pub(crate) const fn sealed_frame_len(frame_size: usize) -> usize {
     LEN_PREFIX + frame_size + TAG_LEN
 }
 

@@ -35,10 +35,18 @@ pub mod kdf {
 }
 
 /// The wire's sizes the tests and fuzz targets compute with: the crate's
-/// own (`proto::wire`, whose public part is only the standard frame size
-/// and [`crate::proto::wire::sealed_frame_len`]), copied here.
+/// own (`proto::wire`, private; outside, [`crate::proto::FrameSize`] gives
+/// a frame's sizes), copied here.
 pub mod wire {
     use crate::proto::wire as w;
+
+    /// Data bytes per frame on the standard CometBFT wire (1024).
+    pub const STANDARD_FRAME_SIZE: usize = w::STANDARD_FRAME_SIZE;
+
+    /// Sealed bytes of one frame of `frame_size` data bytes.
+    pub const fn sealed_frame_len(frame_size: usize) -> usize {
+        w::sealed_frame_len(frame_size)
+    }
 
     /// Length of the plaintext ephemeral-key message.
     pub const EPH_MSG_LEN: usize = w::EPH_MSG_LEN;

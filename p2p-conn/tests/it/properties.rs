@@ -20,11 +20,11 @@ use std::time::Duration;
 use crate::common::{payload, pipe, proptest_config, End, Fault, Plan, Rates};
 use p2p_conn::io::{blocking, tokio as ptokio};
 use p2p_conn::proto::FrameSize;
-use p2p_conn::proto::{
-    wire::sealed_frame_len, wire::STANDARD_FRAME_SIZE, Handshake, HandshakeParams,
-};
+use p2p_conn::proto::{Handshake, HandshakeParams};
 use p2p_conn::testkit::internals::auth_sig;
-use p2p_conn::testkit::internals::wire::STANDARD_SEALED_FRAME;
+use p2p_conn::testkit::internals::wire::{
+    sealed_frame_len, STANDARD_FRAME_SIZE, STANDARD_SEALED_FRAME,
+};
 use p2p_conn::testkit::internals::OpenerHooks;
 use p2p_conn::{Backend, ProtocolError};
 use p2p_conn::{Config, Identity};

@@ -203,8 +203,8 @@ impl Sealer {
         FrameSize(self.frame_size)
     }
 
-    /// Sealed bytes per frame.
-    pub fn sealed_frame_len(&self) -> usize {
+    /// Sealed bytes per frame (outside: `frame_size().sealed_len()`).
+    pub(crate) fn sealed_frame_len(&self) -> usize {
         sealed_frame_len(self.frame_size)
     }
 
@@ -458,8 +458,8 @@ impl Opener {
         FrameSize(self.frame_size)
     }
 
-    /// Sealed bytes per frame.
-    pub fn sealed_frame_len(&self) -> usize {
+    /// Sealed bytes per frame (outside: `frame_size().sealed_len()`).
+    pub(crate) fn sealed_frame_len(&self) -> usize {
         sealed_frame_len(self.frame_size)
     }
 
@@ -470,7 +470,7 @@ impl Opener {
     }
 
     /// Open one sealed frame in place and return the range of its data bytes
-    /// within `frame`. `frame` must be exactly [`Self::sealed_frame_len`] bytes.
+    /// within `frame`. `frame` must be exactly `frame_size().sealed_len()` bytes.
     ///
     /// The counter advances only on success. Any failure is sticky: every later
     /// call returns the same error.
@@ -526,7 +526,7 @@ impl Opener {
     }
 
     /// The data range of a frame [`Self::open_groups_in_place`] opened
-    /// (`frame` is its [`Self::sealed_frame_len`] bytes, now plaintext).
+    /// (`frame` is its `frame_size().sealed_len()` bytes, now plaintext).
     /// Checks the length prefix; errors are sticky as in
     /// [`Self::open_in_place`].
     pub(crate) fn opened_frame(&mut self, frame: &[u8]) -> Result<Range<usize>, ProtocolError> {

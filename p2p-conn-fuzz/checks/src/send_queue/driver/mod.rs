@@ -16,8 +16,8 @@ use super::{
 use crate::drive::MAX_STEPS;
 use crate::input::Input;
 use p2p_conn::io::queue::{Bytes, CloseReason, Overflow, SendError, Sender};
-use p2p_conn::proto::wire::sealed_frame_len;
 use p2p_conn::stats::QueueStats;
+use p2p_conn::testkit::internals::wire::sealed_frame_len;
 use p2p_conn::testkit::{self, Conn, Control, TokioConn};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
