@@ -22,7 +22,7 @@
 //!   peer must be on the seed's network), MConnection with the PEX
 //!   channel only (its sans-IO [`MConnCore`] driven on the connection's
 //!   own task: a visit is one request and one answer), waits for the
-//!   peer's request, answers once with [`Book::selection`] (never the
+//!   peer's request, answers once with [`Book::selection_message`] (never the
 //!   peer's own address) and closes. The peer's self-reported listen
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
@@ -594,13 +594,13 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
         pass.serving();
         let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
-        let addrs = seed
+        let (answer, n) = seed
             .book
             .lock()
             .expect("book")
-            .selection(Some(&peer), seed_bits);
-        let n = addrs.len() as u64;
-        let sent = core.send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode());
+            .selection_message(Some(&peer), seed_bits);
+        let n = n as u64;
+        let sent = core.send(PEX_CHANNEL, answer);
         let written = tokio::time::timeout(ANSWER_WAIT, transmit(&mut sc, &mut core)).await;
         if sent.is_ok() && matches!(written, Ok(Ok(()))) {
             answered = true;
