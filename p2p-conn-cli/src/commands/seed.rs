@@ -186,6 +186,9 @@ struct Seed {
     counters: Counters,
     inbound: Arc<Gate>,
     key_hex: String,
+    /// The shuffles' randomness: drawn from the OS once, stepped per
+    /// answer ([`Seed::shuffle_seed`]), so an answer costs no syscall.
+    shuffles: AtomicU64,
 }
 
 pub fn run(args: SeedArgs) -> Result<(), CliError> {
@@ -302,6 +305,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
                 max_per_ip: args.max_per_ip,
             }),
             key_hex,
+            shuffles: AtomicU64::new(rand_core::RngCore::next_u64(&mut rand_core::OsRng)),
             identity,
         });
         eprintln!(
@@ -364,6 +368,19 @@ fn peer_addr(
 }
 
 impl Seed {
+    /// A fresh seed for one answer's shuffle: the next of a SplitMix64
+    /// sequence started from the OS's randomness, so that two answers'
+    /// shuffles are unrelated.
+    fn shuffle_seed(&self) -> u64 {
+        let mut z = self
+            .shuffles
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
     fn save(&self, path: &std::path::Path) {
         let (now, wall) = (Instant::now(), SystemTime::now());
         let at = |t: Option<Instant>| t.map(|t| wall - now.saturating_duration_since(t));
@@ -593,7 +610,7 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     let mut answered = false;
     if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
         pass.serving();
-        let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
+        let seed_bits = seed.shuffle_seed();
         let (answer, n) = seed
             .book
             .lock()
