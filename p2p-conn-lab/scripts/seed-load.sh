@@ -11,9 +11,12 @@
 #
 #   p2p-conn-lab/scripts/seed-load.sh [C] [S] [B] [R] [COMETBFT_LINE]
 #   SEED_LOAD_PIN=1 p2p-conn-lab/scripts/seed-load.sh ...
+#   SEED_LOAD_OURS=path/to/p2p-conn p2p-conn-lab/scripts/seed-load.sh ...
 #
 # Defaults: 16 clients, 10 s, 1000 addresses, 3 rounds, v0.38.26 (the
-# binary the test suite builds into target/cometbft-node/). Loopback only.
+# binary the test suite builds into target/cometbft-node/); p2p-conn is
+# this tree's release build unless SEED_LOAD_OURS names another (an
+# earlier build, for a before/after). Loopback only.
 #
 # Two methods, the same for both seeds. Shared (the default): the seed
 # and the load generator share every core, so the load generator's own
@@ -44,7 +47,7 @@ if [ "${SEED_LOAD_PIN:-0}" = 1 ]; then
 else
   on_seed=(); on_load=(); method="shared: seed and load on all $(nproc) cores"
 fi
-ours="$target/release/p2p-conn"
+ours="${SEED_LOAD_OURS:-$target/release/p2p-conn}"
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$tmp"' EXIT
