@@ -85,10 +85,13 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT_SECS: f64 = 3.0;
 /// --connect`, its `resources` holders).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The runtime `listen`, `dial` and `probe` run on.
+/// The runtime `listen`, `dial`, `probe` and `seed` run on: two worker
+/// threads, or one where the process may use only one CPU (its affinity,
+/// or its cgroup's quota), as Go's runtime sizes itself.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(cpus.clamp(1, 2))
         .enable_all()
         .build()
         .map_err(CliError::Runtime)

@@ -22,7 +22,7 @@
 //!   peer must be on the seed's network), MConnection with the PEX
 //!   channel only (its sans-IO [`MConnCore`] driven on the connection's
 //!   own task: a visit is one request and one answer), waits for the
-//!   peer's request, answers once with [`Book::selection`] (never the
+//!   peer's request, answers once with [`Book::selection_message`] (never the
 //!   peer's own address) and closes. The peer's self-reported listen
 //!   address enters the book as new (CometBFT's seed does the same), to be
 //!   tried by the next round before it is handed out as good.
@@ -186,6 +186,9 @@ struct Seed {
     counters: Counters,
     inbound: Arc<Gate>,
     key_hex: String,
+    /// The shuffles' randomness: drawn from the OS once, stepped per
+    /// answer ([`Seed::shuffle_seed`]), so an answer costs no syscall.
+    shuffles: AtomicU64,
 }
 
 pub fn run(args: SeedArgs) -> Result<(), CliError> {
@@ -302,6 +305,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
                 max_per_ip: args.max_per_ip,
             }),
             key_hex,
+            shuffles: AtomicU64::new(rand_core::RngCore::next_u64(&mut rand_core::OsRng)),
             identity,
         });
         eprintln!(
@@ -364,6 +368,19 @@ fn peer_addr(
 }
 
 impl Seed {
+    /// A fresh seed for one answer's shuffle: the next of a SplitMix64
+    /// sequence started from the OS's randomness, so that two answers'
+    /// shuffles are unrelated.
+    fn shuffle_seed(&self) -> u64 {
+        let mut z = self
+            .shuffles
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
     fn save(&self, path: &std::path::Path) {
         let (now, wall) = (Instant::now(), SystemTime::now());
         let at = |t: Option<Instant>| t.map(|t| wall - now.saturating_duration_since(t));
@@ -593,14 +610,14 @@ async fn serve_inbound(seed: &Seed, tcp: TcpStream, pass: &Pass) -> bool {
     let mut answered = false;
     if let Some(RequestVerdict::AnswerAndDisconnect | RequestVerdict::Answer) = verdict {
         pass.serving();
-        let seed_bits = rand_core::RngCore::next_u64(&mut rand_core::OsRng);
-        let addrs = seed
+        let seed_bits = seed.shuffle_seed();
+        let (answer, n) = seed
             .book
             .lock()
             .expect("book")
-            .selection(Some(&peer), seed_bits);
-        let n = addrs.len() as u64;
-        let sent = core.send(PEX_CHANNEL, PexMessage::Addrs(addrs).encode());
+            .selection_message(Some(&peer), seed_bits);
+        let n = n as u64;
+        let sent = core.send(PEX_CHANNEL, answer);
         let written = tokio::time::timeout(ANSWER_WAIT, transmit(&mut sc, &mut core)).await;
         if sent.is_ok() && matches!(written, Ok(Ok(()))) {
             answered = true;

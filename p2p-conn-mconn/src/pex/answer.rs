@@ -27,12 +27,21 @@ pub fn answer_len(known: usize) -> usize {
 /// [`MAX_PEX_MESSAGE_SIZE`] bytes (the PEX channel's receive capacity, past
 /// which the peer's MConnection stops the connection).
 pub fn fit_answer(addrs: &[NetAddress]) -> &[NetAddress] {
-    let mut body = 0usize;
-    let mut n = 0;
-    for a in addrs.iter().take(MAX_ANSWER_ADDRS) {
+    let n = fit_count(addrs.iter().map(|a| {
         let entry = encoded_len(a);
         // Field 1 of PexAddrs: a one-byte tag, the length, the entry.
-        let with = body + 1 + prost::length_delimiter_len(entry) + entry;
+        1 + prost::length_delimiter_len(entry) + entry
+    }));
+    &addrs[..n]
+}
+
+/// How many of the addresses whose records (field 1 of `PexAddrs`: tag,
+/// length, entry) take `records` bytes fit one answer ([`fit_answer`]).
+pub(super) fn fit_count(records: impl Iterator<Item = usize>) -> usize {
+    let mut body = 0usize;
+    let mut n = 0;
+    for record in records.take(MAX_ANSWER_ADDRS) {
+        let with = body + record;
         // Field 2 of Message: a one-byte tag, the length, PexAddrs.
         if 1 + prost::length_delimiter_len(with) + with > MAX_PEX_MESSAGE_SIZE {
             break;
@@ -40,7 +49,7 @@ pub fn fit_answer(addrs: &[NetAddress]) -> &[NetAddress] {
         body = with;
         n += 1;
     }
-    &addrs[..n]
+    n
 }
 
 /// The bytes of `a` as a protobuf `NetAddress` (proto3: empty strings and

@@ -215,10 +215,44 @@ mod wire {
     }
 }
 
+/// Appends `a` as one address of a `PexAddrs` (its field 1: the tag, the
+/// length, then the `NetAddress`'s id (1), ip (2) and port (3); empty
+/// strings and a zero port left out), as prost writes it.
+pub(crate) fn encode_addr(a: &NetAddress, out: &mut Vec<u8>) {
+    use prost::encoding::encode_varint;
+    let text = |out: &mut Vec<u8>, tag: u8, s: &str| {
+        if !s.is_empty() {
+            out.push(tag);
+            encode_varint(s.len() as u64, out);
+            out.extend_from_slice(s.as_bytes());
+        }
+    };
+    out.push(0x0a);
+    encode_varint(answer::encoded_len(a) as u64, out);
+    text(out, 0x0a, &a.id);
+    text(out, 0x12, &a.ip);
+    if a.port != 0 {
+        out.push(0x18);
+        encode_varint(u64::from(a.port), out);
+    }
+}
+
+/// The bytes of a `PexAddrs` message (Message field 2) whose addresses are
+/// `records`, each written by [`encode_addr`], one after another.
+pub(crate) fn addrs_message(records: &[&[u8]]) -> Vec<u8> {
+    let body: usize = records.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(1 + prost::length_delimiter_len(body) + body);
+    out.push(0x12);
+    prost::encoding::encode_varint(body as u64, &mut out);
+    for r in records {
+        out.extend_from_slice(r);
+    }
+    out
+}
+
 impl PexMessage {
     /// The message's bytes (one MConnection message on [`PEX_CHANNEL`]).
     pub fn encode(&self) -> Vec<u8> {
-        use prost::encoding::encode_varint;
         use prost::Message;
         let addrs = match self {
             PexMessage::Request => {
@@ -230,36 +264,12 @@ impl PexMessage {
             PexMessage::Addrs(addrs) => addrs,
         };
         // Written field by field, as prost writes `wire::Message`, without
-        // copying each address's strings first: a seed sends one such
-        // message per visit.
-        let delimited = |len: usize| 1 + prost::length_delimiter_len(len) + len;
-        let body: usize = addrs
-            .iter()
-            .map(|a| delimited(answer::encoded_len(a)))
-            .sum();
-        let mut out = Vec::with_capacity(delimited(body));
-        let text = |out: &mut Vec<u8>, tag: u8, s: &str| {
-            if !s.is_empty() {
-                out.push(tag);
-                encode_varint(s.len() as u64, out);
-                out.extend_from_slice(s.as_bytes());
-            }
-        };
-        // Message field 2 (PexAddrs), then each address as its field 1:
-        // id (1), ip (2), port (3); empty strings and a zero port left out.
-        out.push(0x12);
-        encode_varint(body as u64, &mut out);
+        // copying each address's strings first.
+        let mut records = Vec::new();
         for a in addrs {
-            out.push(0x0a);
-            encode_varint(answer::encoded_len(a) as u64, &mut out);
-            text(&mut out, 0x0a, &a.id);
-            text(&mut out, 0x12, &a.ip);
-            if a.port != 0 {
-                out.push(0x18);
-                encode_varint(u64::from(a.port), &mut out);
-            }
+            encode_addr(a, &mut records);
         }
-        out
+        addrs_message(&[&records])
     }
 
     /// Decodes a message of at most [`MAX_PEX_MESSAGE_SIZE`] bytes.

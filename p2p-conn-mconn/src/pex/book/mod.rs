@@ -47,7 +47,9 @@
 //!   only if fewer good ones exist, at most one untested entry for every
 //!   four good ones sent, taken in turns by source; never one that failed,
 //!   never a bad one, never the asking peer's own; cut to what one
-//!   `PexAddrs` carries ([`fit_answer`]).
+//!   `PexAddrs` carries ([`fit_answer`]). [`Book::selection_message`] is
+//!   the same answer as the bytes of its `PexAddrs`, assembled from each
+//!   entry's address as encoded once, when the entry was learned.
 //!
 //! # Guarantees
 //! - At most [`BookConfig::with_max_size`] entries, and one count per
@@ -74,13 +76,14 @@
 //! decides how many at once. Persistence is the caller's
 //! ([`Book::entries`], [`Book::restore`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use p2p_conn::NodeId;
 
-use super::{answer_len, fit_answer, NetAddress, PeerAddr};
+use super::answer::fit_count;
+use super::{addrs_message, answer_len, encode_addr, fit_answer, NetAddress, PeerAddr};
 
 /// How many times one source's cap of untested entries
 /// ([`BookConfig::with_max_new_per_source`]) all sources in one address
@@ -270,11 +273,41 @@ impl Untested {
     }
 }
 
+/// An entry, and its address as an answer carries it (its record in a
+/// `PexAddrs`, written once when the entry is learned), so that an answer
+/// is assembled without formatting.
+#[derive(Clone, Debug)]
+struct Slot {
+    entry: Entry,
+    record: Box<[u8]>,
+}
+
+impl Slot {
+    fn new(entry: Entry) -> Slot {
+        let record = {
+            let a = entry.addr.socket_addr();
+            let mut out = Vec::new();
+            encode_addr(
+                &NetAddress {
+                    id: entry.addr.id().to_string(),
+                    ip: a.ip().to_string(),
+                    port: u32::from(a.port()),
+                },
+                &mut out,
+            );
+            out.into_boxed_slice()
+        };
+        Slot { entry, record }
+    }
+}
+
 /// The book; see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct Book {
     config: BookConfig,
-    entries: HashMap<NodeId, Entry>,
+    /// By ID, so that a selection walks them in one order without
+    /// sorting.
+    entries: BTreeMap<NodeId, Slot>,
     untested: Untested,
 }
 
@@ -283,7 +316,7 @@ impl Book {
     pub fn new(config: BookConfig) -> Book {
         Book {
             config,
-            entries: HashMap::new(),
+            entries: BTreeMap::new(),
             untested: Untested::default(),
         }
     }
@@ -301,8 +334,8 @@ impl Book {
     /// How many entries of each standing: (new, good, bad).
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut c = (0, 0, 0);
-        for e in self.entries.values() {
-            match e.standing {
+        for s in self.entries.values() {
+            match s.entry.standing {
                 Standing::New => c.0 += 1,
                 Standing::Good => c.1 += 1,
                 Standing::Bad => c.2 += 1,
@@ -313,12 +346,12 @@ impl Book {
 
     /// The entry of `id`.
     pub fn get(&self, id: &NodeId) -> Option<&Entry> {
-        self.entries.get(id)
+        self.entries.get(id).map(|s| &s.entry)
     }
 
     /// Every entry, in no order (to save the book).
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.entries.values()
+        self.entries.values().map(|s| &s.entry)
     }
 
     /// Puts back a saved entry (loading a book), by the rules of
@@ -332,7 +365,7 @@ impl Book {
             return Added::Full;
         }
         self.untested.count(Untested::key(&entry), true);
-        self.entries.insert(id, entry);
+        self.entries.insert(id, Slot::new(entry));
         Added::New
     }
 
@@ -380,6 +413,7 @@ impl Book {
         let victim = self
             .entries
             .values()
+            .map(|s| &s.entry)
             .filter(|e| e.standing != Standing::Good)
             .max_by(|a, b| {
                 (
@@ -395,8 +429,8 @@ impl Book {
             })
             .map(|e| e.addr.id());
         match victim.and_then(|id| self.entries.remove(&id)) {
-            Some(e) => {
-                self.untested.count(Untested::key(&e), false);
+            Some(s) => {
+                self.untested.count(Untested::key(&s.entry), false);
                 true
             }
             None => false,
@@ -435,10 +469,11 @@ impl Book {
         let mut due: Vec<&Entry> = self
             .entries
             .values()
+            .map(|s| &s.entry)
             .filter(|e| self.is_due(e, now))
             .collect();
         due.sort_by_key(|e| (e.last_try, e.addr.id()));
-        in_turns(&mut due);
+        in_turns(&mut due, |e| e);
         due.into_iter().take(max).map(|e| e.addr).collect()
     }
 
@@ -448,6 +483,7 @@ impl Book {
     pub fn next_retry(&self, now: Instant) -> Option<Instant> {
         self.entries
             .values()
+            .map(|s| &s.entry)
             .filter(|e| e.standing == Standing::New)
             .filter_map(|e| match self.next_try(e) {
                 Due::Now => Some(now),
@@ -462,7 +498,7 @@ impl Book {
     /// Unknown IDs are ignored.
     pub fn tried(&mut self, id: &NodeId, reached: bool, now: Instant) {
         let max_failures = self.config.max_failures;
-        let Some(e) = self.entries.get_mut(id) else {
+        let Some(e) = self.entries.get_mut(id).map(|s| &mut s.entry) else {
             return;
         };
         let before = Untested::key(e);
@@ -488,43 +524,21 @@ impl Book {
     pub fn evict_bad(&mut self) -> usize {
         // Bad entries count against no source: the tally stands.
         let before = self.entries.len();
-        self.entries.retain(|_, e| e.standing != Standing::Bad);
+        self.entries
+            .retain(|_, s| s.entry.standing != Standing::Bad);
         before - self.entries.len()
     }
 
     /// What to send a peer that asks (see the module docs), shuffled by
     /// `seed` (the caller's randomness), without `exclude` (the peer).
     pub fn selection(&self, exclude: Option<&NodeId>, seed: u64) -> Vec<NetAddress> {
-        let pick = |standing: Standing| {
-            let mut v: Vec<&Entry> = self
-                .entries
-                .values()
-                .filter(|e| e.standing == standing && Some(&e.addr.id()) != exclude)
-                .filter(|e| standing != Standing::New || e.failures == 0)
-                .collect();
-            v.sort_by_key(|e| e.addr.id());
-            v
-        };
-        let mut good = pick(Standing::Good);
-        let mut new = pick(Standing::New);
-        let mut rng = SplitMix(seed);
-        rng.shuffle(&mut good);
-        rng.shuffle(&mut new);
-        // Those reached on their last try first; the order stays random
-        // within each kind (a stable sort).
-        good.sort_by_key(|e| e.failures > 0);
-        in_turns(&mut new);
-        let n = answer_len(self.entries.len());
-        let good_n = good.len().min(n);
-        let new_n = (n - good_n).min(good_n / UNTESTED_PER_GOOD);
-        let chosen: Vec<NetAddress> = good
+        let chosen: Vec<NetAddress> = self
+            .pick(exclude, seed)
             .into_iter()
-            .take(good_n)
-            .chain(new.into_iter().take(new_n))
-            .map(|e| {
-                let a = e.addr.socket_addr();
+            .map(|s| {
+                let a = s.entry.addr.socket_addr();
                 NetAddress {
-                    id: e.addr.id().to_string(),
+                    id: s.entry.addr.id().to_string(),
                     ip: a.ip().to_string(),
                     port: u32::from(a.port()),
                 }
@@ -535,25 +549,80 @@ impl Book {
         chosen.truncate(fits);
         chosen
     }
+
+    /// The same [`selection`](Self::selection) for the same `exclude` and
+    /// `seed`, as the bytes [`PexMessage::encode`](super::PexMessage::encode)
+    /// writes for its `PexAddrs`, and how many addresses it holds: what a
+    /// seed sends, assembled from each entry's address encoded once.
+    pub fn selection_message(&self, exclude: Option<&NodeId>, seed: u64) -> (Vec<u8>, usize) {
+        let chosen = self.pick(exclude, seed);
+        let fits = fit_count(chosen.iter().map(|s| s.record.len()));
+        let records: Vec<&[u8]> = chosen[..fits].iter().map(|s| &*s.record).collect();
+        (addrs_message(&records), fits)
+    }
+
+    /// The entries of a selection, before the cut to what one `PexAddrs`
+    /// carries: good ones in random order (those reached on their last
+    /// try first), then the untested share in turns by source. Only as
+    /// many are shuffled as are sent.
+    fn pick(&self, exclude: Option<&NodeId>, seed: u64) -> Vec<&Slot> {
+        let (mut reached, mut failing) = (Vec::new(), Vec::new());
+        for s in self.entries.values() {
+            let e = &s.entry;
+            if e.standing == Standing::Good && Some(&e.addr.id()) != exclude {
+                if e.failures == 0 {
+                    reached.push(s);
+                } else {
+                    failing.push(s);
+                }
+            }
+        }
+        let n = answer_len(self.entries.len());
+        let good_n = (reached.len() + failing.len()).min(n);
+        let mut rng = SplitMix(seed);
+        let from_reached = reached.len().min(good_n);
+        rng.shuffle_first(&mut reached, from_reached);
+        reached.truncate(from_reached);
+        let from_failing = good_n - from_reached;
+        rng.shuffle_first(&mut failing, from_failing);
+        let mut chosen = reached;
+        chosen.extend_from_slice(&failing[..from_failing]);
+        let new_n = (n - good_n).min(good_n / UNTESTED_PER_GOOD);
+        if new_n > 0 {
+            let mut new: Vec<&Slot> = self
+                .entries
+                .values()
+                .filter(|s| {
+                    let e = &s.entry;
+                    e.standing == Standing::New && e.failures == 0 && Some(&e.addr.id()) != exclude
+                })
+                .collect();
+            rng.shuffle(&mut new);
+            in_turns(&mut new, |s| &s.entry);
+            chosen.extend(new.into_iter().take(new_n));
+        }
+        chosen
+    }
 }
 
 /// Reorders `v` in turns by source: every source's first entry, then
 /// every source's second, and so on, each source's in the order given (an
 /// entry without a source is a source of its own).
-fn in_turns(v: &mut Vec<&Entry>) {
+fn in_turns<T>(v: &mut Vec<T>, entry: impl Fn(&T) -> &Entry) {
     let mut seen: HashMap<NodeId, usize> = HashMap::new();
-    let mut ranked: Vec<(usize, &Entry)> = v
+    let mut ranked: Vec<(usize, T)> = v
         .drain(..)
-        .map(|e| {
+        .map(|x| {
+            let e = entry(&x);
             let n = seen
                 .entry(e.source.map_or(e.addr.id(), |s| s.id()))
                 .or_default();
             *n += 1;
-            (*n, e)
+            (*n, x)
         })
         .collect();
     ranked.sort_by_key(|(turn, _)| *turn);
-    v.extend(ranked.into_iter().map(|(_, e)| e));
+    v.extend(ranked.into_iter().map(|(_, x)| x));
 }
 
 /// A small deterministic generator for the shuffle (SplitMix64): the
@@ -573,6 +642,15 @@ impl SplitMix {
     fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+
+    /// Fisher-Yates stopped after the first `k` places: those hold `k`
+    /// of `v` drawn at random, in random order (`k` at most `v.len()`).
+    fn shuffle_first<T>(&mut self, v: &mut [T], k: usize) {
+        for i in 0..k.min(v.len()) {
+            let j = i + (self.next() % (v.len() - i) as u64) as usize;
             v.swap(i, j);
         }
     }

@@ -333,3 +333,83 @@ fn the_untested_share_of_a_selection_comes_in_turns_by_source() {
         assert!(s.contains(&one), "seed {seed}: {s:?}");
     }
 }
+
+/// A book with every kind of entry: good ones reached on their last try,
+/// good ones that failed since, untested ones of two sources, bad ones,
+/// IPv4 and IPv6.
+fn mixed_book() -> (Book, Vec<PeerAddr>) {
+    let mut b = Book::new(BookConfig::default().with_max_failures(2));
+    let t0 = Instant::now();
+    let good: Vec<PeerAddr> = (1..=12)
+        .map(addr)
+        .chain((1..=6).map(|p| addr_at("2a01:4f8::1", p)))
+        .chain((1..=3).map(|p| addr_at("::ffff:8.8.8.8", p)))
+        .collect();
+    for a in &good {
+        b.add(*a);
+        b.tried(&a.id(), true, t0);
+    }
+    for a in &good[..4] {
+        b.tried(&a.id(), false, t0);
+    }
+    for a in (100..110).map(addr) {
+        b.add(a);
+        b.tried(&a.id(), false, t0);
+        b.tried(&a.id(), false, t0);
+    }
+    report(&mut b, &addr_at("5.5.5.5", 1), 40);
+    report(&mut b, &addr_at("6.6.6.6", 1), 3);
+    (b, good)
+}
+
+#[test]
+fn a_selection_message_is_the_selection_encoded() {
+    let (b, good) = mixed_book();
+    for seed in 0..20 {
+        for exclude in [None, Some(good[5].id())] {
+            let s = b.selection(exclude.as_ref(), seed);
+            let (bytes, n) = b.selection_message(exclude.as_ref(), seed);
+            assert_eq!(n, s.len());
+            assert_eq!(bytes, crate::pex::PexMessage::Addrs(s).encode());
+        }
+    }
+}
+
+#[test]
+fn an_entry_record_is_its_address_as_prost_encodes_it() {
+    use prost::Message;
+    let (b, _) = mixed_book();
+    for s in b.entries.values() {
+        let a = s.entry.addr.socket_addr();
+        let by_prost = crate::pex::wire::PexAddrs {
+            addrs: vec![crate::pex::wire::NetAddress {
+                id: s.entry.addr.id().to_string().into_bytes(),
+                ip: a.ip().to_string().into_bytes(),
+                port: u32::from(a.port()),
+            }],
+        }
+        .encode_to_vec();
+        assert_eq!(&*s.record, &by_prost[..], "{}", s.entry.addr);
+    }
+}
+
+#[test]
+fn a_selection_sends_those_reached_last_before_those_failing_since() {
+    let (b, good) = mixed_book();
+    let failing: Vec<String> = good[..4].iter().map(|a| a.id().to_string()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for seed in 0..40 {
+        let s = ids(&b.selection(None, seed));
+        // 21 good of 74 known: 21 sent, then 5 untested.
+        assert_eq!(s.len(), 26, "{s:?}");
+        let good_ids: Vec<String> = good.iter().map(|a| a.id().to_string()).collect();
+        assert!(s[..17]
+            .iter()
+            .all(|id| good_ids.contains(id) && !failing.contains(id)));
+        assert!(s[17..21].iter().all(|id| failing.contains(id)));
+        assert!(s[21..].iter().all(|id| !good_ids.contains(id)));
+        seen.insert(s[0].clone());
+    }
+    // Shuffled: the first place is not always the same entry.
+    assert!(seen.len() > 5, "{seen:?}");
+}
