@@ -272,7 +272,7 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
         })?;
         book.add(pa);
     }
-    if book.is_empty() {
+    if book.entries().next().is_none() {
         return Err(CliError::usage(
             "nothing to start from: give --seeds, or a --book that holds addresses",
         ));

@@ -321,17 +321,8 @@ impl Book {
         }
     }
 
-    /// How many entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether it has none.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// How many entries of each standing: (new, good, bad).
+    /// How many entries of each standing: (new, good, bad); their sum is
+    /// the book's size.
     pub fn counts(&self) -> (usize, usize, usize) {
         let mut c = (0, 0, 0);
         for s in self.entries.values() {
