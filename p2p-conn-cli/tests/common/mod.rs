@@ -12,6 +12,40 @@ pub use p2p_conn_interop::{cometbft_node, go_peer, process, scripted};
 
 pub mod pex_peers;
 
+/// A peer of a new identity listening on 127.0.0.1, on a thread of its own
+/// (a current-thread runtime) that lives as long as the test process: each
+/// connection accepted is handed to `serve` with the identity and the
+/// listening address. Returns that address and the identity's node ID.
+pub fn serve_on_thread<F, Fut>(serve: F) -> (std::net::SocketAddr, String)
+where
+    F: Fn(tokio::net::TcpStream, std::sync::Arc<p2p_conn::Identity>, std::net::SocketAddr) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_l.set_nonblocking(true).unwrap();
+    let addr = std_l.local_addr().unwrap();
+    let identity = std::sync::Arc::new(p2p_conn::Identity::generate());
+    let id = identity.node_id().to_string();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::from_std(std_l).unwrap();
+            loop {
+                let Ok((tcp, _)) = l.accept().await else {
+                    continue;
+                };
+                tokio::spawn(serve(tcp, identity.clone(), addr));
+            }
+        });
+    });
+    (addr, id)
+}
+
 /// A node key of our own for a test, made by `p2p-conn keygen --out` in
 /// the test's scratch folder.
 pub struct OurKey {

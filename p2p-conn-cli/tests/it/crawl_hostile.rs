@@ -16,7 +16,6 @@ use p2p_conn::{Config, Identity};
 use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 const NETWORK: &str = "hostile-chain";
@@ -40,31 +39,9 @@ enum Mischief {
 /// A hostile peer on its own thread's runtime: its address and the ID it
 /// shows (first).
 fn spawn(m: Mischief) -> (SocketAddr, String) {
-    let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_l.set_nonblocking(true).unwrap();
-    let addr = std_l.local_addr().unwrap();
-    let identity = Identity::generate();
-    let id = identity.node_id().to_string();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = TcpListener::from_std(std_l).unwrap();
-            let identity = std::sync::Arc::new(identity);
-            loop {
-                let Ok((tcp, _)) = l.accept().await else {
-                    continue;
-                };
-                let identity = identity.clone();
-                tokio::spawn(async move {
-                    let _ = serve(m, tcp, &identity, addr).await;
-                });
-            }
-        });
-    });
-    (addr, id)
+    crate::common::serve_on_thread(move |tcp, identity, addr| async move {
+        let _ = serve(m, tcp, &identity, addr).await;
+    })
 }
 
 async fn serve(

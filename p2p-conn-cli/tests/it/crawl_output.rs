@@ -18,7 +18,6 @@ use p2p_conn_mconn::pex::{NetAddress, PexMessage, MAX_PEX_MESSAGE_SIZE, PEX_CHAN
 use p2p_conn_mconn::statesync::SNAPSHOT_CHANNEL;
 use p2p_conn_mconn::{ChannelDescriptor, MConnConfig, MConnection, Received};
 use serde_json::Value;
-use tokio::net::TcpListener;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 const NETWORK: &str = "output-chain";
@@ -33,29 +32,8 @@ const HEIGHT: i64 = 5;
 /// A node on its own thread's runtime, with the PEX channel or not: its
 /// `ID@ADDRESS`.
 fn spawn(pex: bool) -> String {
-    let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_l.set_nonblocking(true).unwrap();
-    let addr = std_l.local_addr().unwrap();
-    let identity = Identity::generate();
-    let id = identity.node_id().to_string();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = TcpListener::from_std(std_l).unwrap();
-            let identity = std::sync::Arc::new(identity);
-            loop {
-                let Ok((tcp, _)) = l.accept().await else {
-                    continue;
-                };
-                let identity = identity.clone();
-                tokio::spawn(async move {
-                    let _ = serve(tcp, &identity, addr, pex).await;
-                });
-            }
-        });
+    let (addr, id) = crate::common::serve_on_thread(move |tcp, identity, addr| async move {
+        let _ = serve(tcp, &identity, addr, pex).await;
     });
     format!("{id}@{addr}")
 }
