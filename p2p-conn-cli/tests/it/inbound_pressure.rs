@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::common::process::{scratch, Feed, Proc};
-use crate::seed::start_seed;
+use crate::seed::seed_with;
 
 const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
@@ -134,35 +134,6 @@ async fn visit(seed: SocketAddr, network: &str) -> Result<usize, String> {
         }
     }
     Ok(n)
-}
-
-/// `p2p-conn seed` on 127.0.0.1 with `extra` flags; its process and
-/// address.
-fn seed_with(test: &str, extra: &[&str]) -> (Proc, SocketAddr, std::path::PathBuf) {
-    let dir = scratch(test);
-    let key = dir.join("seed_key.json");
-    keyfile::save_new(&Identity::generate(), &key).unwrap();
-    let book = dir.join("book.json");
-    let known = format!("{}@1.2.3.4:26656", Identity::generate().node_id());
-    let mut args = vec![
-        "seed",
-        "--listen",
-        "127.0.0.1:0",
-        "--network",
-        "test-chain",
-        "--key",
-        key.to_str().unwrap(),
-        "--seeds",
-        &known,
-        "--book",
-        book.to_str().unwrap(),
-        "--recrawl-every",
-        "3600",
-    ];
-    args.extend_from_slice(extra);
-    let (seed, seed_addr) = start_seed(&args);
-    let addr = seed_addr.split('@').nth(1).unwrap().parse().unwrap();
-    (seed, addr, dir)
 }
 
 fn runtime() -> tokio::runtime::Runtime {

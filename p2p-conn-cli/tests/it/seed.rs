@@ -39,6 +39,39 @@ pub(super) fn start_seed(args: &[&str]) -> (Proc, String) {
     }
 }
 
+/// `p2p-conn seed` on 127.0.0.1 in `test`'s scratch folder (its key, and
+/// its book as `book.json`), knowing one address it will not reach, with
+/// `extra` flags: its process, address and folder.
+pub(super) fn seed_with(
+    test: &str,
+    extra: &[&str],
+) -> (Proc, std::net::SocketAddr, std::path::PathBuf) {
+    let dir = scratch(test);
+    let key = dir.join("seed_key.json");
+    keyfile::save_new(&Identity::generate(), &key).unwrap();
+    let book = dir.join("book.json");
+    let known = format!("{}@1.2.3.4:26656", Identity::generate().node_id());
+    let mut args = vec![
+        "seed",
+        "--listen",
+        "127.0.0.1:0",
+        "--network",
+        "test-chain",
+        "--key",
+        key.to_str().unwrap(),
+        "--seeds",
+        &known,
+        "--book",
+        book.to_str().unwrap(),
+        "--recrawl-every",
+        "3600",
+    ];
+    args.extend_from_slice(extra);
+    let (seed, seed_addr) = start_seed(&args);
+    let addr = seed_addr.split('@').nth(1).unwrap().parse().unwrap();
+    (seed, addr, dir)
+}
+
 /// How many entries of the saved book are good (the old table).
 fn good_in_book(path: &Path) -> usize {
     let Ok(text) = std::fs::read_to_string(path) else {
@@ -303,28 +336,8 @@ fn the_seed_keeps_serving_past_hostile_peers() {
     use p2p_conn_mconn::pex::{NetAddress, PexMessage, PEX_CHANNEL};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let dir = scratch("seed-hostile");
-    let key = dir.join("seed_key.json");
-    keyfile::save_new(&Identity::generate(), &key).unwrap();
+    let (seed, addr, dir) = seed_with("seed-hostile", &[]);
     let book = dir.join("book.json");
-    let known = format!("{}@1.2.3.4:26656", Identity::generate().node_id());
-    let args = [
-        "seed",
-        "--listen",
-        "127.0.0.1:0",
-        "--network",
-        "test-chain",
-        "--key",
-        key.to_str().unwrap(),
-        "--seeds",
-        &known,
-        "--book",
-        book.to_str().unwrap(),
-        "--recrawl-every",
-        "3600",
-    ];
-    let (seed, seed_addr) = start_seed(&args);
-    let addr: std::net::SocketAddr = seed_addr.split('@').nth(1).unwrap().parse().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
