@@ -368,17 +368,11 @@ fn peer_addr(
 }
 
 impl Seed {
-    /// A fresh seed for one answer's shuffle: the next of a SplitMix64
-    /// sequence started from the OS's randomness, so that two answers'
-    /// shuffles are unrelated.
+    /// A fresh seed for one answer's shuffle: a counter started from the
+    /// OS's randomness. The book's shuffle mixes its seed (SplitMix64), so
+    /// two answers' shuffles are unrelated.
     fn shuffle_seed(&self) -> u64 {
-        let mut z = self
-            .shuffles
-            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-            .wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.shuffles.fetch_add(1, Ordering::Relaxed)
     }
 
     fn save(&self, path: &std::path::Path) {
