@@ -9,23 +9,11 @@ use super::{GuardedSigner, Signer, SignerError};
 use crate::atomic_file::faults::{DATA_SYNC, DIR_SYNC};
 use crate::guard::{GuardError, Hrs, Step};
 use crate::messages::{signed_msg_type, BlockId, PartSetHeader, Timestamp, Vote};
+use crate::state_file::tests::temp_dir;
 use crate::state_file::{self, Format, StateFileError};
 use p2p_conn::Identity;
 
 const CHAIN: &str = "test-chain";
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "p2p-conn-privval-faults-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn prevote(height: i64, block: u8) -> Vote {
     let block_id = BlockId {

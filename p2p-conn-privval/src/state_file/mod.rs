@@ -694,10 +694,12 @@ fn unescape_mount_point(field: &str) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn temp_dir(tag: &str) -> PathBuf {
+    /// A new folder of its own for a test (also the signer's disk-fault
+    /// tests').
+    pub(crate) fn temp_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "p2p-conn-state-{tag}-{}-{}",
             std::process::id(),
