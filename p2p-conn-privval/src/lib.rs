@@ -54,8 +54,10 @@
 //!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
 //!   `priv_validator_state.json` format, written atomically and synced;
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
-//!   Ed25519 software signer that persists each signature's state before
-//!   returning it.
+//!   Ed25519 signer that persists each signature's state before returning
+//!   it, signing through a [`ValidatorKey`]: the soft key (a
+//!   `priv_validator_key.json`, [`load_validator_key`]) or, with feature
+//!   `pkcs11`, a key in a PKCS#11 token (`pkcs11`).
 //! - `endpoint` (with `tokio`): the signer side, which dials, retries,
 //!   reconnects and serves a [`Signer`]; the node side, which listens,
 //!   pings and times out.
@@ -84,6 +86,7 @@
 //! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
 //! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
 //! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `pkcs11` | no | `pkcs11`: a validator key in a PKCS#11 token (an HSM, SoftHSM 2), via `cryptoki` |
 //! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -100,7 +103,11 @@ pub mod endpoint;
 #[cfg(any(test, feature = "tokio", feature = "testkit"))]
 mod envelope;
 pub mod guard;
+mod key;
 mod messages;
+#[cfg(feature = "pkcs11")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pkcs11")))]
+pub mod pkcs11;
 mod sign_bytes;
 mod signer;
 pub mod state_file;
@@ -117,14 +124,13 @@ pub(crate) use envelope::{
     SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
     SignedVoteResponse,
 };
+pub use key::{load_validator_key, ValidatorKey};
 pub use messages::{
     crypto_public_key, signed_msg_type, BlockId, CryptoPublicKey, PartSetHeader, Proposal,
     RemoteSignerError, Timestamp, Vote,
 };
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
-pub use signer::{
-    convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
-};
+pub use signer::{convert_state_file, GuardedSigner, SharedSigner, Signer, SignerError};
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,
