@@ -10,9 +10,11 @@
 //! refused because another node got that step signed first (a standby)
 //! is summarised once a minute, not told per request (`standby.rs`).
 //!
-//! A software signer for tests and testnets: the validator key is a file
-//! on disk and sits in this process's memory. Nothing here is hardened
-//! against an attacker on the signer's own machine.
+//! The validator key is a `priv_validator_key.json` (then it is on disk
+//! and in this process's memory: for tests and testnets) or a key in a
+//! PKCS#11 token, which signs and never hands the key out; `--key` names
+//! either, one syntax for the flag and a config file (`key.rs`). Nothing
+//! here is hardened against an attacker on the signer's own machine.
 //!
 //! It fails closed on an operator's mistakes: a `node_key.json` given as
 //! `--key` (the library's [`load_validator_key`] refuses it), no chain
@@ -23,7 +25,7 @@
 //! height, round and step signed, and when.
 //!
 //! It runs until SIGINT or SIGTERM, then prints the final stats and exits
-//! 0. Failures before it serves (flags, the key file, the state file, the
+//! 0. Failures before it serves (flags, the key, the state file, the
 //! connection key) exit 1; see docs/operator-manual.md, "Remote signer".
 
 use std::path::PathBuf;
@@ -31,9 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use p2p_conn::{keyfile, Identity, NodeId};
+use p2p_conn::{keyfile, Identity, NodeId, PublicKey};
 use p2p_conn_privval::endpoint::{Address, SignerEndpoint, StatsHandle};
-use p2p_conn_privval::{load_validator_key, state_file, GuardedSigner, SharedSigner, SignerError};
+use p2p_conn_privval::{state_file, GuardedSigner, SharedSigner, SignerError, ValidatorKey};
 use serde_json::json;
 
 use crate::conn;
@@ -43,6 +45,7 @@ use recording::{Mark, Recording, SharedMark, Slot};
 use report::{print_standby, print_stats, Out, Reporter};
 use standby::{Standby, SUMMARY_EVERY};
 
+pub mod key;
 mod metrics;
 mod recording;
 mod report;
@@ -60,9 +63,15 @@ pub struct SignerArgs {
     /// file
     #[arg(long, required = true)]
     node: Vec<String>,
-    /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
+    /// The validator key (Ed25519): the path of a CometBFT
+    /// priv_validator_key.json, or a key in a PKCS#11 token (an HSM,
+    /// SoftHSM) as an RFC 7512 URI,
+    /// 'pkcs11:token=LABEL;object=LABEL?module-path=/PATH/module.so&pin-source=file:/PATH/pin'
+    /// (id=%01 for the object's CKA_ID, slot-id=N for the slot;
+    /// &x-pub-key=BASE64 checks the token's public key). The PIN is read
+    /// from the pin-source file (mode 600); pin-value is refused
     #[arg(long)]
-    key: PathBuf,
+    key: String,
     /// The high-water mark, saved before every new signature is sent: a
     /// p2p-conn slot state file (one fdatasync per signature; `p2p-conn
     /// state import` makes one from a priv_validator_state.json) or a
@@ -120,7 +129,7 @@ pub struct SignerArgs {
 }
 
 /// Open the state file, creating it first with `--create-state`.
-fn open_state(args: &SignerArgs, key: Identity) -> Result<GuardedSigner, CliError> {
+fn open_state(args: &SignerArgs, key: Box<dyn ValidatorKey>) -> Result<GuardedSigner, CliError> {
     let path = &args.state;
     let exists = std::fs::symlink_metadata(path).is_ok();
     if !exists {
@@ -230,21 +239,22 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             None => None,
         };
     // Every file is read before `--create-state` may write one.
-    let key = load_validator_key(&args.key)?;
+    let opened = key::open(&args.key)?;
     let identity = match &args.identity {
         Some(path) => keyfile::load(path)?,
         None => Identity::generate(),
     };
-    if identity.public_key().as_bytes() == key.public_key().as_bytes() {
+    if identity.public_key().as_bytes() == &opened.public {
         return Err(CliError::usage(
             "--identity is the validator key: the connection identity must be a key of its own \
              (`p2p-conn keygen --out FILE`)",
         ));
     }
-    let validator = key.public_key();
+    let validator = PublicKey::from_bytes(opened.public);
     let address_hex = hex::encode_upper(validator.node_id().as_bytes());
     let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
-    let signer = open_state(&args, key)?;
+    let (backend, key_name) = (opened.backend, opened.name);
+    let signer = open_state(&args, opened.key)?;
     let mark = signer.state().hrs();
 
     let out = Out {
@@ -260,6 +270,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 "nodes": shown,
                 "validator_address": address_hex,
                 "pub_key": pub_key,
+                "key": { "backend": backend, "name": key_name },
                 "chain_id": args.chain_id,
                 "state_file": args.state.display().to_string(),
                 "state": { "height": mark.height, "round": mark.round, "step": mark.step.as_i8() },
@@ -270,11 +281,16 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     } else {
         let chain = args.chain_id.as_deref().unwrap_or("any chain: --any-chain");
         out.text(&format!(
-            "signer for validator {address_hex} ({chain}); state {}: {mark}; dialing {}",
+            "signer for validator {address_hex} ({chain}); key ({backend}) {key_name}; \
+             state {}: {mark}; dialing {}",
             args.state.display(),
             shown.join(", ")
         ));
-        out.text("a software signer for tests and testnets: the key is in memory and on disk");
+        if backend == "file" {
+            out.text("a software signer for tests and testnets: the key is in memory and on disk");
+        } else {
+            out.text("the validator key stays in the token: the signer has it sign, nothing more");
+        }
     }
 
     let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
