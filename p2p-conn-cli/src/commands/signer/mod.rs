@@ -17,8 +17,9 @@
 //! here is hardened against an attacker on the signer's own machine.
 //!
 //! It fails closed on an operator's mistakes: a `node_key.json` given as
-//! `--key` (the library's [`load_validator_key`] refuses it), no chain
-//! named (`--chain-id`, or `--any-chain` on purpose), a state file with a
+//! `--key` (the library's
+//! [`load_validator_key`](p2p_conn_privval::load_validator_key) refuses
+//! it), no chain named (`--chain-id`, or `--any-chain` on purpose), a state file with a
 //! second name (the library's [`GuardedSigner::open`]). Every line and
 //! event carries the wall-clock time (RFC 3339, UTC); a long outage is
 //! told every `--disconnected-every` seconds; the stats name the last
