@@ -80,6 +80,9 @@ pub struct Pkcs11Key {
     /// The open session and the private key's handle in it; `None` after a
     /// failure, until the next request reopens it.
     session: Option<(Session, ObjectHandle)>,
+    /// The token refused the PIN at a login after a dropped session: no
+    /// login is tried again (tokens lock a PIN after a few wrong tries).
+    pin_refused: Option<String>,
 }
 
 impl std::fmt::Debug for Pkcs11Key {
@@ -150,6 +153,7 @@ impl Pkcs11Key {
             pin,
             public: [0; 32],
             session: None,
+            pin_refused: None,
         };
         let (session, private) = key.connect()?;
         key.public = key.read_public(&session, private)?;
@@ -249,7 +253,17 @@ impl Pkcs11Key {
 
     /// Open a session, log in, and find the private key: the session and
     /// the key's handle.
-    fn connect(&self) -> Result<(Session, ObjectHandle), SignerError> {
+    fn connect(&mut self) -> Result<(Session, ObjectHandle), SignerError> {
+        if let Some(error) = &self.pin_refused {
+            return Err(SignerError::Token {
+                key: self.uri.name().to_owned(),
+                action: "logging in again",
+                error: format!(
+                    "{error}, at an earlier login: not tried again, as a token locks its PIN \
+                     after a few wrong tries; restart the signer with the right PIN"
+                ),
+            });
+        }
         let slot = self.find_slot()?;
         let session = self
             .ctx
@@ -258,7 +272,22 @@ impl Pkcs11Key {
         if let Some(pin) = &self.pin {
             match session.login_with_raw(UserType::User, pin) {
                 Ok(()) | Err(Error::Pkcs11(RvError::UserAlreadyLoggedIn, _)) => {}
-                Err(e) => return Err(self.token_error("logging in", &e)),
+                Err(e) => {
+                    if matches!(
+                        e,
+                        Error::Pkcs11(
+                            RvError::PinIncorrect
+                                | RvError::PinLocked
+                                | RvError::PinExpired
+                                | RvError::PinInvalid
+                                | RvError::PinLenRange,
+                            _
+                        )
+                    ) {
+                        self.pin_refused = Some(describe(&e));
+                    }
+                    return Err(self.token_error("logging in", &e));
+                }
             }
         }
         let private = self.find(&session, ObjectClass::PRIVATE_KEY)?;

@@ -228,3 +228,33 @@ fn close_all_sessions(hsm: &SoftHsm) {
     };
     assert_eq!(rv, 0, "C_CloseAllSessions returned {rv:#x}");
 }
+
+/// The user PIN changed on the token while the signer ran, then its
+/// session dropped: the login with the old PIN is refused, and no later
+/// request tries that PIN again (a token locks a PIN after a few wrong
+/// tries); the error says to restart with the right one.
+#[test]
+fn a_refused_pin_is_not_tried_again() {
+    in_softhsm("pkcs11::a_refused_pin_is_not_tried_again", |hsm| {
+        hsm.import_seed(&[9; 32], "validator", "01");
+        let mut key = open(&hsm.uri("validator")).unwrap();
+        key.sign(b"before").unwrap();
+        let out = hsm
+            .command("pkcs11-tool")
+            .args(["--module", MODULE, "--token-label", &hsm.token, "--login"])
+            .args(["--pin", p2p_conn_interop::softhsm::PIN, "--change-pin"])
+            .args(["--new-pin", "135791"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // The module restarted: it reads the token (and its new PIN) again.
+        cryptoki::context::Pkcs11::new(MODULE)
+            .unwrap()
+            .finalize()
+            .unwrap();
+        let first = key.sign(b"after").expect_err("the old PIN");
+        assert!(first.to_string().contains("CKR_PIN_INCORRECT"), "{first}");
+        let second = key.sign(b"after").expect_err("no second try");
+        assert!(second.to_string().contains("not tried again"), "{second}");
+    });
+}
