@@ -156,7 +156,7 @@ impl Pkcs11Key {
             pin_refused: None,
         };
         let (session, private) = key.connect()?;
-        key.public = key.read_public(&session, private)?;
+        key.public = key.read_public(&session)?;
         let signature = session
             .sign(&eddsa(), private, CHECK_MESSAGE)
             .map_err(fail("a first signature"))?;
@@ -368,14 +368,9 @@ impl Pkcs11Key {
         }
     }
 
-    /// The `CKA_EC_POINT` of the public key object beside `private`: 32
-    /// bytes, bare or in a DER OCTET STRING.
-    fn read_public(
-        &self,
-        session: &Session,
-        private: ObjectHandle,
-    ) -> Result<[u8; 32], SignerError> {
-        let _ = private;
+    /// The `CKA_EC_POINT` of the public key object of the private key's
+    /// label and ID: 32 bytes, bare or in a DER OCTET STRING.
+    fn read_public(&self, session: &Session) -> Result<[u8; 32], SignerError> {
         let public = self.find(session, ObjectClass::PUBLIC_KEY)?;
         let attrs = session
             .get_attributes(public, &[AttributeType::EcPoint])
