@@ -74,6 +74,13 @@
 //!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
 //! - A public message stream: the endpoints bound every read and write
 //!   (the node gives each 5 s; `spec/privval.md`).
+//! - Key types other than Ed25519. CometBFT v0.40.0's FilePV signs with
+//!   whatever key its `priv_validator_key.json` holds: Ed25519 (what
+//!   `cometbft init` makes), secp256k1, secp256k1eth, ML-DSA-65 and, in
+//!   builds with the `bls12381` tag, BLS12-381. [`load_validator_key`]
+//!   refuses every type but Ed25519, and `pkcs11::Pkcs11Key` every token
+//!   key but `CKK_EC_EDWARDS` on edwards25519, with
+//!   [`SignerError::KeyType`] naming the type.
 //!
 //! # Cargo features
 //! With `default-features = false` the crate is sans-IO: the types, sign
