@@ -83,3 +83,30 @@ pub struct OpenedKey {
 pub fn open(spec: &str) -> Result<OpenedKey, CliError> {
     KeySpec::parse(spec)?.open()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pkcs11_uri_is_a_token_key_and_anything_else_a_file() {
+        let uri = "pkcs11:token=t;object=k?module-path=/usr/lib/softhsm/libsofthsm2.so\
+                   &pin-source=file:/etc/p2p-conn/pin";
+        assert!(matches!(
+            KeySpec::parse(uri).unwrap(),
+            KeySpec::Pkcs11(u) if u.pin_file() == Some(std::path::Path::new("/etc/p2p-conn/pin"))
+        ));
+        assert!(matches!(
+            KeySpec::parse("config/priv_validator_key.json").unwrap(),
+            KeySpec::File(p) if p == std::path::Path::new("config/priv_validator_key.json")
+        ));
+        assert!(KeySpec::parse("").is_err());
+        let err = KeySpec::parse("pkcs11:object=k?module-path=/m&pin-value=1234")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("pin-value is refused") && !err.contains("1234"),
+            "{err}"
+        );
+    }
+}
