@@ -50,8 +50,8 @@ fn installed() -> Result<(), String> {
     }
 }
 
-/// `None` (after a notice) when `test` cannot run for want of SoftHSM,
-/// unless `CI=true`, where it panics.
+/// Can `test` run? `false` (after a notice) without SoftHSM, unless
+/// `CI=true`, where it panics.
 pub fn available(test: &str) -> bool {
     match installed() {
         Ok(()) => true,
