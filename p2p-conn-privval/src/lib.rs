@@ -110,7 +110,6 @@ pub mod endpoint;
 #[cfg(any(test, feature = "tokio", feature = "testkit"))]
 mod envelope;
 pub mod guard;
-mod key;
 mod messages;
 #[cfg(feature = "pkcs11")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pkcs11")))]
@@ -131,13 +130,15 @@ pub(crate) use envelope::{
     SignBytesResponse, SignProposalRequest, SignVoteRequest, SignedProposalResponse,
     SignedVoteResponse,
 };
-pub use key::{load_validator_key, ValidatorKey};
 pub use messages::{
     crypto_public_key, signed_msg_type, BlockId, CryptoPublicKey, PartSetHeader, Proposal,
     RemoteSignerError, Timestamp, Vote,
 };
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
-pub use signer::{convert_state_file, GuardedSigner, SharedSigner, Signer, SignerError};
+pub use signer::{
+    convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
+    ValidatorKey,
+};
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

@@ -65,7 +65,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::guard::{self, Decision, GuardError, SignState};
-use super::key::{self, ValidatorKey};
 use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
@@ -73,6 +72,10 @@ use crate::atomic_file::{parent_dir, FileId};
 use p2p_conn::keyfile::KeyFileError;
 #[cfg(doc)]
 use p2p_conn::Identity;
+
+mod key;
+
+pub use key::{load_validator_key, ValidatorKey};
 
 /// Errors of the signer layer: the guard's refusals, the state file's and
 /// the key file's errors, and the application's own.

@@ -1,7 +1,7 @@
 //! The validator's signing key: [`ValidatorKey`], the one interface the
 //! [`GuardedSigner`](crate::GuardedSigner) signs through, and the soft key
 //! ([`Identity`], loaded from a `priv_validator_key.json` by
-//! [`load_validator_key`]). The PKCS#11 key is the `pkcs11` module's
+//! [`load_validator_key`]). The PKCS#11 key is the `pkcs11` module's.
 //!
 //! # Design
 //! - A key hands out its public key (read once, when it is opened) and
@@ -13,8 +13,8 @@
 
 use std::path::Path;
 
-use super::messages::{crypto_public_key, CryptoPublicKey};
-use super::signer::SignerError;
+use super::SignerError;
+use crate::messages::{crypto_public_key, CryptoPublicKey};
 use p2p_conn::keyfile::{KeyFileError, KeyFileProblem};
 use p2p_conn::Identity;
 
