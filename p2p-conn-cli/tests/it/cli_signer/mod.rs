@@ -45,8 +45,22 @@ fn validator_key(dir: &Path) -> (PathBuf, Identity) {
     let mut seed = [0u8; 32];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut seed);
     let (json, id) = validator_key_json(seed);
-    std::fs::write(&path, json).unwrap();
+    write_private(&path, json.as_bytes());
     (path, id)
+}
+
+/// Write `bytes` to a file at `path` (mode 0600 if new) that only its owner may read or
+/// write (mode 0600), as a key or a state file must be.
+fn write_private(path: &Path, bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.write_all(bytes).unwrap();
 }
 
 /// The text a signer printed on stderr, each line without its leading
@@ -217,6 +231,7 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
     events.iter().filter(|e| e["event"] == name).count()
 }
 
+mod config;
 mod crash;
 mod refusals;
 mod reporting;
