@@ -1,5 +1,7 @@
-//! The signer's start, from a checked [`Plan`]: every key read first,
-//! then the connection identity, then each chain's state file opened
+//! The signer's start, from a checked [`Plan`]: every key read first
+//! (each refused if others may read it), then the connection identity,
+//! then each chain's state file and its folder checked (refused if others
+//! may read or write the file, or write the folder), then opened
 //! (created with `create_state`) under its own [`GuardedSigner`], shared
 //! by that chain's nodes through one [`SharedSigner`]; the start told per
 //! chain.
@@ -16,6 +18,7 @@ use super::plan::{ChainPlan, Plan};
 use super::recording::{Mark, SharedMark};
 use super::report::Out;
 use crate::error::CliError;
+use crate::private_file;
 
 /// One chain being served: its guard and state file, and its mark as the
 /// reports show it.
@@ -25,9 +28,21 @@ pub(super) struct Chain {
 }
 
 /// The validator key `key` names, as `--key` (and a config's `key`)
-/// takes it. The one place a key is loaded.
+/// takes it. The one place a key is loaded: a key file only its owner may
+/// read ([`private_file`]).
 fn load_key(key: &str) -> Result<Identity, CliError> {
+    private_file::check_file(Path::new(key), "validator key")?;
     Ok(load_validator_key(Path::new(key))?)
+}
+
+/// A state file, and its folder, that only its owner may write
+/// ([`private_file`]): the file may not exist yet (`create_state`).
+fn check_state(path: &Path) -> Result<(), CliError> {
+    private_file::check_folder_of(path, "state file")?;
+    if std::fs::symlink_metadata(path).is_ok() {
+        private_file::check_file(path, "state file")?;
+    }
+    Ok(())
 }
 
 /// Read every key and the identity, then open every chain's state file,
@@ -51,6 +66,9 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
             "--identity is the validator key: the connection identity must be a key of its own \
              (`p2p-conn keygen --out FILE`)",
         ));
+    }
+    for c in &plan.chains {
+        check_state(&c.state)?;
     }
     let mut chains = Vec::new();
     for (c, key) in plan.chains.iter().zip(keys) {

@@ -233,6 +233,7 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
 
 mod config;
 mod crash;
+mod permissions;
 mod refusals;
 mod reporting;
 mod serving;
