@@ -148,6 +148,17 @@ impl ScriptedNode {
         }
     }
 
+    /// [`Self::accept`], failing if no connection comes within [`LIMIT`].
+    fn accept_within(listener: &UnixListener) -> ScriptedNode {
+        let listener = listener.try_clone().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(ScriptedNode::accept(&listener));
+        });
+        rx.recv_timeout(LIMIT)
+            .expect("the signer connects within the limit")
+    }
+
     fn request(&mut self, sum: Sum) -> Sum {
         self.try_request(sum)
             .expect("the signer hung up instead of answering")
@@ -235,6 +246,7 @@ mod config;
 mod crash;
 mod permissions;
 mod refusals;
+mod reload;
 mod reporting;
 mod serving;
 mod standby;
