@@ -13,6 +13,9 @@
 //!   no write bit for the group or for others, sticky or not. Whoever may
 //!   write the folder may put another file in the state file's place.
 //!   `chmod go-w FOLDER` fixes it.
+//! - **A file that names the others** (the signer's config): no write bit
+//!   for the group or for others; it may be readable (it holds paths, no
+//!   secret). `chmod go-w FILE` fixes it.
 //!
 //! The owner is not checked: a file this user may read that another user
 //! owns passes only if its mode gives the group or others nothing, and
@@ -39,7 +42,8 @@ impl From<LoosePermissions> for crate::error::CliError {
 /// Bits of a file's mode the group and others must not have.
 #[cfg(unix)]
 const FILE_BITS: u32 = 0o077;
-/// Bits of a folder's mode the group and others must not have.
+/// Bits of a folder's (or a config file's) mode the group and others
+/// must not have.
 #[cfg(unix)]
 const FOLDER_BITS: u32 = 0o022;
 
@@ -60,6 +64,31 @@ pub fn check_file(path: &Path, what: &str) -> Result<(), LoosePermissions> {
                  readable and writable by its owner only (`chmod 600 {}`)",
                 path.display(),
                 access(mode, FILE_BITS),
+                path.display()
+            )));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, what);
+    Ok(())
+}
+
+/// `path` (`what` names it, e.g. "config file"), a file that names the
+/// others (a config: which key, which state file), must give the group
+/// and others no write permission: whoever may write it may point the
+/// signer at another state file. Reading it is allowed.
+pub fn check_unwritable(path: &Path, what: &str) -> Result<(), LoosePermissions> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(path) else {
+            return Ok(());
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & FOLDER_BITS != 0 {
+            return Err(LoosePermissions(format!(
+                "{what} {} has mode {mode:04o}: the group or others may write it, and so                  point the signer at another key or state file; `chmod go-w {}`",
+                path.display(),
                 path.display()
             )));
         }
@@ -179,6 +208,25 @@ mod tests {
             }
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_config_others_may_write_is_refused() {
+        let dir = scratch("config");
+        let f = dir.join("signer.toml");
+        std::fs::write(&f, "").unwrap();
+        for (mode, ok) in [(0o600, true), (0o644, true), (0o664, false), (0o646, false)] {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let r = check_unwritable(&f, "config file");
+            assert_eq!(r.is_ok(), ok, "mode {mode:o}: {r:?}");
+            if let Err(LoosePermissions(msg)) = r {
+                assert!(
+                    msg.contains(&format!("chmod go-w {}", f.display())),
+                    "{msg}"
+                );
+            }
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

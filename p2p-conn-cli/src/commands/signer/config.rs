@@ -79,8 +79,14 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// Read and check the config file at `path`.
+/// Read and check the config file at `path` (which the group and others
+/// may not write: [`crate::private_file::check_unwritable`]).
 pub(super) fn load(path: &Path) -> Result<Plan, ConfigError> {
+    crate::private_file::check_unwritable(path, "config file").map_err(|e| ConfigError {
+        file: path.to_path_buf(),
+        line: None,
+        what: e.0,
+    })?;
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         file: path.to_path_buf(),
         line: None,

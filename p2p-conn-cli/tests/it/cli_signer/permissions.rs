@@ -1,6 +1,7 @@
 //! The start refuses a validator key or a state file the group or others
 //! may read or write, and a state file's folder they may write, with the
-//! `chmod` that fixes it; from the flags and from a config alike.
+//! `chmod` that fixes it; from the flags and from a config alike; and a
+//! config file the group or others may write.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -80,6 +81,17 @@ fn loose_key_state_or_folder_permissions_stop_the_start() {
         }
         chmod(path, before);
     }
+
+    // A config the group may write: it could name another state file.
+    chmod(&config, 0o664);
+    let out = run_cli(&from_config);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stderr(&out);
+    assert!(
+        text.contains("config file ") && text.contains(&format!("chmod go-w {}", config.display())),
+        "{text}"
+    );
+    chmod(&config, 0o644);
 
     // An existing state file the group may read.
     std::fs::write(&a.state, b"").unwrap();
