@@ -257,3 +257,21 @@ chain = "c"
     let from_config = parse(Path::new("x.toml"), &text).unwrap();
     assert_eq!(from_config, from_flags);
 }
+
+/// The example config in docs/deploy/signer.toml parses, and the operator
+/// manual shows it as it is.
+#[test]
+fn the_documented_example_parses_and_is_in_the_manual() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let file = root.join("docs/deploy/signer.toml");
+    let example = std::fs::read_to_string(&file).unwrap();
+    let plan = parse(&file, &example).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.chains.len(), 2);
+    assert_eq!(plan.nodes.len(), 3);
+    assert!(plan.identity.is_some() && plan.output.metrics.is_some());
+    let manual = std::fs::read_to_string(root.join("docs/operator-manual.md")).unwrap();
+    assert!(
+        manual.contains(&format!("```toml\n{example}```\n")),
+        "docs/operator-manual.md must show docs/deploy/signer.toml as it is"
+    );
+}

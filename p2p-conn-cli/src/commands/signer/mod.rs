@@ -1,23 +1,30 @@
-//! `p2p-conn signer`: a reference remote signer. It dials one or more
-//! CometBFT nodes' `priv_validator_laddr`, serves its validator key with
-//! the library's [`GuardedSigner`] (FilePV's double-sign rules, the
-//! high-water mark written to the state file, synced and renamed into
-//! place, before a signature leaves) over one [`SignerEndpoint`] per node
-//! (dial, retry, reconnect), all through one [`SharedSigner`] (one guard,
-//! one state file, one request at a time across the nodes), and
-//! reports what it does: a line per connection and a stats line (human
-//! mode, stderr), or a JSON object per event (`--json`, stdout). A node
-//! refused because another node got that step signed first (a standby)
-//! is summarised once a minute, not told per request (`standby.rs`).
+//! `p2p-conn signer`: a remote signer for CometBFT validators. It dials
+//! one or more CometBFT nodes' `priv_validator_laddr` and serves each
+//! chain's validator key with the library's [`GuardedSigner`] (FilePV's
+//! double-sign rules, the high-water mark written to the state file,
+//! synced, before a signature leaves) over one [`SignerEndpoint`] per node
+//! (dial, retry, reconnect), each node through its chain's
+//! [`SharedSigner`] (one guard, one state file, one request at a time
+//! across that chain's nodes), and reports what it does: a line per
+//! connection and a stats line (human mode, stderr), or a JSON object per
+//! event (`--json`, stdout). A node refused because another node got that
+//! step signed first (a standby) is summarised once a minute, not told per
+//! request (`standby.rs`).
 //!
-//! A software signer for tests and testnets: the validator key is a file
-//! on disk and sits in this process's memory. Nothing here is hardened
-//! against an attacker on the signer's own machine.
+//! [`GuardedSigner`]: p2p_conn_privval::GuardedSigner
+//! [`SignerEndpoint`]: p2p_conn_privval::endpoint::SignerEndpoint
+//! [`SharedSigner`]: p2p_conn_privval::SharedSigner
+//!
+//! A key file (`--key FILE`) is on disk and in this process's memory, as
+//! with CometBFT's FilePV: whoever can read the file, or this process's
+//! memory, can sign as the validator. The start refuses a key or state
+//! file others may read or write (`crate::private_file`).
 //!
 //! It fails closed on an operator's mistakes: a `node_key.json` given as
-//! `--key` (the library's [`load_validator_key`] refuses it), no chain
+//! `--key` (the library's [`p2p_conn_privval::load_validator_key`] refuses it), no chain
 //! named (`--chain-id`, or `--any-chain` on purpose), a state file with a
-//! second name (the library's [`GuardedSigner::open`]). Every line and
+//! second name (the library's
+//! [`GuardedSigner::open`](p2p_conn_privval::GuardedSigner::open)). Every line and
 //! event carries the wall-clock time (RFC 3339, UTC); a long outage is
 //! told every `--disconnected-every` seconds; the stats name the last
 //! height, round and step signed, and when.
@@ -92,14 +99,18 @@ pub struct SignerArgs {
     /// file
     #[arg(long, required_unless_present = "config")]
     node: Vec<String>,
-    /// The validator key: a CometBFT priv_validator_key.json (Ed25519)
+    /// The validator key: a CometBFT priv_validator_key.json (Ed25519).
+    /// The file is refused if the group or others may read or write it
+    /// (chmod 600); its key is on disk and in this process's memory
     #[arg(long, required_unless_present = "config")]
     key: Option<String>,
     /// The high-water mark, saved before every new signature is sent: a
     /// p2p-conn slot state file (one fdatasync per signature; `p2p-conn
     /// state import` makes one from a priv_validator_state.json) or a
     /// CometBFT priv_validator_state.json (rewritten: a new file, synced,
-    /// renamed into place). Must exist unless --create-state
+    /// renamed into place). Must exist unless --create-state. Refused if
+    /// the group or others may read or write it (chmod 600), or write its
+    /// folder (chmod go-w)
     #[arg(long, required_unless_present = "config")]
     state: Option<PathBuf>,
     /// Create --state (height 0, nothing signed) if it does not exist: a
@@ -181,9 +192,6 @@ fn serve(plan: Plan, config: Option<PathBuf>) -> Result<(), CliError> {
         started: Instant::now(),
     };
     let (chains, identity) = start::open(&plan, &out)?;
-    if !out.json {
-        out.text("a software signer for tests and testnets: the key is in memory and on disk");
-    }
     let watch = SignWatch::new(output.slow_sign);
     let mut fleet = Fleet::new(out.clone(), identity, watch.clone(), chains, plan);
     let views = fleet.views.clone();

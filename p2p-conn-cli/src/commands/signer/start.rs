@@ -120,6 +120,12 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
             })),
         });
     }
+    if !out.json {
+        out.text(
+            "validator keys from key files: each is on disk and in this process's memory, \
+             as with CometBFT's FilePV",
+        );
+    }
     Ok((chains, identity))
 }
 
