@@ -29,6 +29,10 @@ impl TestChain {
     pub(super) fn new(dir: &Path, id: &str) -> TestChain {
         let folder = dir.join(id);
         std::fs::create_dir(&folder).unwrap();
+        // Whatever the umask: the signer refuses a state folder others
+        // may write.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
         let (key, identity) = validator_key(&folder);
         TestChain {
             id: id.into(),
