@@ -257,9 +257,13 @@ fn escape(label: &str) -> String {
 }
 
 /// Serve GET /metrics on `listener` until dropped (see
-/// [`crate::metrics_http`]).
-pub async fn serve(listener: tokio::net::TcpListener, nodes: Vec<Named>, watch: Arc<SignWatch>) {
-    crate::metrics_http::serve(listener, Arc::new(move || render(&nodes, &watch))).await
+/// [`crate::metrics_http`]), for the nodes `nodes` lists at each request.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    nodes: impl Fn() -> Vec<Named> + Send + Sync + 'static,
+    watch: Arc<SignWatch>,
+) {
+    crate::metrics_http::serve(listener, Arc::new(move || render(&nodes(), &watch))).await
 }
 
 /// Bind `addr` for [`serve`] (called before anything is served, so a

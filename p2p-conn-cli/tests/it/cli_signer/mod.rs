@@ -45,8 +45,22 @@ fn validator_key(dir: &Path) -> (PathBuf, Identity) {
     let mut seed = [0u8; 32];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut seed);
     let (json, id) = validator_key_json(seed);
-    std::fs::write(&path, json).unwrap();
+    write_private(&path, json.as_bytes());
     (path, id)
+}
+
+/// Write `bytes` to a file at `path` (mode 0600 if new) that only its owner may read or
+/// write (mode 0600), as a key or a state file must be.
+fn write_private(path: &Path, bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.write_all(bytes).unwrap();
 }
 
 /// The text a signer printed on stderr, each line without its leading
@@ -134,6 +148,17 @@ impl ScriptedNode {
         }
     }
 
+    /// [`Self::accept`], failing if no connection comes within [`LIMIT`].
+    fn accept_within(listener: &UnixListener) -> ScriptedNode {
+        let listener = listener.try_clone().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(ScriptedNode::accept(&listener));
+        });
+        rx.recv_timeout(LIMIT)
+            .expect("the signer connects within the limit")
+    }
+
     fn request(&mut self, sum: Sum) -> Sum {
         self.try_request(sum)
             .expect("the signer hung up instead of answering")
@@ -217,8 +242,11 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
     events.iter().filter(|e| e["event"] == name).count()
 }
 
+mod config;
 mod crash;
+mod permissions;
 mod refusals;
+mod reload;
 mod reporting;
 mod serving;
 mod standby;
