@@ -36,9 +36,10 @@ use p2p_conn_privval::endpoint::{Address, SignerEndpoint, StatsHandle};
 use p2p_conn_privval::{load_validator_key, state_file, GuardedSigner, SharedSigner, SignerError};
 use serde_json::json;
 
+use self::metrics::{Latency, Meters, SignWatch};
 use crate::conn;
 use crate::error::CliError;
-use metrics::SignWatch;
+use crate::exporter::Exporter;
 use recording::{Mark, Recording, SharedMark, Slot};
 use report::{print_standby, print_stats, Out, Reporter};
 use standby::{Standby, SUMMARY_EVERY};
@@ -286,6 +287,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     // through its own clone, one request at a time across all.
     let shared = SharedSigner::new(signer);
     let watch = SignWatch::new(slow_sign);
+    let exporter = Exporter::new();
     let many = addresses.len() > 1;
     let mut nodes = Vec::new();
     let mut standbys = Vec::new();
@@ -317,7 +319,10 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             shown.clone(),
             disconnected_every,
             noise_self,
-            watch.clone(),
+            Meters {
+                watch: watch.clone(),
+                latency: Latency::new(&exporter, shown),
+            },
             standby,
         );
         let endpoint = endpoint.on_event(move |e| reporter.report(e));
@@ -350,7 +355,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 .zip(&views)
                 .map(|((name, standby), (stats, _))| (stats.clone(), name.clone(), standby.clone()))
                 .collect();
-            tokio::spawn(metrics::serve(listener, named, watch.clone()));
+            tokio::spawn(metrics::serve(listener, exporter, named, watch.clone()));
         }
         for (endpoint, mut signer, _, _) in nodes {
             serving.spawn(async move { endpoint.run(&mut signer).await });

@@ -10,7 +10,7 @@ use p2p_conn_privval::endpoint::{EndpointStats, KindStats, RequestKind, SignerEv
 use p2p_conn_privval::guard::{Hrs, Step};
 use serde_json::{json, Value};
 
-use super::metrics::{Change, SignWatch, WINDOW};
+use super::metrics::{Change, Meters, WINDOW};
 use super::recording::{SharedMark, Slot};
 use super::standby::{Standby, Summary};
 use crate::output::plural::count;
@@ -93,8 +93,8 @@ pub(super) struct Reporter {
     outage: Option<Outage>,
     /// Our libp2p peer ID, on `noise://`.
     noise_self: Option<String>,
-    /// The slow-signing watch, every node's.
-    watch: Arc<SignWatch>,
+    /// The slow-signing watch (every node's) and this node's latencies.
+    meters: Meters,
     /// Requests served on the current connection.
     served_here: u64,
     /// This node's standby refusals (told once, then summarised).
@@ -108,11 +108,11 @@ impl Reporter {
         address: String,
         every: Duration,
         noise_self: Option<String>,
-        watch: Arc<SignWatch>,
+        meters: Meters,
         standby: Arc<Standby>,
     ) -> Reporter {
         Reporter {
-            watch,
+            meters,
             standby,
             out,
             slot,
@@ -217,11 +217,12 @@ impl Reporter {
                 error,
             } => {
                 self.served_here += 1;
+                self.meters.latency.record(*kind, *latency);
                 // Told after this request's own line.
                 let change = if error.is_none()
                     && matches!(kind, RequestKind::SignVote | RequestKind::SignProposal)
                 {
-                    self.watch.push(*latency)
+                    self.meters.watch.push(*latency)
                 } else {
                     None
                 };
@@ -286,7 +287,7 @@ impl Reporter {
 
     /// Say that the median of the last signatures crossed the threshold.
     fn tell_slow(&self, change: Change) {
-        let threshold = self.watch.threshold();
+        let threshold = self.meters.watch.threshold();
         let (event, median) = match change {
             Change::Slow(m) => ("slow_signing", m),
             Change::Recovered(m) => ("signing_recovered", m),
