@@ -14,10 +14,13 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
+
+use metrics::Label;
 
 use p2p_conn_privval::endpoint::{RequestKind, StatsHandle};
 
+use super::recording::SharedMark;
 use super::standby::Standby;
 use crate::exporter::Exporter;
 
@@ -106,6 +109,34 @@ fn median(xs: &VecDeque<Duration>) -> Option<Duration> {
     v.get(v.len() / 2).copied()
 }
 
+/// The chain a series is for: its `chain_id`, the first label of every
+/// signer series (empty under `--any-chain`, which serves every chain
+/// with one mark).
+#[derive(Clone, Debug)]
+pub struct Chain(String);
+
+impl Chain {
+    pub fn new(chain_id: Option<&str>) -> Chain {
+        Chain(chain_id.unwrap_or_default().to_string())
+    }
+
+    /// `chain_id`, then `more`.
+    fn labels(&self, more: &[(&'static str, &str)]) -> Vec<Label> {
+        std::iter::once(Label::new("chain_id", self.0.clone()))
+            .chain(more.iter().map(|&(k, v)| Label::new(k, v.to_string())))
+            .collect()
+    }
+}
+
+/// What the metrics read of one chain's signer: its nodes, the watch and
+/// the mark (with the missed heights).
+pub struct Sources {
+    pub chain: Chain,
+    pub nodes: Vec<Named>,
+    pub watch: Arc<SignWatch>,
+    pub mark: SharedMark,
+}
+
 /// What a node's reporter feeds: the slow-signing watch (every node's)
 /// and the node's latencies.
 pub struct Meters {
@@ -124,13 +155,18 @@ const LATENCY: &str = "p2p_conn_signer_request_latency_seconds";
 pub struct Latency(Arc<[metrics::Histogram]>);
 
 impl Latency {
-    /// Register `node`'s summaries in `exporter`.
-    pub fn new(exporter: &Exporter, node: &str) -> Latency {
+    /// Register the summaries of `node` of `chain` in `exporter`.
+    pub fn new(exporter: &Exporter, chain: &Chain, node: &str) -> Latency {
         exporter.record(|| {
             Latency(
                 RequestKind::ALL
                     .iter()
-                    .map(|k| metrics::histogram!(LATENCY, "node" => node.to_string(), "kind" => k.name()))
+                    .map(|k| {
+                        metrics::histogram!(
+                            LATENCY,
+                            chain.labels(&[("node", node), ("kind", k.name())])
+                        )
+                    })
                     .collect(),
             )
         })
@@ -192,14 +228,27 @@ fn describe() {
         "p2p_conn_signer_sign_slow_threshold_seconds",
         "--slow-sign-ms."
     );
+    describe_gauge!(
+        "p2p_conn_signer_last_sign_timestamp_seconds",
+        "When the signer last signed a new step (the mark moved), in Unix seconds; 0 until it signs one after start."
+    );
+    describe_gauge!(
+        "p2p_conn_signer_last_signed_height",
+        "The height of the mark: the last height signed, by this process or before it (the state file's)."
+    );
+    describe_counter!(
+        "p2p_conn_signer_missed_heights_total",
+        "Heights with no precommit signed between two that have one, since start (counting from the state file's precommit)."
+    );
 }
 
-/// Set every node's series and the watch's through the facade (into
-/// the exporter of the caller's [`Exporter::record`]): the counts are the
+/// Set every series of one chain's signer through the facade (into the
+/// exporter of the caller's [`Exporter::record`]): the counts are the
 /// endpoints' own, set as they are now.
-pub fn record(nodes: &[Named], watch: &SignWatch) {
+pub fn record(src: &Sources) {
     use metrics::{counter, gauge};
-    for (stats, node, standby) in nodes {
+    let chain = &src.chain;
+    for (stats, node, standby) in &src.nodes {
         let s = stats.snapshot();
         // `other` only once seen.
         for k in s
@@ -207,39 +256,51 @@ pub fn record(nodes: &[Named], watch: &SignWatch) {
             .iter()
             .filter(|k| k.kind != RequestKind::Other || k.count > 0)
         {
-            let labels = [("node", node.clone()), ("kind", k.kind.name().to_string())];
-            counter!("p2p_conn_signer_requests_total", &labels).absolute(k.count);
-            counter!("p2p_conn_signer_request_errors_total", &labels).absolute(k.errors);
+            let labels = chain.labels(&[("node", node), ("kind", k.kind.name())]);
+            counter!("p2p_conn_signer_requests_total", labels.clone()).absolute(k.count);
+            counter!("p2p_conn_signer_request_errors_total", labels).absolute(k.errors);
         }
-        let labels = [("node", node.clone())];
-        counter!("p2p_conn_signer_connects_total", &labels).absolute(s.connects);
-        counter!("p2p_conn_signer_reconnects_total", &labels)
+        let labels = chain.labels(&[("node", node)]);
+        counter!("p2p_conn_signer_connects_total", labels.clone()).absolute(s.connects);
+        counter!("p2p_conn_signer_reconnects_total", labels.clone())
             .absolute(s.connects.saturating_sub(1));
-        gauge!("p2p_conn_signer_connected", &labels)
+        gauge!("p2p_conn_signer_connected", labels.clone())
             .set(f64::from(u8::from(s.connects > s.disconnects)));
-        counter!("p2p_conn_signer_standby_refusals_total", &labels).absolute(standby.total());
+        counter!("p2p_conn_signer_standby_refusals_total", labels).absolute(standby.total());
     }
-    let (median, slow, episodes) = watch.read();
+    let labels = chain.labels(&[]);
+    let (median, slow, episodes) = src.watch.read();
     if let Some(m) = median {
-        gauge!("p2p_conn_signer_sign_median_seconds").set(m.as_secs_f64());
+        gauge!("p2p_conn_signer_sign_median_seconds", labels.clone()).set(m.as_secs_f64());
     }
-    gauge!("p2p_conn_signer_sign_slow").set(f64::from(u8::from(slow)));
-    counter!("p2p_conn_signer_sign_slow_episodes_total").absolute(episodes);
-    gauge!("p2p_conn_signer_sign_slow_threshold_seconds").set(watch.threshold.as_secs_f64());
+    gauge!("p2p_conn_signer_sign_slow", labels.clone()).set(f64::from(u8::from(slow)));
+    counter!("p2p_conn_signer_sign_slow_episodes_total", labels.clone()).absolute(episodes);
+    gauge!(
+        "p2p_conn_signer_sign_slow_threshold_seconds",
+        labels.clone()
+    )
+    .set(src.watch.threshold.as_secs_f64());
+    let mark = *src.mark.lock().unwrap_or_else(PoisonError::into_inner);
+    let at = mark.at.map_or(0.0, |at| {
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    });
+    gauge!(
+        "p2p_conn_signer_last_sign_timestamp_seconds",
+        labels.clone()
+    )
+    .set(at);
+    gauge!("p2p_conn_signer_last_signed_height", labels.clone()).set(mark.hrs.height as f64);
+    counter!("p2p_conn_signer_missed_heights_total", labels).absolute(mark.missed);
 }
 
 /// Serve GET /metrics on `listener` until dropped (see
-/// [`crate::metrics_http`]): the series of `nodes` and `watch`, set at
+/// [`crate::metrics_http`]): the series of each chain's signer, set at
 /// each scrape, and the latencies `exporter` was handed.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    exporter: Exporter,
-    nodes: Vec<Named>,
-    watch: Arc<SignWatch>,
-) {
+pub async fn serve(listener: tokio::net::TcpListener, exporter: Exporter, chains: Vec<Sources>) {
     exporter.record(describe);
     let render = move || {
-        exporter.record(|| record(&nodes, &watch));
+        exporter.record(|| chains.iter().for_each(record));
         exporter.render()
     };
     crate::metrics_http::serve(listener, Arc::new(render)).await
@@ -280,16 +341,22 @@ mod tests {
         let standby = Arc::new(Standby::default());
         standby.refused(3);
         let exporter = Exporter::new();
-        let nodes = [(a, "tcp://127.0.0.1:1".into(), standby)];
-        exporter.record(|| record(&nodes, &w));
+        let hrs = p2p_conn_privval::guard::Hrs::default();
+        let src = Sources {
+            chain: Chain::new(Some("c")),
+            nodes: vec![(a, "tcp://127.0.0.1:1".into(), standby)],
+            watch: w,
+            mark: Arc::new(Mutex::new(super::super::recording::Mark::loaded(hrs))),
+        };
+        exporter.record(|| record(&src));
         let text = exporter.render();
         assert!(text.contains(
-            "p2p_conn_signer_requests_total{node=\"tcp://127.0.0.1:1\",kind=\"vote\"} 0"
+            "p2p_conn_signer_requests_total{chain_id=\"c\",node=\"tcp://127.0.0.1:1\",kind=\"vote\"} 0"
         ));
-        assert!(text.contains("p2p_conn_signer_sign_slow 0"));
-        assert!(
-            text.contains("p2p_conn_signer_standby_refusals_total{node=\"tcp://127.0.0.1:1\"} 1")
-        );
+        assert!(text.contains("p2p_conn_signer_sign_slow{chain_id=\"c\"} 0"));
+        assert!(text.contains(
+            "p2p_conn_signer_standby_refusals_total{chain_id=\"c\",node=\"tcp://127.0.0.1:1\"} 1"
+        ));
         assert!(!text.contains("kind=\"other\""));
     }
 }

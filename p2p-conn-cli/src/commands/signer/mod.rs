@@ -36,7 +36,7 @@ use p2p_conn_privval::endpoint::{Address, SignerEndpoint, StatsHandle};
 use p2p_conn_privval::{load_validator_key, state_file, GuardedSigner, SharedSigner, SignerError};
 use serde_json::json;
 
-use self::metrics::{Latency, Meters, SignWatch};
+use self::metrics::{Chain, Latency, Meters, SignWatch, Sources};
 use crate::conn;
 use crate::error::CliError;
 use crate::exporter::Exporter;
@@ -108,9 +108,11 @@ pub struct SignerArgs {
     /// the first three failed dials, which are each told)
     #[arg(long, default_value_t = 30.0)]
     disconnected_every: f64,
-    /// Serve Prometheus metrics at http://ADDR/metrics: requests, errors
-    /// and latency per node and request kind, connects, reconnects and
-    /// standby refusals per node, and the median of the last 50 signatures
+    /// Serve Prometheus metrics at http://ADDR/metrics, each labelled with
+    /// the chain: requests, errors and latency per node and request kind,
+    /// connects, reconnects and standby refusals per node, the median of
+    /// the last 50 signatures, the last signature's time and height, and
+    /// the missed heights (no precommit signed between two that have one)
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
     /// Warn (and set the p2p_conn_signer_sign_slow metric) when the median
@@ -278,16 +280,13 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         out.text("a software signer for tests and testnets: the key is in memory and on disk");
     }
 
-    let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
-        hrs: mark,
-        at: None,
-        by: None,
-    }));
+    let shared_mark: SharedMark = Arc::new(Mutex::new(Mark::loaded(mark)));
     // One guard and one state file for every node: each endpoint serves
     // through its own clone, one request at a time across all.
     let shared = SharedSigner::new(signer);
     let watch = SignWatch::new(slow_sign);
     let exporter = Exporter::new();
+    let chain = Chain::new(args.chain_id.as_deref());
     let many = addresses.len() > 1;
     let mut nodes = Vec::new();
     let mut standbys = Vec::new();
@@ -321,7 +320,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             noise_self,
             Meters {
                 watch: watch.clone(),
-                latency: Latency::new(&exporter, shown),
+                latency: Latency::new(&exporter, &chain, shown),
             },
             standby,
         );
@@ -355,7 +354,13 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
                 .zip(&views)
                 .map(|((name, standby), (stats, _))| (stats.clone(), name.clone(), standby.clone()))
                 .collect();
-            tokio::spawn(metrics::serve(listener, exporter, named, watch.clone()));
+            let sources = Sources {
+                chain,
+                nodes: named,
+                watch: watch.clone(),
+                mark: shared_mark.clone(),
+            };
+            tokio::spawn(metrics::serve(listener, exporter, vec![sources]));
         }
         for (endpoint, mut signer, _, _) in nodes {
             serving.spawn(async move { endpoint.run(&mut signer).await });

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use p2p_conn_privval::guard::Hrs;
+use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{
     proposal_sign_bytes, vote_sign_bytes, CryptoPublicKey, GuardedSigner, Proposal, SharedSigner,
     Signer, SignerError, Vote,
@@ -26,13 +26,52 @@ pub(super) type Slot = Arc<Mutex<Option<LastSigned>>>;
 
 /// The high-water mark as this process last moved it: the HRS, when, and
 /// for which node (`None`: as loaded from the state file, nothing signed
-/// since start).
+/// since start); and the missed heights it has seen go by.
 #[derive(Clone, Copy)]
 pub(super) struct Mark {
     pub(super) hrs: Hrs,
     pub(super) at: Option<SystemTime>,
     /// The index (among `--node`) of the node whose request moved it.
     pub(super) by: Option<usize>,
+    /// The height of the last precommit signed, by this process or (as
+    /// the state file records it) before.
+    last_precommit: Option<i64>,
+    /// Heights with no precommit signed between two that have one, since
+    /// start (the metric `p2p_conn_signer_missed_heights_total`).
+    pub(super) missed: u64,
+}
+
+impl Mark {
+    /// The mark `hrs` loaded from the state file: nothing signed since
+    /// start. A precommit there is where the missed heights count from.
+    pub(super) fn loaded(hrs: Hrs) -> Mark {
+        Mark {
+            hrs,
+            at: None,
+            by: None,
+            last_precommit: (hrs.step == Step::Precommit).then_some(hrs.height),
+            missed: 0,
+        }
+    }
+
+    /// The guard moved the mark to `hrs`, signing for node `by`: a
+    /// precommit counts the heights since the last one that have none.
+    fn moved(&mut self, hrs: Hrs, by: usize) {
+        if hrs.step == Step::Precommit {
+            if let Some(last) = self.last_precommit {
+                self.missed += missed_between(last, hrs.height);
+            }
+            self.last_precommit = Some(hrs.height);
+        }
+        self.hrs = hrs;
+        self.at = Some(SystemTime::now());
+        self.by = Some(by);
+    }
+}
+
+/// The heights strictly between two precommits' heights.
+fn missed_between(last: i64, now: i64) -> u64 {
+    u64::try_from(now.saturating_sub(last).saturating_sub(1)).unwrap_or(0)
 }
 
 pub(super) type SharedMark = Arc<Mutex<Mark>>;
@@ -73,11 +112,7 @@ impl Recording {
                     sign_bytes,
                 });
                 if mark.hrs != hrs {
-                    *mark = Mark {
-                        hrs,
-                        at: Some(SystemTime::now()),
-                        by: Some(self.node),
-                    };
+                    mark.moved(hrs, self.node);
                 }
             }
             Err(e) if standby::is_passed(e) && mark.by.is_some_and(|by| by != self.node) => {
@@ -129,5 +164,44 @@ impl Signer for Recording {
 
     fn ping(&mut self) -> Result<(), SignerError> {
         self.inner.ping()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hrs(height: i64, round: i32, step: Step) -> Hrs {
+        Hrs {
+            height,
+            round,
+            step,
+        }
+    }
+
+    #[test]
+    fn missed_heights_are_those_with_no_precommit_between_two() {
+        let mut m = Mark::loaded(hrs(0, 0, Step::None));
+        for (h, r, step) in [
+            (1, 0, Step::Precommit), // nothing before it to count from
+            (2, 0, Step::Prevote),
+            (2, 0, Step::Precommit),
+            (4, 0, Step::Propose), // 3 has none
+            (4, 1, Step::Precommit),
+            (4, 2, Step::Precommit),  // a new round: not a gap
+            (9, 0, Step::Prevote),    // a prevote alone: 5 to 9 are missed...
+            (10, 0, Step::Precommit), // ...when 10's precommit comes
+        ] {
+            m.moved(hrs(h, r, step), 0);
+        }
+        assert_eq!(m.missed, 1 + 5);
+        // From a state file's precommit at 10 to one at 13: 11 and 12.
+        let mut m = Mark::loaded(hrs(10, 0, Step::Precommit));
+        m.moved(hrs(13, 0, Step::Precommit), 0);
+        assert_eq!(m.missed, 2);
+        // A state file's prevote is no precommit to count from.
+        let mut m = Mark::loaded(hrs(10, 0, Step::Prevote));
+        m.moved(hrs(13, 0, Step::Precommit), 0);
+        assert_eq!(m.missed, 0);
     }
 }

@@ -217,6 +217,7 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
     events.iter().filter(|e| e["event"] == name).count()
 }
 
+mod alerts;
 mod crash;
 mod refusals;
 mod reporting;

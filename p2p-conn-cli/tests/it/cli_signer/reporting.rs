@@ -184,19 +184,21 @@ fn metrics_count_requests_and_watch_the_median_sign() {
     };
     let text = get("/metrics");
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    // Every signer series is labelled with its chain first.
+    let chain = format!("chain_id=\"{CHAIN}\"");
     for line in [
-        format!("p2p_conn_signer_requests_total{{node=\"{node}\",kind=\"vote\"}} 56"),
-        format!("p2p_conn_signer_request_errors_total{{node=\"{node}\",kind=\"vote\"}} 1"),
-        format!("p2p_conn_signer_connects_total{{node=\"{node}\"}} 1"),
-        format!("p2p_conn_signer_connected{{node=\"{node}\"}} 1"),
-        "p2p_conn_signer_sign_slow 1".to_string(),
-        "p2p_conn_signer_sign_slow_episodes_total 1".to_string(),
+        format!("p2p_conn_signer_requests_total{{{chain},node=\"{node}\",kind=\"vote\"}} 56"),
+        format!("p2p_conn_signer_request_errors_total{{{chain},node=\"{node}\",kind=\"vote\"}} 1"),
+        format!("p2p_conn_signer_connects_total{{{chain},node=\"{node}\"}} 1"),
+        format!("p2p_conn_signer_connected{{{chain},node=\"{node}\"}} 1"),
+        format!("p2p_conn_signer_sign_slow{{{chain}}} 1"),
+        format!("p2p_conn_signer_sign_slow_episodes_total{{{chain}}} 1"),
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
     }
     assert!(
         text.contains(&format!(
-            "p2p_conn_signer_request_latency_seconds{{node=\"{node}\",kind=\"vote\",quantile=\"0.99\"}}"
+            "p2p_conn_signer_request_latency_seconds{{{chain},node=\"{node}\",kind=\"vote\",quantile=\"0.99\"}}"
         )),
         "{text}"
     );
