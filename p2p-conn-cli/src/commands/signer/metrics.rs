@@ -128,11 +128,11 @@ impl Chain {
     }
 }
 
-/// What the metrics read of one chain's signer: its nodes, the watch and
-/// the mark (with the missed heights).
+/// What the metrics read of one chain's signer: its nodes (as they are
+/// at each scrape), the watch and the mark (with the missed heights).
 pub struct Sources {
     pub chain: Chain,
-    pub nodes: Vec<Named>,
+    pub nodes: Box<dyn Fn() -> Vec<Named> + Send + Sync>,
     pub watch: Arc<SignWatch>,
     pub mark: SharedMark,
 }
@@ -248,7 +248,7 @@ fn describe() {
 pub fn record(src: &Sources) {
     use metrics::{counter, gauge};
     let chain = &src.chain;
-    for (stats, node, standby) in &src.nodes {
+    for (stats, node, standby) in &(src.nodes)() {
         let s = stats.snapshot();
         // `other` only once seen.
         for k in s
@@ -344,7 +344,7 @@ mod tests {
         let hrs = p2p_conn_privval::guard::Hrs::default();
         let src = Sources {
             chain: Chain::new(Some("c")),
-            nodes: vec![(a, "tcp://127.0.0.1:1".into(), standby)],
+            nodes: Box::new(move || vec![(a.clone(), "tcp://127.0.0.1:1".into(), standby.clone())]),
             watch: w,
             mark: Arc::new(Mutex::new(super::super::recording::Mark::loaded(hrs))),
         };

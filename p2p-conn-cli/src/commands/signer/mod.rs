@@ -349,14 +349,14 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let mut serving = tokio::task::JoinSet::new();
         if let Some(listener) = metrics {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(CliError::Io)?;
-            let named = standbys
+            let named: Vec<_> = standbys
                 .iter()
                 .zip(&views)
                 .map(|((name, standby), (stats, _))| (stats.clone(), name.clone(), standby.clone()))
                 .collect();
             let sources = Sources {
                 chain,
-                nodes: named,
+                nodes: Box::new(move || named.clone()),
                 watch: watch.clone(),
                 mark: shared_mark.clone(),
             };

@@ -102,6 +102,7 @@ fn the_last_signature_and_missed_heights_are_exported() {
     ] {
         conn.sign(CHAIN, &v).expect("signed");
     }
+    conn.settle();
     let after = unix_now();
     let text = scrape(&metrics);
     assert_eq!(value(&text, &series("missed_heights_total")), 6.0);
@@ -133,10 +134,12 @@ fn the_last_signature_and_missed_heights_are_exported() {
     let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
     let mut conn = ScriptedNode::accept(&listener);
     conn.sign(CHAIN, &prevote(11, 1, 11)).expect("signed");
+    conn.settle();
     let text = scrape(&metrics);
     assert_eq!(value(&text, &series("last_signed_height")), 11.0);
     assert_eq!(value(&text, &series("missed_heights_total")), 0.0);
     conn.sign(CHAIN, &precommit(13, 0)).expect("signed");
+    conn.settle();
     let text = scrape(&metrics);
     assert_eq!(value(&text, &series("missed_heights_total")), 2.0);
     sigterm(&signer);
@@ -196,4 +199,225 @@ fn a_signer_that_has_signed_nothing_says_so() {
     sigterm(&signer);
     signer.finish_within(LIMIT).assert_ok("the signer");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The alert rules operators load.
+const RULES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../docs/deploy/p2p-conn-signer-alerts.yml"
+);
+
+/// What the rules must watch (docs/operator-manual.md, "Metrics and
+/// alerts").
+const REQUIRED: [&str; 6] = [
+    "SignerSlow",
+    "SignerMissedHeights",
+    "SignerNoSignature",
+    "SignerNoNodeConnected",
+    "SignerErrorsRising",
+    "SignerStandbyWithoutPrimary",
+];
+
+/// Series Prometheus makes itself, not the signer.
+const PROMETHEUS_MADE: [&str; 1] = ["up"];
+
+/// The metric names a PromQL expression selects: its identifiers, less
+/// functions (a name before `(`), keywords, the label lists of `by`,
+/// `without`, `on`, `ignoring` and `group_*`, and anything inside label
+/// matchers, ranges and strings.
+fn metric_names(expr: &str) -> Vec<String> {
+    // Operators, and the aggregations (which take `by` before their `(`).
+    const KEYWORDS: [&str; 20] = [
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "atan2",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    ];
+    const GROUPING: [&str; 6] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    // Blank out strings, `{...}` and `[...]`.
+    let mut plain = String::new();
+    let (mut quote, mut nest) = (None, 0i32);
+    for c in expr.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'' | '`') => quote = Some(c),
+            (None, '{' | '[') => nest += 1,
+            (None, '}' | ']') => nest -= 1,
+            (None, c) if nest == 0 => {
+                plain.push(c);
+                continue;
+            }
+            _ => {}
+        }
+        plain.push(' ');
+    }
+    let b = plain.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    let mut names = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() || b[i] == b'.' {
+            // A number or a duration, with its suffix.
+            while i < b.len() && (ident(b[i]) || b[i] == b'.') {
+                i += 1;
+            }
+            continue;
+        }
+        if !ident(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && ident(b[i]) {
+            i += 1;
+        }
+        let word = &plain[start..i];
+        let next = plain[i..].trim_start();
+        if GROUPING.contains(&word) {
+            // Skip its label list.
+            if next.starts_with('(') {
+                i = plain.len() - next.len();
+                i += plain[i..].find(')').map_or(plain.len() - i, |e| e + 1);
+            }
+        } else if !next.starts_with('(')
+            && !KEYWORDS.contains(&word)
+            && !["inf", "nan"].contains(&word.to_ascii_lowercase().as_str())
+        {
+            names.push(word.to_string());
+        }
+    }
+    names
+}
+
+#[test]
+fn metric_names_are_read_from_an_expression() {
+    assert_eq!(
+        metric_names(
+            "sum by (a, b) (increase(x_total{k=~\"v|w\", j='{'}[5m])) - y offset 1h > 0 \
+             and on (a) time() - max without (c) (z:rate) > 1e3 or up == Inf"
+        ),
+        ["x_total", "y", "z:rate", "up"]
+    );
+}
+
+/// docs/deploy/p2p-conn-signer-alerts.yml is YAML in Prometheus's rule
+/// layout (groups of named rules, each an alert with an expression), has
+/// the alerts [`REQUIRED`], and every metric each expression names is one
+/// a running signer exports, so that renaming a series breaks this test.
+/// With `promtool` on the PATH, `promtool check rules` passes it too.
+#[test]
+fn the_alert_rules_name_only_series_the_signer_exports() {
+    let text = std::fs::read_to_string(RULES).unwrap();
+    let docs = yaml_rust2::YamlLoader::load_from_str(&text)
+        .unwrap_or_else(|e| panic!("{RULES} is not YAML: {e}"));
+    assert_eq!(docs.len(), 1, "one document");
+    let mut rules = Vec::new();
+    for group in docs[0]["groups"].as_vec().expect("a list of groups") {
+        assert!(group["name"].as_str().is_some(), "a group with no name");
+        for rule in group["rules"].as_vec().expect("a list of rules") {
+            let alert = rule["alert"].as_str().expect("an alert rule").to_string();
+            let expr = rule["expr"].as_str().expect("an expr").to_string();
+            if let Some(severity) = rule["labels"]["severity"].as_str() {
+                assert!(["critical", "warning"].contains(&severity), "{alert}");
+            }
+            assert!(rule["annotations"]["summary"].as_str().is_some(), "{alert}");
+            rules.push((alert, expr));
+        }
+    }
+    for want in REQUIRED {
+        assert!(rules.iter().any(|(a, _)| a == want), "no {want} rule");
+    }
+
+    // A signer that has served every kind of signature, so that every
+    // series it has exists.
+    let dir = scratch("signer-alert-rules");
+    let (key, _) = validator_key(&dir);
+    let state = dir.join("signer.state");
+    let socket = dir.join("privval.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let node = format!("unix://{}", socket.display());
+    let metrics = metrics_addr();
+    let args = [
+        "signer",
+        "--node",
+        node.as_str(),
+        "--key",
+        key.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+        "--stats-every",
+        "0",
+        "--metrics",
+        metrics.as_str(),
+    ];
+    let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+    let mut conn = ScriptedNode::accept(&listener);
+    conn.sign(CHAIN, &prevote(1, 1, 1)).expect("signed");
+    conn.sign(CHAIN, &precommit(1, 0)).expect("signed");
+    conn.settle();
+    let text = scrape(&metrics);
+    sigterm(&signer);
+    signer.finish_within(LIMIT).assert_ok("the signer");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let mut exported: Vec<String> = Vec::new();
+    for l in text.lines() {
+        if let Some(t) = l.strip_prefix("# TYPE ") {
+            let (name, kind) = t.split_once(' ').unwrap();
+            exported.push(name.to_string());
+            if kind == "summary" {
+                exported.push(format!("{name}_sum"));
+                exported.push(format!("{name}_count"));
+            }
+        }
+    }
+    for (alert, expr) in &rules {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{alert}: no metric in {expr:?}");
+        for name in names {
+            assert!(
+                exported.contains(&name) || PROMETHEUS_MADE.contains(&name.as_str()),
+                "{alert}: {name} is not a series the signer exports: {exported:?}"
+            );
+        }
+    }
+
+    match std::process::Command::new("promtool")
+        .args(["check", "rules", RULES])
+        .output()
+    {
+        Ok(out) => assert!(
+            out.status.success(),
+            "promtool check rules: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(_) => eprintln!("promtool is not installed: `promtool check rules` not run"),
+    }
 }

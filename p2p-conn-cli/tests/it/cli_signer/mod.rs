@@ -173,6 +173,17 @@ impl ScriptedNode {
         }
     }
 
+    /// A ping answered: every request before it is counted in the stats
+    /// and reported (the endpoint counts and reports a request after
+    /// writing its response, before it reads the next).
+    fn settle(&mut self) {
+        let ping = Sum::PingRequest(p2p_conn_privval::testkit::PingRequest::default());
+        match self.request(ping) {
+            Sum::PingResponse(_) => {}
+            other => panic!("expected a PingResponse, got {other:?}"),
+        }
+    }
+
     /// Ask to sign `vote` on `chain`: the signed vote, or the error.
     fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
         let mut req = SignVoteRequest::default();

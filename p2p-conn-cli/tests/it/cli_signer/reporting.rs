@@ -175,6 +175,7 @@ fn metrics_count_requests_and_watch_the_median_sign() {
     }
     conn.sign(CHAIN, &prevote(55, 2, 55))
         .expect_err("a conflict");
+    conn.settle();
     let get = |path: &str| {
         let mut tcp = std::net::TcpStream::connect(&metrics).unwrap();
         write!(tcp, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
