@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -137,10 +138,12 @@ pub struct Sources {
     pub mark: SharedMark,
 }
 
-/// What a node's reporter feeds: the slow-signing watch (every node's)
-/// and the node's latencies.
+/// What a node's reporter feeds: the slow-signing watch and the count of
+/// nodes connected now (every node's of the chain), and the node's
+/// latencies.
 pub struct Meters {
     pub watch: Arc<SignWatch>,
+    pub connected: Arc<AtomicUsize>,
     pub latency: Latency,
 }
 

@@ -287,6 +287,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     let watch = SignWatch::new(slow_sign);
     let exporter = Exporter::new();
     let chain = Chain::new(args.chain_id.as_deref());
+    let connected: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let many = addresses.len() > 1;
     let mut nodes = Vec::new();
     let mut standbys = Vec::new();
@@ -320,6 +321,7 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
             noise_self,
             Meters {
                 watch: watch.clone(),
+                connected: connected.clone(),
                 latency: Latency::new(&exporter, &chain, shown),
             },
             standby,

@@ -14,15 +14,42 @@ use p2p_conn_privval::{
 
 use super::standby::{self, Standby};
 
-/// What the last successful signature was, for `--json`'s `served` events
-/// (the endpoint's events carry the request, not the signature).
+/// What a successful signature was, for `--json`'s `served` events (the
+/// endpoint's events carry the request, not the signature).
 #[derive(Default)]
 pub(super) struct LastSigned {
     pub(super) signature: Vec<u8>,
     pub(super) sign_bytes: Vec<u8>,
 }
 
-pub(super) type Slot = Arc<Mutex<Option<LastSigned>>>;
+/// What the last request that reached the signer left, for its `served`
+/// event.
+pub(super) enum Outcome {
+    /// A signature and its sign bytes.
+    Signed(LastSigned),
+    /// A failure of this kind ([`error_kind`]).
+    Failed(&'static str),
+}
+
+pub(super) type Slot = Arc<Mutex<Option<Outcome>>>;
+
+/// The kind of a failure, the `served` event's `error_kind`: a name an
+/// alert can select on (docs/operator-manual.md, "Logs to alert on").
+pub(super) fn error_kind(e: &SignerError) -> &'static str {
+    match e {
+        SignerError::Refused(_) => "double_sign_guard",
+        SignerError::WrongChainId { .. } => "chain_id",
+        SignerError::State(_)
+        | SignerError::StateLocked { .. }
+        | SignerError::LockFailed { .. } => "state_file",
+        SignerError::Key(_)
+        | SignerError::KeyMismatch { .. }
+        | SignerError::NotValidatorKey { .. }
+        | SignerError::Backend(_) => "key",
+        SignerError::SignBytesRefused => "sign_bytes",
+        _ => "other",
+    }
+}
 
 /// The high-water mark as this process last moved it: the HRS, when, and
 /// for which node (`None`: as loaded from the state file, nothing signed
@@ -104,21 +131,24 @@ impl Recording {
         let result = request(&mut signer);
         let hrs = signer.state().hrs();
         let mut mark = self.mark.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
         match &result {
             Ok(value) => {
                 let (signature, sign_bytes) = signed(value);
-                *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastSigned {
+                *slot = Some(Outcome::Signed(LastSigned {
                     signature,
                     sign_bytes,
-                });
+                }));
                 if mark.hrs != hrs {
                     mark.moved(hrs, self.node);
                 }
             }
-            Err(e) if standby::is_passed(e) && mark.by.is_some_and(|by| by != self.node) => {
-                self.standby.refused(height);
+            Err(e) => {
+                if standby::is_passed(e) && mark.by.is_some_and(|by| by != self.node) {
+                    self.standby.refused(height);
+                }
+                *slot = Some(Outcome::Failed(error_kind(e)));
             }
-            Err(_) => {}
         }
         result
     }
@@ -126,7 +156,10 @@ impl Recording {
 
 impl Signer for Recording {
     fn public_key(&mut self, chain_id: &str) -> Result<CryptoPublicKey, SignerError> {
-        self.inner.public_key(chain_id)
+        self.inner.public_key(chain_id).inspect_err(|e| {
+            *self.slot.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some(Outcome::Failed(error_kind(e)));
+        })
     }
 
     fn sign_vote(
@@ -203,5 +236,30 @@ mod tests {
         let mut m = Mark::loaded(hrs(10, 0, Step::Prevote));
         m.moved(hrs(13, 0, Step::Precommit), 0);
         assert_eq!(m.missed, 0);
+    }
+
+    #[test]
+    fn each_failure_has_its_kind() {
+        use p2p_conn_privval::guard::GuardError;
+        let locked = SignerError::StateLocked {
+            path: "s".into(),
+            lock: "s.lock".into(),
+        };
+        let wrong_chain = SignerError::WrongChainId {
+            expected: "a".into(),
+            got: "b".into(),
+        };
+        let conflict = SignerError::Refused(GuardError::Conflict {
+            hrs: hrs(1, 0, Step::Prevote),
+        });
+        for (e, kind) in [
+            (conflict, "double_sign_guard"),
+            (wrong_chain, "chain_id"),
+            (locked, "state_file"),
+            (SignerError::Backend("token removed".into()), "key"),
+            (SignerError::SignBytesRefused, "sign_bytes"),
+        ] {
+            assert_eq!(error_kind(&e), kind, "{e}");
+        }
     }
 }

@@ -9,7 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use p2p_conn_privval::{signed_msg_type, Vote};
 
-use super::{prevote, sigterm, validator_key, ScriptedNode, BIN, CHAIN, LIMIT};
+use super::{
+    json_events, leveled, prevote, sigterm, stderr, validator_key, ScriptedNode, BIN, CHAIN, LIMIT,
+};
 use crate::common::process::{scratch, Feed, Proc};
 
 fn precommit(height: i64, round: i32) -> Vote {
@@ -420,4 +422,93 @@ fn the_alert_rules_name_only_series_the_signer_exports() {
         ),
         Err(_) => eprintln!("promtool is not installed: `promtool check rules` not run"),
     }
+}
+
+/// Every event and line carries a level: a signature served is `info`, a
+/// refusal that is not a standby node's an `error` with its kind
+/// (`error_kind`), slow signing a `warn`.
+#[test]
+fn events_carry_a_level_and_failures_are_errors() {
+    let dir = scratch("signer-levels");
+    let (key, _) = validator_key(&dir);
+    for json in [true, false] {
+        let state = dir.join(format!("signer-{json}.state"));
+        let socket = dir.join(format!("privval-{json}.sock"));
+        let listener = UnixListener::bind(&socket).unwrap();
+        let node = format!("unix://{}", socket.display());
+        let mut args = vec![
+            "signer",
+            "--node",
+            node.as_str(),
+            "--key",
+            key.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--create-state",
+            "--chain-id",
+            CHAIN,
+            "--stats-every",
+            "0",
+            "--slow-sign-ms",
+            "0.001",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let signer = Proc::spawn(Path::new(BIN), &args, Feed::none());
+        let mut conn = ScriptedNode::accept(&listener);
+        for h in 1..=50 {
+            conn.sign(CHAIN, &prevote(h, 1, h)).expect("signed");
+        }
+        conn.sign(CHAIN, &prevote(50, 2, 50))
+            .expect_err("a conflict");
+        conn.sign("another-chain", &prevote(51, 1, 51))
+            .expect_err("another chain");
+        conn.settle();
+        sigterm(&signer);
+        let out = signer.finish_within(LIMIT);
+        out.assert_ok("the signer");
+        if json {
+            let events = json_events(&out);
+            for e in &events {
+                let level = e["level"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no level: {e}"));
+                assert!(["info", "warn", "error"].contains(&level), "{e}");
+            }
+            let level = |name: &str| {
+                let e = events.iter().find(|e| e["event"] == name);
+                e.unwrap_or_else(|| panic!("no {name}: {events:?}"))["level"].clone()
+            };
+            assert_eq!(level("start"), "info");
+            assert_eq!(level("connected"), "info");
+            assert_eq!(level("slow_signing"), "warn");
+            let served: Vec<_> = events.iter().filter(|e| e["event"] == "served").collect();
+            let (ok, failed): (Vec<&serde_json::Value>, Vec<_>) =
+                served.iter().partition(|e| e["error"].is_null());
+            assert!(ok.len() >= 50, "{served:?}");
+            for e in ok {
+                assert_eq!(e["level"], "info", "{e}");
+                assert!(e["error_kind"].is_null(), "{e}");
+            }
+            let kinds: Vec<_> = failed
+                .iter()
+                .map(|e| {
+                    assert_eq!(e["level"], "error", "{e}");
+                    e["error_kind"].as_str().unwrap().to_string()
+                })
+                .collect();
+            assert_eq!(kinds, ["double_sign_guard", "chain_id"]);
+        } else {
+            let lines = leveled(&stderr(&out));
+            let level = |start: &str| {
+                let found = lines.iter().filter(|(_, l)| l.starts_with(start));
+                found.map(|(level, _)| level.as_str()).collect::<Vec<_>>()
+            };
+            assert_eq!(level("connected to"), ["INFO"], "{lines:?}");
+            assert_eq!(level("refused or failed"), ["ERROR", "ERROR"], "{lines:?}");
+            assert_eq!(level("the median of the last 50"), ["WARN"], "{lines:?}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

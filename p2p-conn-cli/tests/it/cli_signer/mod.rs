@@ -50,8 +50,14 @@ fn validator_key(dir: &Path) -> (PathBuf, Identity) {
 }
 
 /// The text a signer printed on stderr, each line without its leading
-/// RFC 3339 time (checked: UTC, milliseconds).
+/// RFC 3339 time (checked: UTC, milliseconds) and level.
 fn untimed(text: &str) -> Vec<String> {
+    leveled(text).into_iter().map(|(_, l)| l).collect()
+}
+
+/// Each line's level (`INFO`, `WARN` or `ERROR`, after the time) and the
+/// rest of it.
+fn leveled(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(|l| {
             let (time, rest) = l
@@ -61,7 +67,11 @@ fn untimed(text: &str) -> Vec<String> {
                 is_rfc3339_utc_ms(time),
                 "{l:?} does not start with an RFC 3339 time"
             );
-            rest.to_string()
+            let (level, rest) = rest
+                .split_once(' ')
+                .filter(|(level, _)| ["INFO", "WARN", "ERROR"].contains(level))
+                .unwrap_or_else(|| panic!("{l:?}: no level after the time"));
+            (level.to_string(), rest.to_string())
         })
         .collect()
 }

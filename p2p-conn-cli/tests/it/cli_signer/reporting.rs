@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{
-    count, json_events, prevote, sigterm, stderr, untimed, validator_key, ScriptedNode, BIN, CHAIN,
-    LIMIT,
+    count, json_events, leveled, prevote, sigterm, stderr, untimed, validator_key, ScriptedNode,
+    BIN, CHAIN, LIMIT,
 };
 use crate::common::process::{scratch, Feed, Proc};
 
@@ -55,6 +55,9 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
                 .collect();
             assert!((2..=4).contains(&still.len()), "{events:?}");
             for (e, after) in still.iter().zip(1u64..) {
+                // Its only node away: nothing can be signed.
+                assert_eq!(e["level"], "error", "{e}");
+                assert_eq!(e["connected_nodes"], 0, "{e}");
                 let secs = e["disconnected_s"].as_f64().unwrap();
                 assert!(secs >= after as f64 && secs < after as f64 + 1.0, "{e}");
                 assert!(e["attempts"].as_u64().unwrap() >= 3, "{e}");
@@ -64,6 +67,14 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
                 );
             }
         } else {
+            let leveled = leveled(&stderr(&out));
+            for (level, line) in &leveled {
+                if line.starts_with("cannot connect") {
+                    assert_eq!(level, "WARN", "{line}");
+                } else if line.starts_with("still disconnected") {
+                    assert_eq!(level, "ERROR", "{line}");
+                }
+            }
             let lines = untimed(&stderr(&out));
             let tries = lines
                 .iter()
