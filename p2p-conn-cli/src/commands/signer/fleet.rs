@@ -18,13 +18,14 @@ use serde_json::json;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::config;
-use super::metrics::{Named, SignWatch};
+use super::metrics::{Latency, Meters, Named, Sources};
 use super::plan::{NodePlan, Plan};
 use super::recording::{Recording, SharedMark, Slot};
 use super::report::{print_stats, Out, Reporter};
 use super::standby::Standby;
 use super::start::Chain;
 use crate::error::CliError;
+use crate::exporter::Exporter;
 
 /// A node as the stats, the standby summaries and the metrics see it.
 pub(super) struct View {
@@ -32,6 +33,8 @@ pub(super) struct View {
     pub(super) stats: StatsHandle,
     pub(super) standby: Arc<Standby>,
     pub(super) mark: SharedMark,
+    /// Its chain (an index into the fleet's chains).
+    pub(super) chain: usize,
 }
 
 /// The nodes served now, for the tasks that report on them.
@@ -47,10 +50,11 @@ pub(super) fn snapshot(views: &Views) -> Vec<(Arc<View>, Option<String>)> {
         .collect()
 }
 
-/// The metrics' view of the nodes served now.
-pub(super) fn named(views: &Views) -> Vec<Named> {
+/// The metrics' view of the nodes of `chain` served now.
+fn named(views: &Views, chain: usize) -> Vec<Named> {
     let v = views.lock().unwrap_or_else(PoisonError::into_inner);
     v.iter()
+        .filter(|x| x.chain == chain)
         .map(|x| (x.stats.clone(), x.shown.clone(), x.standby.clone()))
         .collect()
 }
@@ -65,7 +69,8 @@ struct Running {
 pub(super) struct Fleet {
     out: Out,
     identity: Identity,
-    watch: Arc<SignWatch>,
+    /// Where each node's latencies are recorded.
+    exporter: Exporter,
     chains: Vec<Chain>,
     /// The plan running now (its nodes are `running`'s).
     plan: Plan,
@@ -81,14 +86,14 @@ impl Fleet {
     pub(super) fn new(
         out: Out,
         identity: Identity,
-        watch: Arc<SignWatch>,
+        exporter: Exporter,
         chains: Vec<Chain>,
         plan: Plan,
     ) -> Fleet {
         Fleet {
             out,
             identity,
-            watch,
+            exporter,
             chains,
             plan,
             running: Vec::new(),
@@ -96,6 +101,24 @@ impl Fleet {
             next: 0,
             tasks: JoinSet::new(),
         }
+    }
+
+    /// What the metrics read of each chain: its nodes served at each
+    /// scrape, its watch and its mark.
+    pub(super) fn sources(&self) -> Vec<Sources> {
+        self.chains
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let views = self.views.clone();
+                Sources {
+                    chain: c.label.clone(),
+                    nodes: Box::new(move || named(&views, i)),
+                    watch: c.watch.clone(),
+                    mark: c.mark.clone(),
+                }
+            })
+            .collect()
     }
 
     /// Start every node of the plan (within the runtime).
@@ -134,7 +157,11 @@ impl Fleet {
             shown.clone(),
             self.plan.output.disconnected_every,
             noise_self,
-            self.watch.clone(),
+            Meters {
+                watch: chain.watch.clone(),
+                connected: chain.connected.clone(),
+                latency: Latency::new(&self.exporter, &chain.label, &shown),
+            },
             standby.clone(),
         );
         let endpoint = endpoint.on_event(move |e| reporter.report(e));
@@ -143,6 +170,7 @@ impl Fleet {
             stats: endpoint.stats(),
             standby,
             mark: chain.mark.clone(),
+            chain: n.chain,
         });
         self.views
             .lock()

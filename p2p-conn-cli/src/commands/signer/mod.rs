@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use crate::conn;
 use crate::error::CliError;
+use crate::exporter::Exporter;
 use fleet::{Fleet, Views};
-use metrics::SignWatch;
 use plan::Plan;
 use report::{print_standby, print_stats, Out};
 use signals::{Signal, Signals};
@@ -150,9 +150,11 @@ pub struct SignerArgs {
     /// the first three failed dials, which are each told)
     #[arg(long, default_value_t = plan::DEFAULT_DISCONNECTED_EVERY)]
     disconnected_every: f64,
-    /// Serve Prometheus metrics at http://ADDR/metrics: requests, errors
-    /// and latency per node and request kind, connects, reconnects and
-    /// standby refusals per node, and the median of the last 50 signatures
+    /// Serve Prometheus metrics at http://ADDR/metrics, each labelled with
+    /// the chain: requests, errors and latency per node and request kind,
+    /// connects, reconnects and standby refusals per node, the median of
+    /// the last 50 signatures, the last signature's time and height, and
+    /// the missed heights (no precommit signed between two that have one)
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
     /// Warn (and set the p2p_conn_signer_sign_slow metric) when the median
@@ -192,8 +194,8 @@ fn serve(plan: Plan, config: Option<PathBuf>) -> Result<(), CliError> {
         started: Instant::now(),
     };
     let (chains, identity) = start::open(&plan, &out)?;
-    let watch = SignWatch::new(output.slow_sign);
-    let mut fleet = Fleet::new(out.clone(), identity, watch.clone(), chains, plan);
+    let exporter = Exporter::new();
+    let mut fleet = Fleet::new(out.clone(), identity, exporter.clone(), chains, plan);
     let views = fleet.views.clone();
 
     let rt = conn::runtime()?;
@@ -208,12 +210,7 @@ fn serve(plan: Plan, config: Option<PathBuf>) -> Result<(), CliError> {
         let summaries = tokio::spawn(summarise(out.clone(), views.clone()));
         if let Some(listener) = metrics {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(CliError::Io)?;
-            let views = views.clone();
-            tokio::spawn(metrics::serve(
-                listener,
-                move || fleet::named(&views),
-                watch.clone(),
-            ));
+            tokio::spawn(metrics::serve(listener, exporter, fleet.sources()));
         }
         let r = loop {
             tokio::select! {

@@ -7,6 +7,7 @@
 //! chain.
 
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -14,6 +15,7 @@ use p2p_conn::{keyfile, Identity};
 use p2p_conn_privval::{load_validator_key, state_file, GuardedSigner, SharedSigner, SignerError};
 use serde_json::json;
 
+use super::metrics::{self, SignWatch};
 use super::plan::{ChainPlan, Plan};
 use super::recording::{Mark, SharedMark};
 use super::report::Out;
@@ -25,6 +27,12 @@ use crate::private_file;
 pub(super) struct Chain {
     pub(super) signer: SharedSigner<GuardedSigner>,
     pub(super) mark: SharedMark,
+    /// The chain as its metrics label it.
+    pub(super) label: metrics::Chain,
+    /// The slow-signing watch over this chain's signatures.
+    pub(super) watch: Arc<SignWatch>,
+    /// This chain's nodes connected now.
+    pub(super) connected: Arc<AtomicUsize>,
 }
 
 /// The validator key `key` names, as `--key` (and a config's `key`)
@@ -113,11 +121,10 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
         }
         chains.push(Chain {
             signer: SharedSigner::new(signer),
-            mark: Arc::new(Mutex::new(Mark {
-                hrs: mark,
-                at: None,
-                by: None,
-            })),
+            mark: Arc::new(Mutex::new(Mark::loaded(mark))),
+            label: metrics::Chain::new(c.id.as_deref()),
+            watch: SignWatch::new(plan.output.slow_sign),
+            connected: Arc::default(),
         });
     }
     if !out.json {

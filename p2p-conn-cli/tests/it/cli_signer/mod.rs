@@ -64,8 +64,14 @@ fn write_private(path: &Path, bytes: &[u8]) {
 }
 
 /// The text a signer printed on stderr, each line without its leading
-/// RFC 3339 time (checked: UTC, milliseconds).
+/// RFC 3339 time (checked: UTC, milliseconds) and level.
 fn untimed(text: &str) -> Vec<String> {
+    leveled(text).into_iter().map(|(_, l)| l).collect()
+}
+
+/// Each line's level (`INFO`, `WARN` or `ERROR`, after the time) and the
+/// rest of it.
+fn leveled(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(|l| {
             let (time, rest) = l
@@ -75,7 +81,11 @@ fn untimed(text: &str) -> Vec<String> {
                 is_rfc3339_utc_ms(time),
                 "{l:?} does not start with an RFC 3339 time"
             );
-            rest.to_string()
+            let (level, rest) = rest
+                .split_once(' ')
+                .filter(|(level, _)| ["INFO", "WARN", "ERROR"].contains(level))
+                .unwrap_or_else(|| panic!("{l:?}: no level after the time"));
+            (level.to_string(), rest.to_string())
         })
         .collect()
 }
@@ -198,6 +208,17 @@ impl ScriptedNode {
         }
     }
 
+    /// A ping answered: every request before it is counted in the stats
+    /// and reported (the endpoint counts and reports a request after
+    /// writing its response, before it reads the next).
+    fn settle(&mut self) {
+        let ping = Sum::PingRequest(p2p_conn_privval::testkit::PingRequest::default());
+        match self.request(ping) {
+            Sum::PingResponse(_) => {}
+            other => panic!("expected a PingResponse, got {other:?}"),
+        }
+    }
+
     /// Ask to sign `vote` on `chain`: the signed vote, or the error.
     fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
         let mut req = SignVoteRequest::default();
@@ -242,6 +263,7 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
     events.iter().filter(|e| e["event"] == name).count()
 }
 
+mod alerts;
 mod config;
 mod crash;
 mod permissions;
