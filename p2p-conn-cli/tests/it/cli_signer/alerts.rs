@@ -22,7 +22,7 @@ fn precommit(height: i64, round: i32) -> Vote {
 }
 
 /// The body of GET /metrics at `addr`.
-fn scrape(addr: &str) -> String {
+pub(super) fn scrape(addr: &str) -> String {
     let mut tcp = std::net::TcpStream::connect(addr).unwrap();
     write!(tcp, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut text = String::new();
@@ -32,7 +32,7 @@ fn scrape(addr: &str) -> String {
 }
 
 /// The value of the sample `series` (name and labels, as written).
-fn value(text: &str, series: &str) -> f64 {
+pub(super) fn value(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
@@ -48,7 +48,7 @@ fn unix_now() -> f64 {
 }
 
 /// A free port on loopback, for `--metrics`.
-fn metrics_addr() -> String {
+pub(super) fn metrics_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -12,6 +12,7 @@ use p2p_conn::Identity;
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{state_file, vote_sign_bytes};
 
+use super::alerts::{metrics_addr, scrape, value};
 use super::{prevote, run_cli, sigterm, stderr, validator_key, ScriptedNode, BIN, LIMIT};
 use crate::common::process::{scratch, Feed, Proc};
 
@@ -80,7 +81,8 @@ pub(super) fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Two chains, two keys, two nodes, one process: each node's votes are
 /// signed with its chain's key and move its chain's state file only; a
-/// vote for the other chain is refused on each.
+/// vote for the other chain is refused on each; `/metrics` tells each
+/// chain's series apart.
 #[test]
 fn one_config_serves_two_chains_each_with_its_key_and_state() {
     let dir = scratch("signer-config-two");
@@ -90,8 +92,9 @@ fn one_config_serves_two_chains_each_with_its_key_and_state() {
         UnixListener::bind(&a.socket).unwrap(),
         UnixListener::bind(&b.socket).unwrap(),
     );
+    let metrics = metrics_addr();
     let text = format!(
-        "stats_every = 0\n\n{}{}{}{}",
+        "stats_every = 0\n\n[metrics]\nlisten = \"{metrics}\"\n\n{}{}{}{}",
         a.table(),
         b.table(),
         a.node(&a.socket),
@@ -133,6 +136,38 @@ fn one_config_serves_two_chains_each_with_its_key_and_state() {
         .expect("chain b goes on");
     na.sign(&a.id, &prevote(6, 1, 1_000))
         .expect("chain a goes on");
+
+    // Answered requests are counted once their response is written.
+    na.settle();
+    nb.settle();
+    let scraped = scrape(&metrics);
+    for (c, height, node) in [(&a, 6.0, &a.socket), (&b, 10.0, &b.socket)] {
+        let chain = format!("chain_id=\"{}\"", c.id);
+        assert_eq!(
+            value(
+                &scraped,
+                &format!("p2p_conn_signer_last_signed_height{{{chain}}}")
+            ),
+            height,
+            "{scraped}"
+        );
+        let votes = format!(
+            "p2p_conn_signer_requests_total{{{chain},node=\"unix://{}\",kind=\"vote\"}}",
+            node.display()
+        );
+        // Two signed and one refused (the other chain's) on each node.
+        assert_eq!(value(&scraped, &votes), 3.0, "{scraped}");
+        let other = if node == &a.socket {
+            &b.socket
+        } else {
+            &a.socket
+        };
+        let crossed = format!("{{{chain},node=\"unix://{}\"", other.display());
+        assert!(
+            !scraped.contains(&crossed),
+            "the other chain's node under {chain}:\n{scraped}"
+        );
+    }
 
     sigterm(&signer);
     let out = signer.finish(Instant::now() + LIMIT);
