@@ -1,5 +1,6 @@
 //! The signer's start, from a checked [`Plan`]: every key read first
-//! (each refused if others may read it), then the connection identity,
+//! (each refused if others may read it), then the connection identity
+//! (refused likewise),
 //! then each chain's state file and its folder checked (refused if others
 //! may read or write the file, or write the folder), then opened
 //! (created with `create_state`) under its own [`GuardedSigner`], shared
@@ -63,7 +64,12 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
         .map(|c| load_key(&c.key))
         .collect::<Result<_, _>>()?;
     let identity = match &plan.identity {
-        Some(path) => keyfile::load(path)?,
+        Some(path) => {
+            // A private key too: whoever reads it may pose as the signer
+            // (over noise://, the one peer the node takes).
+            private_file::check_file(path, "connection identity")?;
+            keyfile::load(path)?
+        }
         None => Identity::generate(),
     };
     if keys

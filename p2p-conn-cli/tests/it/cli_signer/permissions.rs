@@ -1,7 +1,8 @@
 //! The start refuses a validator key or a state file the group or others
 //! may read or write, and a state file's folder they may write, with the
-//! `chmod` that fixes it; from the flags and from a config alike; and a
-//! config file the group or others may write.
+//! `chmod` that fixes it; from the flags and from a config alike; a
+//! connection identity others may read; and a config file the group or
+//! others may write.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -92,6 +93,34 @@ fn loose_key_state_or_folder_permissions_stop_the_start() {
         "{text}"
     );
     chmod(&config, 0o644);
+
+    // A connection identity others may read: whoever reads it may pose
+    // as the signer.
+    let identity = dir.join("connection_key.json");
+    p2p_conn::keyfile::save_new(&p2p_conn::Identity::generate(), &identity).unwrap();
+    chmod(&identity, 0o644);
+    let out = run_cli(&[
+        "signer",
+        "--node",
+        "tcp://127.0.0.1:9",
+        "--identity",
+        identity.to_str().unwrap(),
+        "--key",
+        a.key.to_str().unwrap(),
+        "--state",
+        a.state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stderr(&out);
+    assert!(
+        text.starts_with("error: connection identity ")
+            && text.contains(&format!("chmod 600 {}", identity.display())),
+        "{text}"
+    );
+    assert!(!a.state.exists(), "nothing is created: {text}");
 
     // An existing state file the group may read.
     std::fs::write(&a.state, b"").unwrap();
