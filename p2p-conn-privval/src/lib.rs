@@ -106,6 +106,7 @@ mod signer;
 pub mod state_file;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod tmkms_key;
 #[cfg(feature = "tokio")]
 mod tokio;
 
@@ -125,6 +126,7 @@ pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_b
 pub use signer::{
     convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
 };
+pub use tmkms_key::TmkmsKeyProblem;
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

@@ -7,15 +7,19 @@
 //! everything below it, and signs above it. Every cut of each file, and
 //! each file made to look half like FilePV's, is refused.
 //!
-//! Without tmkms (installed on first use) the test prints a notice and
-//! passes, unless `CI=true`.
+//! Also tmkms's softsign consensus key files, as `tmkms softsign keygen`
+//! and `softsign import` write them: `load_validator_key` reads them.
+//!
+//! Without tmkms (installed on first use) the tests print a notice and
+//! pass, unless `CI=true`.
 
 use p2p_conn::Identity;
 use p2p_conn_interop::tmkms::ProtocolVersion;
 use p2p_conn_privval::guard::{GuardError, Hrs, Step};
 use p2p_conn_privval::state_file::{self, Format, StateFileError, StateFileProblem};
 use p2p_conn_privval::{
-    convert_state_file, signed_msg_type, GuardedSigner, Proposal, Signer, SignerError, Vote,
+    convert_state_file, load_validator_key, signed_msg_type, GuardedSigner, Proposal, Signer,
+    SignerError, TmkmsKeyProblem, Vote,
 };
 
 use crate::common::temp_dir;
@@ -200,6 +204,69 @@ async fn tmkms_state_files_import_with_their_mark() {
         eprintln!("tmkms 0.15.0 state file after {}: {text}", request.hrs());
         import_holds_the_mark(&dir, n, &text, &request);
         damaged_copies_are_refused(&dir, &text);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tmkms softsign ARGS`, which must succeed.
+fn softsign(bin: &std::path::Path, args: &[&std::path::Path]) {
+    let out = std::process::Command::new(bin)
+        .arg("softsign")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tmkms softsign {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `priv_validator_key.json` imported by `tmkms softsign import` loads
+/// as the same key as the JSON file; one from `softsign keygen` loads;
+/// what tmkms reads but holds no seed, or is not base64, is refused.
+#[test]
+fn tmkms_softsign_keys_load() {
+    let test = "privval_tmkms_state::tmkms_softsign_keys_load";
+    let Some(bin) = p2p_conn_interop::tmkms::tmkms_binary(test) else {
+        return;
+    };
+    let dir = temp_dir("tmkms-key");
+    let json = dir.join("priv_validator_key.json");
+    let (text, id) = p2p_conn_interop::privval_peer::validator_key_json(CONSENSUS_SEED);
+    std::fs::write(&json, text).unwrap();
+    let imported = dir.join("imported.key");
+    softsign(
+        &bin,
+        &["import".as_ref(), json.as_path(), imported.as_path()],
+    );
+    let key = load_validator_key(&imported).unwrap();
+    assert_eq!(key.public_key(), id.public_key());
+    assert_eq!(
+        load_validator_key(&json).unwrap().public_key(),
+        id.public_key()
+    );
+    let generated = dir.join("generated.key");
+    softsign(&bin, &["keygen".as_ref(), generated.as_path()]);
+    let fresh = load_validator_key(&generated).unwrap();
+    assert_ne!(fresh.public_key(), id.public_key());
+    let b64 = |n: usize| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(vec![7u8; n])
+    };
+    for (content, want) in [
+        (b64(64), TmkmsKeyProblem::NoSeed { bytes: 64 }),
+        (b64(96), TmkmsKeyProblem::NoSeed { bytes: 96 }),
+        (b64(31), TmkmsKeyProblem::BadLength { bytes: 31 }),
+        ("not base64!".to_string(), TmkmsKeyProblem::NotBase64),
+    ] {
+        let path = dir.join("bad.key");
+        std::fs::write(&path, &content).unwrap();
+        match load_validator_key(&path) {
+            Err(SignerError::TmkmsKey { problem, .. }) => assert_eq!(problem, want, "{content}"),
+            other => panic!("{content}: {other:?}"),
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
