@@ -274,7 +274,12 @@ async fn signs_over_a_unix_socket(version: ProtocolVersion, test: &str) {
 /// Requests until one succeeds, at most `tries`: a request on a
 /// connection that has just died fails, and drops it; the next accepts
 /// anew.
-async fn public_key_within(node: &SignerClient, kms: &mut Tmkms, tries: usize, why: &str) {
+pub(crate) async fn public_key_within(
+    node: &SignerClient,
+    kms: &mut Tmkms,
+    tries: usize,
+    why: &str,
+) {
     let mut failures = Vec::new();
     for _ in 0..tries {
         match node.public_key(CHAIN).await {

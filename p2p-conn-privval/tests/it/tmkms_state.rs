@@ -7,6 +7,10 @@
 //! everything below it, and signs above it. Every cut of each file, and
 //! each file made to look half like FilePV's, is refused.
 //!
+//! Going back to tmkms (the operator manual's way): a state file written
+//! by hand at the height after p2p-conn's mark, which the real tmkms
+//! loads, and which lets it sign that height but nothing below it.
+//!
 //! Also tmkms's softsign consensus key files, as `tmkms softsign keygen`
 //! and `softsign import` write them: `load_validator_key` reads them.
 //!
@@ -24,8 +28,8 @@ use p2p_conn_privval::{
 
 use crate::common::temp_dir;
 use crate::tmkms::{
-    proposal, sign_and_check_proposal, sign_and_check_vote, start, vote, Transport, CHAIN,
-    CONSENSUS_SEED,
+    proposal, public_key_within, sign_and_check_proposal, sign_and_check_vote, start, vote,
+    Transport, CHAIN, CONSENSUS_SEED,
 };
 
 /// One request of the run: what tmkms is asked to sign.
@@ -269,4 +273,41 @@ fn tmkms_softsign_keys_load() {
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The way back of the operator manual: p2p-conn's mark at height 3, so
+/// tmkms gets `{"height":"4","round":"0","step":0,"block_id":null}`. It
+/// loads it, signs the prevote and precommit of height 4, refuses a
+/// proposal at 4/0 (its double-sign error) and anything at height 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmkms_takes_a_hand_written_state_at_the_next_height() {
+    let test = "privval_tmkms_state::tmkms_takes_a_hand_written_state_at_the_next_height";
+    let Some((node, mut kms, home)) =
+        start(test, ProtocolVersion::V038, Transport::Tcp, |n| n, |_| ()).await
+    else {
+        return;
+    };
+    kms.kill();
+    std::fs::write(
+        &home.state_file,
+        r#"{"height":"4","round":"0","step":0,"block_id":null}"#,
+    )
+    .unwrap();
+    kms.restart();
+    public_key_within(&node, &mut kms, 3, "after the restart on the written state").await;
+    let (pv, pc) = (signed_msg_type::PREVOTE, signed_msg_type::PRECOMMIT);
+    match node.sign_proposal(CHAIN, proposal(4, 0, -1, 4)).await {
+        Err(p2p_conn_privval::endpoint::EndpointError::Remote(e)) => {
+            assert_eq!(e.code, 2, "{e:?}")
+        }
+        other => panic!("a proposal at 4/0 got {other:?}"),
+    }
+    sign_and_check_vote(&node, &mut kms, vote(pv, 4, 0, 4)).await;
+    sign_and_check_vote(&node, &mut kms, vote(pc, 4, 0, 4)).await;
+    assert!(
+        node.sign_vote(CHAIN, vote(pc, 3, 0, 3), false)
+            .await
+            .is_err(),
+        "tmkms signed height 3 below the written state"
+    );
 }
