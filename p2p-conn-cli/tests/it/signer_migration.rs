@@ -30,6 +30,12 @@
 //! state (two valid signatures at one height, round and step: the double
 //! sign), and refused by one on the imported state.
 //!
+//! The same from FilePV inside the node ([`v0_38_filepv_to_signer`]): the
+//! node signs with its own key files for a few blocks, is stopped, its
+//! key and state files are moved out and imported, `priv_validator_laddr`
+//! is set, the signer starts, then the node; the same checks of the chain,
+//! and every signature of ours is above FilePV's last mark.
+//!
 //! Without Go (which builds `cometbft`) or tmkms each test prints a notice
 //! and passes, unless `CI=true`.
 
@@ -414,6 +420,21 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
         said.contains("tmkms consensus state file") && said.contains("rounded up"),
         "{said}"
     );
+    let shown = run(
+        Path::new(BIN),
+        &[
+            OsStr::new("state"),
+            "show".as_ref(),
+            home.state_file.as_os_str(),
+        ],
+        EXIT_LIMIT,
+    );
+    shown.assert_ok("state show of tmkms's file");
+    assert!(
+        shown.stdout_text().contains("tmkms consensus state file"),
+        "{}",
+        shown.stdout_text()
+    );
     let mark = state_file::load(&ours).unwrap().hrs();
     assert!(
         mark >= tmkms_last,
@@ -479,5 +500,117 @@ fn v0_38_tmkms_to_signer_at_max_height_after_sigkill() {
         "v0_38_tmkms_to_signer_at_max_height_after_sigkill",
         Signal::SIGKILL,
         Some(BLOCKS as u64),
+    );
+}
+
+/// `config.toml`'s `priv_validator_laddr` line set to `value` (quoted).
+fn set_laddr(node: &SignedNode, value: &str) {
+    let path = node.home.join("config/config.toml");
+    let toml = std::fs::read_to_string(&path).unwrap();
+    let mut found = false;
+    let toml: Vec<String> = toml
+        .lines()
+        .map(|l| {
+            if l.starts_with("priv_validator_laddr") {
+                found = true;
+                format!("priv_validator_laddr = {value:?}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert!(found, "no priv_validator_laddr line in {path:?}");
+    std::fs::write(&path, toml.join("\n") + "\n").unwrap();
+}
+
+/// The operator manual's move from FilePV inside the node: the node signs
+/// with its own `config/priv_validator_key.json` and
+/// `data/priv_validator_state.json` (no `priv_validator_laddr`), is
+/// stopped, the two files are moved out, the state imported,
+/// `priv_validator_laddr` set, `p2p-conn signer` started, then the node.
+#[test]
+fn v0_38_filepv_to_signer() {
+    let test = "v0_38_filepv_to_signer";
+    let Some(bin) = node_binary(GoVersion::V038, test) else {
+        return;
+    };
+    let node = SignedNode::init(&bin, SignerTransport::Tcp);
+    let pub_key = base64::engine::general_purpose::STANDARD
+        .decode(&node.validator_pub_key)
+        .unwrap();
+    let key = VerificationKey::try_from(pub_key.as_slice()).unwrap();
+    // The validator as `cometbft init` leaves it: its key files in the home.
+    let in_home = [
+        (
+            node.home.join("config/priv_validator_key.json"),
+            &node.key_file,
+        ),
+        (
+            node.home.join("data/priv_validator_state.json"),
+            &node.state_file,
+        ),
+    ];
+    for (home, signer) in &in_home {
+        std::fs::rename(signer, home).unwrap();
+    }
+    set_laddr(&node, "");
+    node.start();
+    let under_filepv = node.wait_height(BLOCKS, BLOCKS_LIMIT);
+
+    // 1. Stop the node; 2. move its key and state out; 3. import.
+    node.kill();
+    for (home, signer) in &in_home {
+        std::fs::rename(home, signer).unwrap();
+    }
+    let filepv_mark = state_file::load(&node.state_file).unwrap();
+    assert!(filepv_mark.hrs().height >= under_filepv && !filepv_mark.signature().is_empty());
+    let ours = node.signer_dir.join("signer.state");
+    run(
+        Path::new(BIN),
+        &[
+            OsStr::new("state"),
+            "import".as_ref(),
+            "--from".as_ref(),
+            node.state_file.as_os_str(),
+            "--to".as_ref(),
+            ours.as_os_str(),
+        ],
+        EXIT_LIMIT,
+    )
+    .assert_ok("state import from FilePV");
+    assert_eq!(state_file::load(&ours).unwrap(), filepv_mark);
+
+    // 4. Set priv_validator_laddr; 5. the signer, then the node.
+    set_laddr(&node, &node.laddr);
+    let signer = start_signer(
+        &node,
+        &node.signer_dials,
+        &node.key_file,
+        &ours,
+        &["--json"],
+    );
+    node.start();
+    let end = node.wait_height(filepv_mark.hrs().height + BLOCKS, BLOCKS_LIMIT);
+    let out = stop_signer(signer);
+    check_chain(&node, end, &key);
+    node.kill();
+    let ours_signed = ours_signed(&events(&out), &key);
+    let first = *ours_signed.keys().next().expect("our signer signed");
+    assert!(
+        first > filepv_mark.hrs(),
+        "our first signature {first} is not above FilePV's mark {}",
+        filepv_mark.hrs()
+    );
+    assert_ne!(
+        node.node_made_key().as_deref(),
+        Some(node.validator_pub_key.as_str()),
+        "the node made itself a key of its own, not the validator's"
+    );
+    eprintln!(
+        "{test}: FilePV signed up to {} (height {under_filepv} reached), {} signatures by \
+         p2p-conn signer from {first}; heights 1 to {end} each committed with the \
+         validator's verified signature, no evidence",
+        filepv_mark.hrs(),
+        ours_signed.len()
     );
 }
