@@ -52,7 +52,9 @@
 //!   decode and re-encode every message form.
 //! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
 //!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
-//!   `priv_validator_state.json` format, written atomically and synced;
+//!   `priv_validator_state.json` format, written atomically and synced
+//!   (or p2p-conn's slot file; tmkms's consensus state file is read for
+//!   an import);
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
 //!   Ed25519 software signer that persists each signature's state before
 //!   returning it.
