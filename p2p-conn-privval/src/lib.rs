@@ -52,7 +52,9 @@
 //!   decode and re-encode every message form.
 //! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
 //!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
-//!   `priv_validator_state.json` format, written atomically and synced;
+//!   `priv_validator_state.json` format, written atomically and synced
+//!   (or p2p-conn's slot file; tmkms's consensus state file is read for
+//!   an import);
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
 //!   Ed25519 software signer that persists each signature's state before
 //!   returning it.
@@ -106,6 +108,7 @@ mod signer;
 pub mod state_file;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod tmkms_key;
 #[cfg(feature = "tokio")]
 mod tokio;
 
@@ -125,6 +128,7 @@ pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_b
 pub use signer::{
     convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
 };
+pub use tmkms_key::TmkmsKeyProblem;
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

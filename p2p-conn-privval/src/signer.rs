@@ -56,6 +56,7 @@ use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
 use crate::atomic_file::{parent_dir, FileId};
+use crate::tmkms_key::{SoftsignError, TmkmsKeyProblem};
 use p2p_conn::keyfile::KeyFileError;
 use p2p_conn::Identity;
 
@@ -117,6 +118,14 @@ pub enum SignerError {
     NotValidatorKey {
         /// The file.
         path: PathBuf,
+    },
+    /// The key file is not JSON, and not a tmkms softsign key either.
+    #[error("key file {}: {problem}", .path.display())]
+    TmkmsKey {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: TmkmsKeyProblem,
     },
     /// A `SignBytesRequest` reached a [`GuardedSigner`] that does not sign
     /// raw bytes (the default: see [`GuardedSigner::allow_sign_bytes`]).
@@ -474,9 +483,32 @@ pub fn convert_state_file(
 /// ([`SignerError::NotValidatorKey`]): that is a `node_key.json`, and a
 /// signer serving it would sign as a validator no validator set holds. The second pass, for the public parts,
 /// skips `priv_key` without copying it and zeroizes the text it read.
+///
+/// A file that is not JSON is read as tmkms's softsign key (the base64 of
+/// the 32-byte seed, as `tmkms softsign keygen` and `import` write it),
+/// which has no public parts to check ([`SignerError::TmkmsKey`] when it
+/// is neither).
 pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
     use base64::Engine;
     use std::io::Read;
+
+    let path = path.as_ref();
+    match crate::tmkms_key::load_if_softsign(path) {
+        Ok(Some(key)) => return Ok(key),
+        Ok(None) => {}
+        Err(SoftsignError::Read(source)) => {
+            return Err(SignerError::Key(KeyFileError::Read {
+                path: path.to_path_buf(),
+                source,
+            }))
+        }
+        Err(SoftsignError::Problem(problem)) => {
+            return Err(SignerError::TmkmsKey {
+                path: path.to_path_buf(),
+                problem,
+            })
+        }
+    }
 
     #[derive(serde::Deserialize)]
     struct PubKey {
@@ -488,7 +520,6 @@ pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerErro
         pub_key: Option<PubKey>,
     }
 
-    let path = path.as_ref();
     let key = p2p_conn::keyfile::load(path)?;
     let read_err = |source| {
         SignerError::Key(KeyFileError::Read {

@@ -11,7 +11,7 @@
 //!   the sign bytes and what may be signed, against each line's own Go code.
 //! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
 //!   against each other, hostile peers, CometBFT's own signer and node
-//!   sides, and tmkms.
+//!   sides, and tmkms; [`tmkms_state`]: tmkms's own state files imported.
 
 mod common;
 
@@ -27,6 +27,8 @@ mod sign_bytes_cometbft_go;
 mod signer;
 #[cfg(feature = "tokio")]
 mod tmkms;
+#[cfg(feature = "tokio")]
+mod tmkms_state;
 
 /// The crate docs' table of Cargo features is Cargo.toml's.
 #[test]

@@ -141,14 +141,14 @@ fn stderr(out: &Finished) -> String {
 }
 
 /// The node side of a plaintext privval connection, one request at a time.
-struct ScriptedNode {
+pub(crate) struct ScriptedNode {
     stream: UnixStream,
     decoder: MessageDecoder,
     pending: Vec<u8>,
 }
 
 impl ScriptedNode {
-    fn accept(listener: &UnixListener) -> ScriptedNode {
+    pub(crate) fn accept(listener: &UnixListener) -> ScriptedNode {
         let (stream, _) = listener.accept().expect("the signer connects");
         stream.set_read_timeout(Some(LIMIT)).unwrap();
         ScriptedNode {
@@ -220,7 +220,7 @@ impl ScriptedNode {
     }
 
     /// Ask to sign `vote` on `chain`: the signed vote, or the error.
-    fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
+    pub(crate) fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
         let mut req = SignVoteRequest::default();
         req.vote = Some(vote.clone());
         req.chain_id = chain.into();
