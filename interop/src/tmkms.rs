@@ -23,7 +23,7 @@
 //! - [`Settings`] and [`Home::write`] give tmkms a throwaway home: a
 //!   `tmkms.toml` with one `[[chain]]` (its own state file), one
 //!   `[[validator]]` (the node's address, the chain ID, an optional
-//!   `protocol_version` and `timeout`) and one `[[providers.softsign]]`
+//!   `protocol_version`, `timeout` and `max_height`) and one `[[providers.softsign]]`
 //!   consensus key, and the two keys in softsign's format (the base64 of a
 //!   32-byte Ed25519 seed): the consensus key and the secret-connection
 //!   identity.
@@ -69,6 +69,14 @@
 //!   v0.39.4 and v0.40.0 nodes (`priv_validator_laddr`, the node's
 //!   `priv_validator_key.json` given to softsign as `key_format = "json"`)
 //!   run their chain with it.
+//! - It has no signal handler: SIGTERM ends it at once, as SIGKILL does,
+//!   even in the middle of a request. It renames its new state file into
+//!   place (no `fsync`) before it signs, so once it is gone the file is at
+//!   or above everything it signed; a request whose mark it wrote but
+//!   whose answer never left is one it would sign again (same block), and
+//!   a signer that imports the file must not.
+//! - `max_height` refuses a request above it before the state file is
+//!   touched (the session ends, as for any failed request).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -265,6 +273,9 @@ pub struct Settings {
     pub timeout_secs: Option<u16>,
     /// `[[chain]] sign_extensions`.
     pub sign_extensions: bool,
+    /// `[[validator]] max_height`: tmkms refuses to sign above it, before
+    /// it touches its state file; `None` leaves it out.
+    pub max_height: Option<u64>,
 }
 
 impl Settings {
@@ -284,6 +295,7 @@ impl Settings {
             identity_seed,
             timeout_secs: None,
             sign_extensions: false,
+            max_height: None,
         }
     }
 
@@ -302,6 +314,10 @@ impl Settings {
         }
         if let Some(t) = self.timeout_secs {
             validator.push_str(&format!("timeout = {t}\n"));
+        }
+        if let Some(h) = self.max_height {
+            // tmkms reads a height as a string.
+            validator.push_str(&format!("max_height = \"{h}\"\n"));
         }
         format!(
             "# Written by p2p-conn-interop for a test.\n\
@@ -356,6 +372,8 @@ pub struct Home {
     /// The chain's state file (tmkms writes it: the last signed height,
     /// round, step and block ID).
     pub state_file: PathBuf,
+    /// The consensus key, in softsign's format (the base64 of the seed).
+    pub consensus_key: PathBuf,
     /// Where [`Tmkms::start`] sends tmkms's output.
     pub log: PathBuf,
 }
@@ -379,6 +397,7 @@ impl Home {
             dir: dir.to_path_buf(),
             config,
             state_file: dir.join(STATE_FILE),
+            consensus_key: dir.join(CONSENSUS_KEY),
             log: dir.join(LOG),
         }
     }
@@ -451,6 +470,28 @@ impl Tmkms {
             .spawn()
             .unwrap_or_else(|e| panic!("{}: cannot start: {e}", self.bin.display()));
         self.child = Some(child);
+    }
+
+    /// Its process ID while it runs (to signal it).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Wait up to `limit` for it to exit (after a signal the caller sent):
+    /// its status, or `None` if it still runs (it is left running).
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Kill it and reap it (nothing if it is not running).
@@ -555,12 +596,14 @@ mod tests {
         );
         s.protocol_version = Some(ProtocolVersion::V038);
         s.timeout_secs = Some(3);
+        s.max_height = Some(7);
         let toml = s.config_toml(Path::new("/h\"ome"));
         for line in [
             "id = \"test-chain\"",
             "chain_ids = [\"test-chain\"]",
             "protocol_version = \"v0.38\"",
             "timeout = 3",
+            "max_height = \"7\"",
             "secret_key = \"/h\\\"ome/kms-identity.key\"",
             "path = \"/h\\\"ome/consensus.key\"",
             "state_file = \"/h\\\"ome/priv_validator_state.json\"",

@@ -12,7 +12,10 @@
 //!   [`nodeinfo_step`] (the NodeInfo exchange of `listen`, `dial` and
 //!   `probe`), [`release_line`], [`addrbook`] (CometBFT's
 //!   `addrbook.json`), [`inbound`] (who an inbound listener keeps: `seed`,
-//!   `listen`, `/metrics`), [`metrics_http`] (`/metrics`), [`output`] (tables,
+//!   `listen`, `/metrics`), [`exporter`] (every
+//!   command's metrics, through the `metrics` facade), [`metrics_http`]
+//!   (serving them at `/metrics`), [`private_file`] (the permissions a
+//!   key or state file must have), [`output`] (tables,
 //!   SVG text), [`wall_clock`], [`error`] (the one error, [`error::CliError`],
 //!   and how failures are worded) and [`exit`] (exit codes by stage).
 
@@ -26,10 +29,12 @@ mod commands;
 pub mod conn;
 pub mod error;
 mod exit;
+mod exporter;
 mod inbound;
 mod metrics_http;
 mod nodeinfo_step;
 pub mod output;
+mod private_file;
 mod release_line;
 mod visit;
 pub mod wall_clock;

@@ -52,7 +52,9 @@
 //!   decode and re-encode every message form.
 //! - The signer's safety core: [`guard`], CometBFT FilePV's double-sign
 //!   rules, sans-IO; [`state_file`], the high-water mark in FilePV's
-//!   `priv_validator_state.json` format, written atomically and synced;
+//!   `priv_validator_state.json` format, written atomically and synced
+//!   (or p2p-conn's slot file; tmkms's consensus state file is read for
+//!   an import);
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
 //!   Ed25519 signer that persists each signature's state before returning
 //!   it, signing through a [`ValidatorKey`]: the soft key (a
@@ -119,6 +121,7 @@ mod signer;
 pub mod state_file;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod tmkms_key;
 #[cfg(feature = "tokio")]
 mod tokio;
 
@@ -139,6 +142,7 @@ pub use signer::{
     convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
     ValidatorKey,
 };
+pub use tmkms_key::TmkmsKeyProblem;
 
 /// The largest message body a CometBFT node reads from its signer, in bytes,
 /// length prefix excluded: `maxRemoteSignerMsgSize`, 10 KiB at v0.34.35,

@@ -69,6 +69,7 @@ use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
 use crate::atomic_file::{parent_dir, FileId};
+use crate::tmkms_key::TmkmsKeyProblem;
 use p2p_conn::keyfile::KeyFileError;
 #[cfg(doc)]
 use p2p_conn::Identity;
@@ -180,6 +181,14 @@ pub enum SignerError {
         key: String,
         /// What differs, with the public keys in base64.
         what: String,
+    },
+    /// The key file is not JSON, and not a tmkms softsign key either.
+    #[error("key file {}: {problem}", .path.display())]
+    TmkmsKey {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: TmkmsKeyProblem,
     },
     /// A `SignBytesRequest` reached a [`GuardedSigner`] that does not sign
     /// raw bytes (the default: see [`GuardedSigner::allow_sign_bytes`]).

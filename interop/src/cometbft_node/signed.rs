@@ -126,6 +126,14 @@ impl SignedNode {
         static SIGNERS: AtomicUsize = AtomicUsize::new(0);
         let n = SIGNERS.fetch_add(1, Ordering::Relaxed);
         let signer_dir = scratch(&format!("cometbft-signer-{n}"));
+        // The signer refuses a state file's folder the group or others may
+        // write: owner only, whatever the umask.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&signer_dir, std::fs::Permissions::from_mode(0o700))
+                .expect("chmod the signer folder");
+        }
         // The home is made by `Home::init`; the socket goes in the signer
         // folder, which exists already (a Unix socket path must stay under
         // about 100 bytes).

@@ -28,8 +28,8 @@ mod state;
     version,
     about = "CometBFT secret connections: dial, listen, probe, crawl, check, seed, signer, keys",
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
-        key tools, a probe, a crawler, a list checker and a seed node for live networks, a test \
-        remote signer. \
+        key tools, a probe, a crawler, a list checker and a seed node for live networks, a \
+        remote signer for validators. \
         `p2p-conn COMMAND --help` says more of each (docs/operator-manual.md: all of it)"
 )]
 struct Cli {
@@ -125,15 +125,19 @@ enum Cmd {
     /// and saved as a CometBFT addrbook.json (docs/operator-manual.md, "Running a
     /// seed")
     Seed(seed::SeedArgs),
-    /// A remote signer for a CometBFT validator, for tests and testnets
+    /// A remote signer for CometBFT validators, one or more chains
     ///
-    /// A software key (in memory, in a file on disk): dials the node's
-    /// priv_validator_laddr, reconnects whenever the connection ends, and
-    /// signs votes and proposals with FilePV's double-sign rules, its
-    /// high-water mark written to --state (synced, renamed into place)
-    /// before each signature leaves. Runs until SIGINT/SIGTERM, then prints
-    /// the final stats and exits 0; exits 1 if it cannot start (flags, key,
-    /// state file; docs/operator-manual.md, "Remote signer")
+    /// Dials each node's priv_validator_laddr, reconnects whenever the
+    /// connection ends, and signs votes and proposals with FilePV's
+    /// double-sign rules, each chain's high-water mark written to its state
+    /// file (synced) before each signature leaves. One chain from the
+    /// flags, or several from --config FILE (each with its own key, guard
+    /// and state file; SIGHUP reloads the node list). A key file (--key
+    /// FILE) is on disk and in this process's memory, as with CometBFT's
+    /// FilePV. Refuses to start on a key or state file others may read or
+    /// write. Runs until SIGINT/SIGTERM, then prints the final stats and
+    /// exits 0; exits 1 if it cannot start (flags, config, key, state file,
+    /// permissions; docs/operator-manual.md, "Remote signer")
     Signer(signer::SignerArgs),
     /// Move a signer's high-water mark between state files, or show it
     ///

@@ -44,7 +44,9 @@
 //!   once per recheck interval.
 //! - A visitor gets the good entries first, and at most one untested one
 //!   for every four good ones ([`Book::selection`]).
-//! - `--metrics ADDR`: Prometheus text (GET /metrics).
+//! - `--metrics ADDR`: Prometheus text (GET /metrics), set through the
+//!   `metrics` facade into the exporter every command shares
+//!   ([`crate::exporter`]).
 //!
 //! # Not provided
 //! - No consensus, mempool or blocks: only the PEX channel is listed.
@@ -76,6 +78,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::addrbook::{self, BookEntry};
 use crate::conn;
 use crate::error::CliError;
+use crate::exporter::Exporter;
 use crate::inbound::{self, Gate, Limits, Pass};
 use crate::visit::probe;
 use crate::visit::report::{Report, Status, Target};
@@ -315,8 +318,12 @@ pub fn run(args: SeedArgs) -> Result<(), CliError> {
         );
         if let Some(l) = metrics {
             let l = TcpListener::from_std(l).map_err(CliError::Io)?;
-            let s = Arc::clone(&seed);
-            tokio::spawn(crate::metrics_http::serve(l, Arc::new(move || s.render())));
+            let (s, exporter) = (Arc::clone(&seed), Exporter::new());
+            let render = move || {
+                exporter.record(|| s.record());
+                exporter.render()
+            };
+            tokio::spawn(crate::metrics_http::serve(l, Arc::new(render)));
         }
         let crawler = tokio::spawn(rounds(
             Arc::clone(&seed),
@@ -396,120 +403,122 @@ impl Seed {
         }
     }
 
-    fn render(&self) -> String {
+    /// Set every series of the seed in the exporter the facade records
+    /// into ([`crate::exporter`]), from the book and the counters.
+    fn record(&self) {
         let (new, good, bad) = self.book.lock().expect("book").counts();
         let c = &self.counters;
-        let mut out = String::new();
-        let mut put = |name: &str, kind: &str, help: &str, v: u64| {
-            out.push_str(&format!(
-                "# HELP p2p_conn_seed_{name} {help}\n# TYPE p2p_conn_seed_{name} {kind}\np2p_conn_seed_{name} {v}\n"
-            ));
-        };
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let gate = self.inbound.counts();
-        put(
-            "book_new",
-            "gauge",
-            "Book entries not reached yet.",
-            new as u64,
-        );
-        put(
-            "book_good",
-            "gauge",
-            "Book entries reached on their last try.",
-            good as u64,
-        );
-        put(
-            "book_bad",
-            "gauge",
-            "Book entries that failed their last tries.",
-            bad as u64,
-        );
-        put(
-            "inbound_total",
-            "counter",
-            "Inbound connections accepted.",
-            get(&gate.admitted),
-        );
-        put(
-            "inbound_open",
-            "gauge",
-            "Inbound connections open now.",
-            self.inbound.open() as u64,
-        );
-        put(
-            "inbound_evicted_total",
-            "counter",
-            "Inbound connections closed unanswered to make room: --max-inbound reached.",
-            get(&gate.evicted),
-        );
-        put(
-            "refused_full_total",
-            "counter",
-            "Inbound connections refused: --max-inbound reached, all being answered.",
-            get(&gate.refused_full),
-        );
-        put(
-            "refused_per_ip_total",
-            "counter",
-            "Inbound connections refused: --max-per-ip reached.",
-            get(&gate.refused_per_ip),
-        );
-        put(
-            "answered_total",
-            "counter",
-            "PexRequests answered.",
-            get(&c.answered),
-        );
-        put(
-            "addrs_sent_total",
-            "counter",
-            "Addresses sent in answers.",
-            get(&c.addrs_sent),
-        );
-        put(
-            "other_network_total",
-            "counter",
-            "Inbound peers of another network, hung up on.",
-            get(&c.other_network),
-        );
-        put(
-            "inbound_failed_total",
-            "counter",
-            "Inbound connections that failed before an answer.",
-            get(&c.failed_inbound),
-        );
-        put(
-            "tries_total",
-            "counter",
-            "Outbound visits of book entries.",
-            get(&c.tries),
-        );
-        put(
-            "reached_total",
-            "counter",
-            "Outbound visits that reached the node.",
-            get(&c.reached),
-        );
-        put(
-            "evicted_total",
-            "counter",
-            "Bad entries dropped from the book.",
-            get(&c.evicted),
-        );
-        put(
-            "source_cap_refused_total",
-            "counter",
-            "Reported addresses not taken: their source had its cap of untested entries.",
-            get(&c.source_capped),
-        );
-        put(
-            "rounds_total",
-            "counter",
-            "Re-crawl rounds.",
-            get(&c.rounds),
-        );
-        out
+        let (gauge, counter) = (true, false);
+        for (name, is_gauge, help, v) in [
+            (
+                "book_new",
+                gauge,
+                "Book entries not reached yet.",
+                new as u64,
+            ),
+            (
+                "book_good",
+                gauge,
+                "Book entries reached on their last try.",
+                good as u64,
+            ),
+            (
+                "book_bad",
+                gauge,
+                "Book entries that failed their last tries.",
+                bad as u64,
+            ),
+            (
+                "inbound_total",
+                counter,
+                "Inbound connections accepted.",
+                get(&gate.admitted),
+            ),
+            (
+                "inbound_open",
+                gauge,
+                "Inbound connections open now.",
+                self.inbound.open() as u64,
+            ),
+            (
+                "inbound_evicted_total",
+                counter,
+                "Inbound connections closed unanswered to make room: --max-inbound reached.",
+                get(&gate.evicted),
+            ),
+            (
+                "refused_full_total",
+                counter,
+                "Inbound connections refused: --max-inbound reached, all being answered.",
+                get(&gate.refused_full),
+            ),
+            (
+                "refused_per_ip_total",
+                counter,
+                "Inbound connections refused: --max-per-ip reached.",
+                get(&gate.refused_per_ip),
+            ),
+            (
+                "answered_total",
+                counter,
+                "PexRequests answered.",
+                get(&c.answered),
+            ),
+            (
+                "addrs_sent_total",
+                counter,
+                "Addresses sent in answers.",
+                get(&c.addrs_sent),
+            ),
+            (
+                "other_network_total",
+                counter,
+                "Inbound peers of another network, hung up on.",
+                get(&c.other_network),
+            ),
+            (
+                "inbound_failed_total",
+                counter,
+                "Inbound connections that failed before an answer.",
+                get(&c.failed_inbound),
+            ),
+            (
+                "tries_total",
+                counter,
+                "Outbound visits of book entries.",
+                get(&c.tries),
+            ),
+            (
+                "reached_total",
+                counter,
+                "Outbound visits that reached the node.",
+                get(&c.reached),
+            ),
+            (
+                "evicted_total",
+                counter,
+                "Bad entries dropped from the book.",
+                get(&c.evicted),
+            ),
+            (
+                "source_cap_refused_total",
+                counter,
+                "Reported addresses not taken: their source had its cap of untested entries.",
+                get(&c.source_capped),
+            ),
+            ("rounds_total", counter, "Re-crawl rounds.", get(&c.rounds)),
+        ] {
+            let name = format!("p2p_conn_seed_{name}");
+            if is_gauge {
+                metrics::describe_gauge!(name.clone(), help);
+                metrics::gauge!(name).set(v as f64);
+            } else {
+                metrics::describe_counter!(name.clone(), help);
+                metrics::counter!(name).absolute(v);
+            }
+        }
     }
 }
 

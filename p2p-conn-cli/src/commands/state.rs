@@ -1,6 +1,7 @@
 //! `p2p-conn state`: move a signer's high-water mark between FilePV's
-//! `priv_validator_state.json` and p2p-conn's slot state file, or show it
-//! (the library's `state_file` and `convert_state_file` do the work).
+//! `priv_validator_state.json` and p2p-conn's slot state file, bring one
+//! from tmkms's consensus state file, or show it (the library's
+//! `state_file` and `convert_state_file` do the work).
 
 use std::path::PathBuf;
 
@@ -9,18 +10,24 @@ use p2p_conn_privval::{convert_state_file, state_file, SignerError};
 use crate::error::CliError;
 
 /// `p2p-conn state`: move a high-water mark between FilePV's
-/// `priv_validator_state.json` and p2p-conn's slot file, or show one.
+/// `priv_validator_state.json` and p2p-conn's slot file, bring one from
+/// tmkms, or show one.
 #[derive(clap::Subcommand)]
 pub enum StateCmd {
     /// Copy a state file into a new p2p-conn slot state file
     ///
-    /// From a FilePV priv_validator_state.json (or any state file) to a new
-    /// p2p-conn slot state file (one fdatasync per signature instead of
-    /// FilePV's new file, sync and rename). Stop the node (or signer) that
-    /// uses FROM first, and never start one on FROM again
+    /// Reads a FilePV priv_validator_state.json, a tmkms consensus state
+    /// file (the state_file of its tmkms.toml) or a p2p-conn state file,
+    /// told apart by their content (a file that mixes them, or is cut
+    /// short, is refused), and writes a new p2p-conn slot state file (one fdatasync
+    /// per signature instead of FilePV's new file, sync and rename).
+    /// tmkms records no sign bytes, so the signer refuses to sign again at
+    /// exactly tmkms's last height, round and step and signs only above
+    /// it. Stop the node, tmkms or signer that uses FROM first, and never
+    /// start one on FROM again
     Import {
-        /// The state file to copy (a running p2p-conn signer on it is
-        /// refused: its lock is taken)
+        /// The state file to copy: FilePV's, tmkms's or p2p-conn's (a
+        /// running p2p-conn signer on it is refused: its lock is taken)
         #[arg(long)]
         from: PathBuf,
         /// The slot state file to make (must not exist)
@@ -29,8 +36,8 @@ pub enum StateCmd {
     },
     /// Copy a state file into a new FilePV priv_validator_state.json
     ///
-    /// From a slot file or JSON state file, for FilePV, tmkms or another
-    /// signer.
+    /// From a slot file or JSON state file (FilePV's or tmkms's), for
+    /// FilePV or another signer.
     /// Stop the signer on FROM first
     Export {
         /// The state file to copy
@@ -53,22 +60,39 @@ pub fn run(cmd: StateCmd) -> Result<(), CliError> {
         StateCmd::Show { file } => {
             let format = state_file::format_of(&file).map_err(SignerError::from)?;
             let state = state_file::load(&file).map_err(SignerError::from)?;
-            let name = match format {
-                state_file::Format::Slots => "p2p-conn slot state file",
-                _ => "FilePV priv_validator_state.json",
-            };
+            let name = format_name(format);
             println!("{}: {name}; mark {}", file.display(), state.hrs());
             return Ok(());
         }
         StateCmd::Import { from, to } => (from, to, state_file::Format::Slots),
         StateCmd::Export { from, to } => (from, to, state_file::Format::FilePv),
     };
+    let source = state_file::format_of(&from).map_err(SignerError::from)?;
     let state = convert_state_file(&from, &to, format)?;
     println!(
-        "{} -> {}: mark {}",
+        "{} ({}) -> {}: mark {}",
         from.display(),
+        format_name(source),
         to.display(),
         state.hrs()
     );
+    if source == state_file::Format::Tmkms && state.hrs().height > 0 {
+        println!(
+            "note: {} records no sign bytes, so nothing will be signed at exactly {} \
+             (tmkms would sign the same block there again): the mark is rounded up, \
+             and signing goes on above it",
+            from.display(),
+            state.hrs()
+        );
+    }
     Ok(())
+}
+
+/// How `state show` and `state import` name a format.
+fn format_name(format: state_file::Format) -> &'static str {
+    match format {
+        state_file::Format::Slots => "p2p-conn slot state file",
+        state_file::Format::Tmkms => "tmkms consensus state file",
+        _ => "FilePV priv_validator_state.json",
+    }
 }

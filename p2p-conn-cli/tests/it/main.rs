@@ -27,6 +27,9 @@ mod probe;
 mod seed;
 mod seed_book;
 mod signer_cometbft_node;
+mod signer_config_cometbft;
+mod signer_deploy;
+mod signer_migration;
 
 /// Three tests at a time unless `RUST_TEST_THREADS` (or `--test-threads`)
 /// says otherwise. libtest's default is one per CPU; on a 2-core machine

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use super::SignerError;
 use crate::messages::{crypto_public_key, CryptoPublicKey};
+use crate::tmkms_key::SoftsignError;
 use p2p_conn::keyfile::{KeyFileError, KeyFileProblem};
 use p2p_conn::Identity;
 
@@ -114,6 +115,11 @@ fn key_type_of(path: &Path) -> SignerError {
 /// signer serving it would sign as a validator no validator set holds. The second pass, for the public parts,
 /// skips `priv_key` without copying it and zeroizes the text it read.
 ///
+/// A file that is not JSON is read as tmkms's softsign key (the base64 of
+/// the 32-byte seed, as `tmkms softsign keygen` and `import` write it),
+/// which has no public parts to check ([`SignerError::TmkmsKey`] when it
+/// is neither).
+///
 /// A key of another type than Ed25519 (`tendermint/PrivKeySecp256k1`,
 /// `cometbft/PrivKeyBls12_381`, ...) is refused with
 /// [`SignerError::KeyType`], which names it.
@@ -132,6 +138,23 @@ pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerErro
     }
 
     let path = path.as_ref();
+    match crate::tmkms_key::load_if_softsign(path) {
+        Ok(Some(key)) => return Ok(key),
+        Ok(None) => {}
+        Err(SoftsignError::Read(source)) => {
+            return Err(SignerError::Key(KeyFileError::Read {
+                path: path.to_path_buf(),
+                source,
+            }))
+        }
+        Err(SoftsignError::Problem(problem)) => {
+            return Err(SignerError::TmkmsKey {
+                path: path.to_path_buf(),
+                problem,
+            })
+        }
+    }
+
     let key = match p2p_conn::keyfile::load(path) {
         Ok(key) => key,
         Err(KeyFileError::Invalid {

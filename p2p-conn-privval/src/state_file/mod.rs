@@ -6,28 +6,17 @@
 //!   fixed size, saved with one `fdatasync` of one overwritten slot (about
 //!   half the sign latency; the format is in `spec/privval.md` §6).
 //!
-//! [`load`] reads either; [`create_new`] and [`write_new`] make either;
-//! [`load`] then [`write_new`] moves a mark from one format to the other
-//! (`p2p-conn state import` / `export`), so a FilePV state file can come to
-//! p2p-conn and go back.
+//! [`load`] reads either, and tmkms's consensus state file too (read
+//! only: `tmkms.rs` has its format and how its mark maps onto FilePV's);
+//! [`create_new`] and [`write_new`] make either; [`load`] then
+//! [`write_new`] moves a mark from one format to another (`p2p-conn state
+//! import` / `export`), so a FilePV or tmkms state file can come to
+//! p2p-conn and a FilePV one go back. The JSON formats are told apart by
+//! their content ([`Format`]), and a file that mixes them is refused.
 //!
 //! # Format
-//! As FilePV writes it (`cmtjson.MarshalIndent(lss, "", "  ")`, v0.38.26
-//! and v1.0.1): `height` is an int64, so a JSON string; `round` and `step`
-//! are numbers; `signature` is standard base64 and `signbytes` upper-case
-//! hex, both omitted when empty.
-//! ```text
-//! {
-//!   "height": "5",
-//!   "round": 0,
-//!   "step": 3,
-//!   "signature": "base64...",
-//!   "signbytes": "HEX..."
-//! }
-//! ```
-//! [`to_json`] writes exactly that (no trailing newline, as FilePV).
-//! [`parse`] also accepts `height` as a number, lower-case hex, `null` or
-//! empty `signature`/`signbytes`, and ignores other fields.
+//! FilePV's JSON is in `filepv.rs`, tmkms's in `tmkms.rs`, the slot file in
+//! `slots.rs` (and `spec/privval.md` §6).
 //!
 //! # Design
 //! [`save`] replaces the file atomically and durably: it writes a
@@ -78,14 +67,16 @@
 //! - Filesystems where rename is not atomic or `flock` is not shared
 //!   between machines (some network mounts).
 
+mod filepv;
 mod slots;
+mod tmkms;
+
+pub use filepv::{parse, to_json};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-
-use super::guard::{Hrs, SignState, Step};
+use super::guard::SignState;
 use crate::atomic_file::{
     is_temp_name_of, link_count, parent_dir, read_bounded, FileId, PutError, Staged,
 };
@@ -199,6 +190,34 @@ pub enum StateFileProblem {
     /// Neither slot of a slot state file is whole under its checksum.
     #[error("neither of its two slots is whole (both fail their checksum): the file was damaged")]
     NoValidSlot,
+    /// The file is empty (or only white space).
+    #[error("it is empty: a state file not yet written, or cut to nothing")]
+    Empty,
+    /// The JSON ends before its last value does.
+    #[error("it ends before its JSON does (line {line}, column {column}): the file was cut short, a half-written copy?")]
+    CutShort {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+    },
+    /// The file has marks of both FilePV's and tmkms's formats, or of
+    /// neither whole, so which mark it holds is not certain.
+    #[error("it is neither FilePV's nor tmkms's state file whole: {why}; its mark cannot be read safely")]
+    Ambiguous {
+        /// What it mixes.
+        why: &'static str,
+    },
+    /// A tmkms state file's `step` is not one tmkms writes.
+    #[error("step is {step}, not 0 (proposal), 1 (prevote) or 2 (precommit) as tmkms writes it")]
+    BadTmkmsStep {
+        /// The value.
+        step: i64,
+    },
+    /// A signer was given tmkms's state file: it reads it only through an
+    /// import, which leaves tmkms's file as tmkms wrote it.
+    #[error("it is tmkms's consensus state file: import it into a state file of p2p-conn's first (`p2p-conn state import`), and start the signer on that")]
+    TmkmsFile,
 }
 
 /// A state file's format.
@@ -209,6 +228,12 @@ pub enum Format {
     FilePv,
     /// p2p-conn's slot file (`spec/privval.md` §6).
     Slots,
+    /// tmkms's consensus state file (tmkms 0.15: `height`, `round`,
+    /// `step` and `block_id`), read only: [`load`] and [`format_of`] read
+    /// it, a signer refuses it ([`StateFileProblem::TmkmsFile`]), and
+    /// [`write_new`] writes it as FilePV's. Its mark is rounded up where
+    /// it has no exact FilePV equivalent (`tmkms.rs`).
+    Tmkms,
 }
 
 /// Why a state file's path is not the one name of the state file, or no
@@ -249,108 +274,9 @@ pub enum StatePathProblem {
     Replaced,
 }
 
-/// Parse the text of a `priv_validator_state.json`.
-pub fn parse(json: &str) -> Result<SignState, StateFileProblem> {
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|e| StateFileProblem::NotJson {
-            line: e.line(),
-            column: e.column(),
-        })?;
-    let obj = value.as_object().ok_or(StateFileProblem::NotObject)?;
-    let height = match obj.get("height") {
-        Some(serde_json::Value::String(s)) => s.parse::<i64>().ok(),
-        Some(serde_json::Value::Number(n)) => n.as_i64(),
-        _ => None,
-    }
-    .ok_or(StateFileProblem::BadField {
-        field: "height",
-        expected: "an int64 (a decimal string)",
-    })?;
-    let round = obj
-        .get("round")
-        .and_then(serde_json::Value::as_i64)
-        .and_then(|r| i32::try_from(r).ok())
-        .ok_or(StateFileProblem::BadField {
-            field: "round",
-            expected: "an int32",
-        })?;
-    let step_n =
-        obj.get("step")
-            .and_then(serde_json::Value::as_i64)
-            .ok_or(StateFileProblem::BadField {
-                field: "step",
-                expected: "an integer",
-            })?;
-    let step = i8::try_from(step_n)
-        .ok()
-        .and_then(Step::from_i8)
-        .ok_or(StateFileProblem::BadStep { step: step_n })?;
-    let signature = match obj.get("signature") {
-        None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(serde_json::Value::String(s)) => base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .map_err(|_| StateFileProblem::BadField {
-            field: "signature",
-            expected: "standard base64",
-        })?,
-        Some(_) => {
-            return Err(StateFileProblem::BadField {
-                field: "signature",
-                expected: "a base64 string",
-            })
-        }
-    };
-    let sign_bytes = match obj.get("signbytes") {
-        None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(serde_json::Value::String(s)) => {
-            hex::decode(s).map_err(|_| StateFileProblem::BadField {
-                field: "signbytes",
-                expected: "hex",
-            })?
-        }
-        Some(_) => {
-            return Err(StateFileProblem::BadField {
-                field: "signbytes",
-                expected: "a hex string",
-            })
-        }
-    };
-    if !sign_bytes.is_empty() && signature.is_empty() {
-        return Err(StateFileProblem::SignBytesWithoutSignature);
-    }
-    Ok(SignState::new(
-        Hrs::new(height, round, step),
-        sign_bytes,
-        signature,
-    ))
-}
-
-/// The state as FilePV writes it (two-space indent, no trailing newline).
-pub fn to_json(state: &SignState) -> String {
-    let hrs = state.hrs();
-    let mut out = format!(
-        "{{\n  \"height\": \"{}\",\n  \"round\": {},\n  \"step\": {}",
-        hrs.height,
-        hrs.round,
-        hrs.step.as_i8()
-    );
-    if !state.signature().is_empty() {
-        out.push_str(",\n  \"signature\": \"");
-        base64::engine::general_purpose::STANDARD.encode_string(state.signature(), &mut out);
-        out.push('"');
-    }
-    if !state.sign_bytes().is_empty() {
-        out.push_str(",\n  \"signbytes\": \"");
-        out.push_str(&hex::encode_upper(state.sign_bytes()));
-        out.push('"');
-    }
-    out.push_str("\n}");
-    out
-}
-
 /// Read and parse a state file.
 pub fn load(path: impl AsRef<Path>) -> Result<SignState, StateFileError> {
-    read_decoded(path.as_ref()).map(|(state, _)| state)
+    read_decoded(path.as_ref()).map(|d| d.state)
 }
 
 /// The bytes of the state file at `path`, at most [`MAX_STATE_FILE_BYTES`].
@@ -371,33 +297,63 @@ fn read_file(path: &Path) -> Result<Vec<u8>, StateFileError> {
     Ok(bytes)
 }
 
-/// [`read_file`] and [`decode`]: the mark, and a slot file's save number.
-fn read_decoded(path: &Path) -> Result<(SignState, Option<u64>), StateFileError> {
+/// [`read_file`] and [`decode`].
+fn read_decoded(path: &Path) -> Result<Decoded, StateFileError> {
     decode(&read_file(path)?).map_err(|problem| StateFileError::Invalid {
         path: path.to_path_buf(),
         problem,
     })
 }
 
-/// A state file's content: the mark, its format, and for a slot file the
+/// What a state file holds: the mark, the format, and for a slot file the
 /// save number that wrote it.
-fn decode(bytes: &[u8]) -> Result<(SignState, Option<u64>), StateFileProblem> {
-    if slots::is_slot_file(bytes) {
-        return slots::decode(bytes).map(|(seq, state)| (state, Some(seq)));
-    }
-    match std::str::from_utf8(bytes) {
-        Ok(text) => parse(text).map(|s| (s, None)),
-        Err(_) => Err(StateFileProblem::NotUtf8),
-    }
+struct Decoded {
+    state: SignState,
+    format: Format,
+    seq: Option<u64>,
 }
 
-/// The format of the state file at `path`.
-pub fn format_of(path: impl AsRef<Path>) -> Result<Format, StateFileError> {
-    Ok(if slots::is_slot_file(&read_file(path.as_ref())?) {
-        Format::Slots
+/// A state file's content, its format told by the content: a slot file by
+/// its first bytes, tmkms's JSON by its `block_id` (`tmkms::detect`),
+/// FilePV's otherwise.
+fn decode(bytes: &[u8]) -> Result<Decoded, StateFileProblem> {
+    if slots::is_slot_file(bytes) {
+        let (seq, state) = slots::decode(bytes)?;
+        return Ok(Decoded {
+            state,
+            format: Format::Slots,
+            seq: Some(seq),
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| StateFileProblem::NotUtf8)?;
+    if text.trim().is_empty() {
+        return Err(StateFileProblem::Empty);
+    }
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        let (line, column) = (e.line(), e.column());
+        if e.is_eof() {
+            StateFileProblem::CutShort { line, column }
+        } else {
+            StateFileProblem::NotJson { line, column }
+        }
+    })?;
+    let obj = value.as_object().ok_or(StateFileProblem::NotObject)?;
+    let (state, format) = if tmkms::detect(obj)? {
+        (tmkms::mark(obj)?, Format::Tmkms)
     } else {
-        Format::FilePv
+        (filepv::mark(obj)?, Format::FilePv)
+    };
+    Ok(Decoded {
+        state,
+        format,
+        seq: None,
     })
+}
+
+/// The format of the state file at `path`, once its whole content has
+/// been read as that format (so a damaged file is an error here too).
+pub fn format_of(path: impl AsRef<Path>) -> Result<Format, StateFileError> {
+    read_decoded(path.as_ref()).map(|d| d.format)
 }
 
 /// Write `state` as a new state file of `format` at `path`, durably (the
@@ -412,7 +368,7 @@ pub fn write_new(
 ) -> Result<(), StateFileError> {
     let path = path.as_ref();
     let bytes = match format {
-        Format::FilePv => to_json(state).into_bytes(),
+        Format::FilePv | Format::Tmkms => to_json(state).into_bytes(),
         Format::Slots => slots::new_file(state).ok_or_else(|| StateFileError::Write {
             path: path.to_path_buf(),
             source: slots::too_large(),
@@ -436,7 +392,13 @@ pub(crate) enum Store {
 
 /// [`load`] for a signer: the mark and how to save the next one.
 pub(crate) fn open_store(path: &Path) -> Result<(SignState, Store), StateFileError> {
-    let (state, seq) = read_decoded(path)?;
+    let Decoded { state, format, seq } = read_decoded(path)?;
+    if format == Format::Tmkms {
+        return Err(StateFileError::Invalid {
+            path: path.to_path_buf(),
+            problem: StateFileProblem::TmkmsFile,
+        });
+    }
     let store = match seq {
         None => Store::FilePv,
         Some(seq) => Store::Slots(slots::SlotFile::open(path, seq).map_err(|source| {
@@ -696,6 +658,7 @@ fn unescape_mount_point(field: &str) -> Vec<u8> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::guard::{Hrs, Step};
 
     /// A new folder of its own for a test (also the signer's disk-fault
     /// tests').

@@ -12,7 +12,7 @@
 //! - [`pkcs11`]: the PKCS#11 key in SoftHSM 2 (feature `pkcs11`).
 //! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
 //!   against each other, hostile peers, CometBFT's own signer and node
-//!   sides, and tmkms.
+//!   sides, and tmkms; [`tmkms_state`]: tmkms's own state files imported.
 
 mod common;
 
@@ -30,6 +30,8 @@ mod sign_bytes_cometbft_go;
 mod signer;
 #[cfg(feature = "tokio")]
 mod tmkms;
+#[cfg(feature = "tokio")]
+mod tmkms_state;
 
 /// The crate docs' table of Cargo features is Cargo.toml's.
 #[test]

@@ -32,9 +32,9 @@ use p2p_conn_privval::{
 
 use crate::common::block;
 
-const CHAIN: &str = "tmkms-test-chain";
+pub(crate) const CHAIN: &str = "tmkms-test-chain";
 /// The consensus key tmkms is given.
-const CONSENSUS_SEED: [u8; 32] = [0x5c; 32];
+pub(crate) const CONSENSUS_SEED: [u8; 32] = [0x5c; 32];
 /// tmkms's secret-connection identity.
 const KMS_SEED: [u8; 32] = [0x6b; 32];
 /// Bound on tmkms's first dial (it starts, loads its keys, dials).
@@ -58,7 +58,7 @@ fn validator_address() -> Vec<u8> {
         .to_vec()
 }
 
-fn vote(msg_type: i32, height: i64, round: i32, block_n: u8) -> Vote {
+pub(crate) fn vote(msg_type: i32, height: i64, round: i32, block_n: u8) -> Vote {
     let mut v = crate::common::vote(msg_type, height, round, block_n, 0);
     // Distinct, with nanoseconds, so the timestamp's encoding counts.
     v.timestamp = Timestamp::new(1_700_000_000 + height * 10 + i64::from(round), 123_456_789);
@@ -67,7 +67,7 @@ fn vote(msg_type: i32, height: i64, round: i32, block_n: u8) -> Vote {
     v
 }
 
-fn proposal(height: i64, round: i32, pol_round: i32, block_n: u8) -> Proposal {
+pub(crate) fn proposal(height: i64, round: i32, pol_round: i32, block_n: u8) -> Proposal {
     let mut p = Proposal::default();
     p.msg_type = signed_msg_type::PROPOSAL;
     p.height = height;
@@ -88,7 +88,7 @@ fn verifies(sign_bytes: &[u8], sig: &[u8]) -> bool {
 /// How the node listens: `tcp://` (a secret connection; tmkms pins our
 /// node ID and we pin tmkms's) or `unix://` (plaintext).
 #[derive(Clone, Copy, Debug)]
-enum Transport {
+pub(crate) enum Transport {
     Tcp,
     Unix,
 }
@@ -96,7 +96,7 @@ enum Transport {
 /// Our node side listening (its client waits up to [`CONNECT`] for a
 /// signer) and tmkms (at `version`) dialing it, tmkms's home in a scratch
 /// folder named after `test`.
-async fn start(
+pub(crate) async fn start(
     test: &str,
     version: ProtocolVersion,
     transport: Transport,
@@ -138,7 +138,7 @@ async fn start(
 
 /// Sign `vote` and check the answer: the signature verifies over our sign
 /// bytes of what we sent, and every other field came back as sent.
-async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) {
+pub(crate) async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) {
     let what = format!("type {} at {}/{}", sent.msg_type, sent.height, sent.round);
     let signed = match node.sign_vote(CHAIN, sent.clone(), false).await {
         Ok(v) => v,
@@ -153,7 +153,7 @@ async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) {
     assert_eq!(unsigned, sent, "tmkms changed the {what} vote");
 }
 
-async fn sign_and_check_proposal(node: &SignerClient, kms: &mut Tmkms, sent: Proposal) {
+pub(crate) async fn sign_and_check_proposal(node: &SignerClient, kms: &mut Tmkms, sent: Proposal) {
     let what = format!("proposal at {}/{}", sent.height, sent.round);
     let signed = match node.sign_proposal(CHAIN, sent.clone()).await {
         Ok(p) => p,
@@ -274,7 +274,12 @@ async fn signs_over_a_unix_socket(version: ProtocolVersion, test: &str) {
 /// Requests until one succeeds, at most `tries`: a request on a
 /// connection that has just died fails, and drops it; the next accepts
 /// anew.
-async fn public_key_within(node: &SignerClient, kms: &mut Tmkms, tries: usize, why: &str) {
+pub(crate) async fn public_key_within(
+    node: &SignerClient,
+    kms: &mut Tmkms,
+    tries: usize,
+    why: &str,
+) {
     let mut failures = Vec::new();
     for _ in 0..tries {
         match node.public_key(CHAIN).await {

@@ -1,5 +1,7 @@
 //! The validator key `--key` names (and a config file's `key = "..."`):
-//! one syntax, one function to open it, [`open`].
+//! one syntax, read by [`KeySpec::parse`] and opened by [`KeySpec::open`]
+//! (the start checks the key file's or PIN file's permissions between
+//! the two).
 //!
 //! - `pkcs11:...`: a key in a PKCS#11 token, an RFC 7512 URI
 //!   ([`Pkcs11Uri`]: `pkcs11:token=LABEL;object=LABEL?module-path=/PATH&pin-source=file:/PATH`).
@@ -76,12 +78,6 @@ pub struct OpenedKey {
     pub name: String,
     /// Its Ed25519 public key.
     pub public: [u8; 32],
-}
-
-/// Open the validator key `spec` names (module docs): the one entry for
-/// `--key` and a config file's `key`.
-pub fn open(spec: &str) -> Result<OpenedKey, CliError> {
-    KeySpec::parse(spec)?.open()
 }
 
 #[cfg(test)]

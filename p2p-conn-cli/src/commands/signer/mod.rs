@@ -1,59 +1,98 @@
-//! `p2p-conn signer`: a reference remote signer. It dials one or more
-//! CometBFT nodes' `priv_validator_laddr`, serves its validator key with
-//! the library's [`GuardedSigner`] (FilePV's double-sign rules, the
-//! high-water mark written to the state file, synced and renamed into
-//! place, before a signature leaves) over one [`SignerEndpoint`] per node
-//! (dial, retry, reconnect), all through one [`SharedSigner`] (one guard,
-//! one state file, one request at a time across the nodes), and
-//! reports what it does: a line per connection and a stats line (human
-//! mode, stderr), or a JSON object per event (`--json`, stdout). A node
-//! refused because another node got that step signed first (a standby)
-//! is summarised once a minute, not told per request (`standby.rs`).
+//! `p2p-conn signer`: a remote signer for CometBFT validators. It dials
+//! one or more CometBFT nodes' `priv_validator_laddr` and serves each
+//! chain's validator key with the library's [`GuardedSigner`] (FilePV's
+//! double-sign rules, the high-water mark written to the state file,
+//! synced, before a signature leaves) over one [`SignerEndpoint`] per node
+//! (dial, retry, reconnect), each node through its chain's
+//! [`SharedSigner`] (one guard, one state file, one request at a time
+//! across that chain's nodes), and reports what it does: a line per
+//! connection and a stats line (human mode, stderr), or a JSON object per
+//! event (`--json`, stdout). A node refused because another node got that
+//! step signed first (a standby) is summarised once a minute, not told per
+//! request (`standby.rs`).
 //!
-//! The validator key is a `priv_validator_key.json` (then it is on disk
-//! and in this process's memory: for tests and testnets) or a key in a
-//! PKCS#11 token, which signs and never hands the key out; `--key` names
-//! either, one syntax for the flag and a config file (`key.rs`). Nothing
-//! here is hardened against an attacker on the signer's own machine.
+//! [`GuardedSigner`]: p2p_conn_privval::GuardedSigner
+//! [`SignerEndpoint`]: p2p_conn_privval::endpoint::SignerEndpoint
+//! [`SharedSigner`]: p2p_conn_privval::SharedSigner
+//!
+//! A key file (`--key FILE`) is on disk and in this process's memory, as
+//! with CometBFT's FilePV: whoever can read the file, or this process's
+//! memory, can sign as the validator. A key in a PKCS#11 token (`--key
+//! pkcs11:...`) stays in the token, which signs. `--key` names either, one
+//! syntax for the flag and a config file's `key` (`key.rs`). The start
+//! refuses a key file, a PIN file or a state file others may read or write
+//! (`crate::private_file`).
 //!
 //! It fails closed on an operator's mistakes: a `node_key.json` given as
-//! `--key` (the library's
-//! [`load_validator_key`](p2p_conn_privval::load_validator_key) refuses
-//! it), no chain named (`--chain-id`, or `--any-chain` on purpose), a state file with a
-//! second name (the library's [`GuardedSigner::open`]). Every line and
+//! `--key` (the library's [`p2p_conn_privval::load_validator_key`] refuses it), no chain
+//! named (`--chain-id`, or `--any-chain` on purpose), a state file with a
+//! second name (the library's
+//! [`GuardedSigner::open`](p2p_conn_privval::GuardedSigner::open)). Every line and
 //! event carries the wall-clock time (RFC 3339, UTC); a long outage is
 //! told every `--disconnected-every` seconds; the stats name the last
 //! height, round and step signed, and when.
 //!
+//! What it serves comes from the flags (one chain) or a config file
+//! (`--config`, `config.rs`: several chains, each with its own key, guard
+//! and state file); both give one [`plan::Plan`], and the start
+//! (`start.rs`) and the node tasks (`fleet.rs`) take only that.
+//!
 //! It runs until SIGINT or SIGTERM, then prints the final stats and exits
-//! 0. Failures before it serves (flags, the key, the state file, the
+//! 0; SIGHUP reloads the config file's node list (`fleet.rs`). Failures
+//! before it serves (flags, the config, the key file, the state file, the
 //! connection key) exit 1; see docs/operator-manual.md, "Remote signer".
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use base64::Engine as _;
-use p2p_conn::{keyfile, Identity, NodeId, PublicKey};
-use p2p_conn_privval::endpoint::{Address, SignerEndpoint, StatsHandle};
-use p2p_conn_privval::{state_file, GuardedSigner, SharedSigner, SignerError, ValidatorKey};
-use serde_json::json;
 
 use crate::conn;
 use crate::error::CliError;
-use metrics::SignWatch;
-use recording::{Mark, Recording, SharedMark, Slot};
-use report::{print_standby, print_stats, Out, Reporter};
-use standby::{Standby, SUMMARY_EVERY};
+use crate::exporter::Exporter;
+use fleet::{Fleet, Views};
+use plan::Plan;
+use report::{print_standby, print_stats, Out};
+use signals::{Signal, Signals};
+use standby::SUMMARY_EVERY;
 
-pub mod key;
+mod config;
+mod fleet;
+mod key;
 mod metrics;
+mod plan;
 mod recording;
 mod report;
+mod signals;
 mod standby;
+mod start;
+
+/// The flags that name chains, nodes and output: a config file names
+/// them instead, so `--config` refuses each.
+const PLAN_FLAGS: [&str; 13] = [
+    "node",
+    "key",
+    "state",
+    "create_state",
+    "chain_id",
+    "any_chain",
+    "node_id",
+    "identity",
+    "json",
+    "stats_every",
+    "disconnected_every",
+    "metrics",
+    "slow_sign_ms",
+];
 
 #[derive(clap::Args)]
 pub struct SignerArgs {
+    /// A config file (TOML): the chains (each its chain ID, key and state
+    /// file), the nodes (each its address and chain), the identity, the
+    /// output and [metrics]. One process serves every chain in it, each
+    /// with its own double-sign guard and state file. SIGHUP reloads its
+    /// node list. Replaces every other flag (docs/operator-manual.md, "The
+    /// config file")
+    #[arg(long, conflicts_with_all = PLAN_FLAGS)]
+    config: Option<PathBuf>,
     /// The node's priv_validator_laddr: tcp://HOST:PORT (a secret
     /// connection), unix://PATH (plaintext) or, for CometBFT v0.40 nodes,
     /// noise://NODE_PEER_ID@IP:PORT (libp2p Noise; NODE_PEER_ID is what
@@ -62,24 +101,27 @@ pub struct SignerArgs {
     /// Repeat it to serve several nodes (a validator on more than one node,
     /// any mix of transports) from one double-sign guard and one state
     /// file
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "config")]
     node: Vec<String>,
     /// The validator key (Ed25519): the path of a CometBFT
-    /// priv_validator_key.json, or a key in a PKCS#11 token (an HSM,
-    /// SoftHSM) as an RFC 7512 URI,
+    /// priv_validator_key.json (on disk and in this process's memory), or
+    /// a key in a PKCS#11 token (an HSM, SoftHSM) as an RFC 7512 URI,
     /// 'pkcs11:token=LABEL;object=LABEL?module-path=/PATH/module.so&pin-source=file:/PATH/pin'
     /// (id=%01 for the object's CKA_ID, slot-id=N for the slot;
-    /// &x-pub-key=BASE64 checks the token's public key). The PIN is read
-    /// from the pin-source file (mode 600); pin-value is refused
-    #[arg(long)]
-    key: String,
+    /// &x-pub-key=BASE64 checks the token's public key); pin-value is
+    /// refused. The key file, or the PIN file, is refused if the group or
+    /// others may read or write it (chmod 600)
+    #[arg(long, required_unless_present = "config")]
+    key: Option<String>,
     /// The high-water mark, saved before every new signature is sent: a
     /// p2p-conn slot state file (one fdatasync per signature; `p2p-conn
     /// state import` makes one from a priv_validator_state.json) or a
     /// CometBFT priv_validator_state.json (rewritten: a new file, synced,
-    /// renamed into place). Must exist unless --create-state
-    #[arg(long)]
-    state: PathBuf,
+    /// renamed into place). Must exist unless --create-state. Refused if
+    /// the group or others may read or write it (chmod 600), or write its
+    /// folder (chmod go-w)
+    #[arg(long, required_unless_present = "config")]
+    state: Option<PathBuf>,
     /// Create --state (height 0, nothing signed) if it does not exist: a
     /// priv_validator_state.json if its name ends in .json, else a slot
     /// state file. Only for a key that has never signed on any chain: a
@@ -88,7 +130,7 @@ pub struct SignerArgs {
     create_state: bool,
     /// Serve only this chain: requests for any other are refused. Required,
     /// unless --any-chain
-    #[arg(long, required_unless_present = "any_chain")]
+    #[arg(long, required_unless_present_any = ["any_chain", "config"])]
     chain_id: Option<String>,
     /// Serve every chain, with one high-water mark for all (a key that
     /// signs for one chain should name it with --chain-id)
@@ -98,7 +140,7 @@ pub struct SignerArgs {
     /// CometBFT nodes use a fresh key for priv_validator_laddr at every
     /// start, so this suits nodes that keep theirs (p2p-conn's node side)
     #[arg(long)]
-    node_id: Option<NodeId>,
+    node_id: Option<p2p_conn::NodeId>,
     /// The signer's own identity, a node_key.json (`p2p-conn keygen`
     /// makes one; never the validator key). Required on noise://: the
     /// node's laddr names its libp2p peer ID (`p2p-conn id --libp2p
@@ -111,282 +153,87 @@ pub struct SignerArgs {
     #[arg(long)]
     json: bool,
     /// Print the stats every this many seconds (0: only at exit)
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = plan::DEFAULT_STATS_EVERY)]
     stats_every: f64,
     /// While no node is connected, say so every this many seconds (after
     /// the first three failed dials, which are each told)
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = plan::DEFAULT_DISCONNECTED_EVERY)]
     disconnected_every: f64,
-    /// Serve Prometheus metrics at http://ADDR/metrics: requests, errors
-    /// and latency per node and request kind, connects, reconnects and
-    /// standby refusals per node, and the median of the last 50 signatures
+    /// Serve Prometheus metrics at http://ADDR/metrics, each labelled with
+    /// the chain: requests, errors and latency per node and request kind,
+    /// connects, reconnects and standby refusals per node, the median of
+    /// the last 50 signatures, the last signature's time and height, and
+    /// the missed heights (no precommit signed between two that have one)
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
     /// Warn (and set the p2p_conn_signer_sign_slow metric) when the median
     /// latency of the last 50 signatures, every node's, passes this many
     /// milliseconds, and say when it comes back under
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = plan::DEFAULT_SLOW_SIGN_MS)]
     slow_sign_ms: f64,
-}
-
-/// Open the state file, creating it first with `--create-state`.
-fn open_state(args: &SignerArgs, key: Box<dyn ValidatorKey>) -> Result<GuardedSigner, CliError> {
-    let path = &args.state;
-    let exists = std::fs::symlink_metadata(path).is_ok();
-    if !exists {
-        if !args.create_state {
-            return Err(CliError::usage(format!(
-                "state file {} does not exist. Bring the validator's own \
-                 priv_validator_state.json (from the node's data/ folder, with the node \
-                 stopped), or, for a key that has never signed, pass --create-state to \
-                 start one at height 0",
-                path.display()
-            )));
-        }
-        state_file::write_new(path, &Default::default(), format_for_name(path))
-            .map_err(SignerError::from)?;
-    }
-    let signer = GuardedSigner::open(key, path)?;
-    Ok(match &args.chain_id {
-        Some(id) => signer.with_chain_id(id.clone()),
-        // clap makes --any-chain the only way here.
-        None => signer,
-    })
-}
-
-/// The format `--create-state` (and `state import`) makes for `path`: a
-/// name ending in `.json` is FilePV's `priv_validator_state.json`, any
-/// other p2p-conn's slot file (one sync per signature).
-fn format_for_name(path: &std::path::Path) -> state_file::Format {
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-    {
-        state_file::Format::FilePv
-    } else {
-        state_file::Format::Slots
-    }
 }
 
 /// `p2p-conn signer`: see the module docs.
 pub fn run(args: SignerArgs) -> Result<(), CliError> {
-    let addresses: Vec<Address> = args
-        .node
-        .iter()
-        .map(|n| {
-            n.parse()
-                .map_err(|e| CliError::usage(format!("--node {n}: {e}")))
-        })
-        .collect::<Result<_, _>>()?;
-    for (i, a) in addresses.iter().enumerate() {
-        if addresses[..i].contains(a) {
-            return Err(CliError::usage(format!(
-                "--node {a} is given twice: one connection per node"
-            )));
-        }
-    }
-    let stats_every = if args.stats_every == 0.0 {
-        None
-    } else {
-        Some(conn::seconds("--stats-every", args.stats_every)?)
+    let (plan, config) = match &args.config {
+        Some(path) => (
+            config::load(path).map_err(|e| CliError::usage(e.to_string()))?,
+            Some(path.clone()),
+        ),
+        None => (plan::from_flags(&args)?, None),
     };
-    let disconnected_every = conn::seconds("--disconnected-every", args.disconnected_every)?;
-    let slow_sign = conn::seconds("--slow-sign-ms", args.slow_sign_ms / 1e3)
-        .map_err(|_| CliError::usage("--slow-sign-ms must be a positive number of milliseconds"))?;
-    if args.node_id.is_some() && addresses.len() > 1 {
-        return Err(CliError::usage(
-            "--node-id with several --node: pin each node in its own address, tcp://ID@HOST:PORT",
-        ));
-    }
-    let mut node_ids = Vec::new();
-    for address in &addresses {
-        node_ids.push(match address {
-            // `tcp://ID@HOST:PORT` and `--node-id` must agree.
-            Address::Tcp { node_id, .. } => conn::expected_id(args.node_id, *node_id)?,
-            Address::Unix(_) if args.node_id.is_some() => {
-                return Err(CliError::usage(
-                    "--node-id needs a tcp:// address: unix:// connections are not authenticated",
-                ))
-            }
-            Address::Noise { .. } if args.node_id.is_some() => {
-                return Err(CliError::usage(
-                    "--node-id is for tcp://: a noise:// address names the node's peer ID itself",
-                ))
-            }
-            _ => None,
-        });
-    }
-    let all_unix = addresses.iter().all(|a| matches!(a, Address::Unix(_)));
-    let any_noise = addresses.iter().any(|a| matches!(a, Address::Noise { .. }));
-    if args.identity.is_some() && all_unix {
-        return Err(CliError::usage(
-            "--identity needs a tcp:// or noise:// address: unix:// connections are plaintext",
-        ));
-    }
-    if args.identity.is_none() && any_noise {
-        return Err(CliError::usage(
-            "noise:// needs --identity FILE: the node's priv_validator_laddr names the \
-             signer's peer ID, so the signer's key must be the same at every start \
-             (`p2p-conn keygen --out FILE` makes one, `p2p-conn id --libp2p --key FILE` prints its ID)",
-        ));
-    }
+    serve(plan, config)
+}
+
+/// Serve `plan` until a signal stops it; `config`, the file it came from,
+/// is reloaded on SIGHUP.
+fn serve(plan: Plan, config: Option<PathBuf>) -> Result<(), CliError> {
+    let output = plan.output.clone();
     // Taken before anything is created or served: a busy port stops the
     // start.
     let metrics =
-        match args.metrics {
+        match output.metrics {
             Some(addr) => Some(metrics::bind(addr).map_err(|e| {
                 CliError::usage(format!("--metrics {addr}: cannot listen there: {e}"))
             })?),
             None => None,
         };
-    // Every file is read before `--create-state` may write one.
-    let opened = key::open(&args.key)?;
-    let identity = match &args.identity {
-        Some(path) => keyfile::load(path)?,
-        None => Identity::generate(),
-    };
-    if identity.public_key().as_bytes() == &opened.public {
-        return Err(CliError::usage(
-            "--identity is the validator key: the connection identity must be a key of its own \
-             (`p2p-conn keygen --out FILE`)",
-        ));
-    }
-    let validator = PublicKey::from_bytes(opened.public);
-    let address_hex = hex::encode_upper(validator.node_id().as_bytes());
-    let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
-    let (backend, key_name) = (opened.backend, opened.name);
-    let signer = open_state(&args, opened.key)?;
-    let mark = signer.state().hrs();
-
     let out = Out {
-        json: args.json,
+        json: output.json,
         started: Instant::now(),
     };
-    let shown: Vec<String> = addresses.iter().map(ToString::to_string).collect();
-    if out.json {
-        out.json(
-            "start",
-            json!({
-                "node": shown[0],
-                "nodes": shown,
-                "validator_address": address_hex,
-                "pub_key": pub_key,
-                "key": { "backend": backend, "name": key_name },
-                "chain_id": args.chain_id,
-                "state_file": args.state.display().to_string(),
-                "state": { "height": mark.height, "round": mark.round, "step": mark.step.as_i8() },
-                "connection_id": identity.node_id().to_string(),
-                "peer_id": identity.public_key().peer_id().to_string(),
-            }),
-        );
-    } else {
-        let chain = args.chain_id.as_deref().unwrap_or("any chain: --any-chain");
-        out.text(&format!(
-            "signer for validator {address_hex} ({chain}); key ({backend}) {key_name}; \
-             state {}: {mark}; dialing {}",
-            args.state.display(),
-            shown.join(", ")
-        ));
-        if backend == "file" {
-            out.text("a software signer for tests and testnets: the key is in memory and on disk");
-        } else {
-            out.text("the validator key stays in the token: the signer has it sign, nothing more");
-        }
-    }
-
-    let shared_mark: SharedMark = Arc::new(Mutex::new(Mark {
-        hrs: mark,
-        at: None,
-        by: None,
-    }));
-    // One guard and one state file for every node: each endpoint serves
-    // through its own clone, one request at a time across all.
-    let shared = SharedSigner::new(signer);
-    let watch = SignWatch::new(slow_sign);
-    let many = addresses.len() > 1;
-    let mut nodes = Vec::new();
-    let mut standbys = Vec::new();
-    for (index, ((address, node_id), shown)) in
-        addresses.into_iter().zip(node_ids).zip(&shown).enumerate()
-    {
-        let slot: Slot = Arc::default();
-        let standby: Arc<Standby> = Arc::default();
-        standbys.push((shown.clone(), standby.clone()));
-        let signer = Recording {
-            inner: shared.clone(),
-            slot: slot.clone(),
-            mark: shared_mark.clone(),
-            node: index,
-            standby: standby.clone(),
-        };
-        let noise_self = matches!(address, Address::Noise { .. })
-            .then(|| identity.public_key().peer_id().to_string());
-        // Dial every 50 ms at first, then up to every 500 ms: well within
-        // the 3 s a starting node waits for its signer (docs/operator-manual.md).
-        let mut endpoint = SignerEndpoint::new(address, identity.clone())
-            .retry(Duration::from_millis(50), Duration::from_millis(500));
-        if let Some(id) = node_id {
-            endpoint = endpoint.expect_node(id);
-        }
-        let mut reporter = Reporter::new(
-            out.clone(),
-            slot,
-            shown.clone(),
-            disconnected_every,
-            noise_self,
-            watch.clone(),
-            standby,
-        );
-        let endpoint = endpoint.on_event(move |e| reporter.report(e));
-        let stats = endpoint.stats();
-        let label = many.then(|| shown.clone());
-        nodes.push((endpoint, signer, stats, label));
-    }
-    let views: Vec<(StatsHandle, Option<String>)> = nodes
-        .iter()
-        .map(|(_, _, stats, label)| (stats.clone(), label.clone()))
-        .collect();
+    let (chains, identity) = start::open(&plan, &out)?;
+    let exporter = Exporter::new();
+    let mut fleet = Fleet::new(out.clone(), identity, exporter.clone(), chains, plan);
+    let views = fleet.views.clone();
 
     let rt = conn::runtime()?;
     let stopped_by = rt.block_on(async {
-        let ticker = stats_every.map(|every| {
-            tokio::spawn(tick(out.clone(), views.clone(), shared_mark.clone(), every))
-        });
-        let summaries = tokio::spawn(summarise(out.clone(), standbys.clone()));
         // Listen for the signals before the first connection: a signal
         // that comes once requests are served must stop it cleanly.
-        let mut stop = match Shutdown::listen() {
-            Ok(stop) => stop,
-            Err(e) => return Err(CliError::Io(e)),
-        };
-        let mut serving = tokio::task::JoinSet::new();
+        let mut signals = Signals::listen().map_err(CliError::Io)?;
+        fleet.start();
+        let ticker = output
+            .stats_every
+            .map(|every| tokio::spawn(tick(out.clone(), views.clone(), every)));
+        let summaries = tokio::spawn(summarise(out.clone(), views.clone()));
         if let Some(listener) = metrics {
             let listener = tokio::net::TcpListener::from_std(listener).map_err(CliError::Io)?;
-            let named = standbys
-                .iter()
-                .zip(&views)
-                .map(|((name, standby), (stats, _))| (stats.clone(), name.clone(), standby.clone()))
-                .collect();
-            tokio::spawn(metrics::serve(listener, named, watch.clone()));
+            tokio::spawn(metrics::serve(listener, exporter, fleet.sources()));
         }
-        for (endpoint, mut signer, _, _) in nodes {
-            serving.spawn(async move { endpoint.run(&mut signer).await });
-        }
-        let r = tokio::select! {
-            r = serving.join_next() => match r {
-                Some(Ok(Ok(never))) => match never {},
-                Some(Ok(Err(e))) => Err(CliError::from(e)),
-                Some(Err(e)) => Err(CliError::Io(std::io::Error::other(e))),
-                None => unreachable!("at least one --node"),
-            },
-            s = stop.wait() => Ok(s),
+        let r = loop {
+            tokio::select! {
+                e = fleet.failed() => break Err(e),
+                s = signals.next() => match s {
+                    Signal::Stop(name) => break Ok(name),
+                    Signal::Reload => match &config {
+                        Some(path) => fleet.reload(path),
+                        None => say(&out, "SIGHUP ignored: no --config to reload the node list from"),
+                    },
+                },
+            }
         };
-        // Wait for the aborted tasks to end: a task running on another
-        // worker when aborted finishes its step (a request being served
-        // prints its `served` line) before it is dropped, and the final
-        // stats must come after every event.
-        serving.abort_all();
-        while serving.join_next().await.is_some() {}
+        fleet.stop().await;
         if let Some(t) = ticker {
             t.abort();
             let _ = t.await;
@@ -395,17 +242,18 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
         let _ = summaries.await;
         r
     });
+    let nodes = fleet::snapshot(&views);
     // What the last minute's summaries have not told yet.
-    for (node, standby) in &standbys {
-        if let Some(s) = standby.take_summary() {
-            print_standby(&out, node, &s);
+    for (view, _) in &nodes {
+        if let Some(s) = view.standby.take_summary() {
+            print_standby(&out, &view.shown, &s);
         }
     }
-    for (stats, label) in &views {
+    for (view, label) in &nodes {
         print_stats(
             &out,
-            &stats.snapshot(),
-            &shared_mark,
+            &view.stats.snapshot(),
+            &view.mark,
             true,
             label.as_deref(),
         );
@@ -421,75 +269,43 @@ pub fn run(args: SignerArgs) -> Result<(), CliError> {
     }
 }
 
-async fn tick(
-    out: Out,
-    nodes: Vec<(StatsHandle, Option<String>)>,
-    mark: SharedMark,
-    every: Duration,
-) {
+/// A line, or a `notice` event with `--json`.
+fn say(out: &Out, line: &str) {
+    if out.json {
+        out.json("notice", serde_json::json!({ "message": line }));
+    } else {
+        out.text(line);
+    }
+}
+
+async fn tick(out: Out, views: Views, every: Duration) {
     let mut interval = tokio::time::interval(every);
     interval.tick().await; // the first tick is at once
     loop {
         interval.tick().await;
-        for (stats, label) in &nodes {
-            print_stats(&out, &stats.snapshot(), &mark, false, label.as_deref());
+        for (view, label) in fleet::snapshot(&views) {
+            print_stats(
+                &out,
+                &view.stats.snapshot(),
+                &view.mark,
+                false,
+                label.as_deref(),
+            );
         }
     }
 }
 
 /// Every [`SUMMARY_EVERY`], one line per node refused as standby since
 /// the last (standby.rs).
-async fn summarise(out: Out, nodes: Vec<(String, Arc<Standby>)>) {
+async fn summarise(out: Out, views: Views) {
     let mut interval = tokio::time::interval(SUMMARY_EVERY);
     interval.tick().await; // the first tick is at once
     loop {
         interval.tick().await;
-        for (node, standby) in &nodes {
-            if let Some(s) = standby.take_summary() {
-                print_standby(&out, node, &s);
+        for (view, _) in fleet::snapshot(&views) {
+            if let Some(s) = view.standby.take_summary() {
+                print_standby(&out, &view.shown, &s);
             }
         }
-    }
-}
-
-/// SIGINT and SIGTERM (Ctrl-C elsewhere), listened for from
-/// [`Shutdown::listen`] on.
-#[cfg(unix)]
-struct Shutdown {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-}
-
-#[cfg(unix)]
-impl Shutdown {
-    fn listen() -> std::io::Result<Shutdown> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Shutdown {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
-        })
-    }
-
-    /// The name of the first signal that came.
-    async fn wait(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.int.recv() => "SIGINT",
-            _ = self.term.recv() => "SIGTERM",
-        }
-    }
-}
-
-#[cfg(not(unix))]
-struct Shutdown;
-
-#[cfg(not(unix))]
-impl Shutdown {
-    fn listen() -> std::io::Result<Shutdown> {
-        Ok(Shutdown)
-    }
-
-    async fn wait(&mut self) -> &'static str {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C"
     }
 }

@@ -1,8 +1,11 @@
 //! What the signer says: a line per connection and a stats line (text on
 //! stderr), or a JSON object per event (`--json`, stdout), each with the
-//! wall-clock time; outages told while they last.
+//! wall-clock time and a [`Level`]; outages told while they last. The
+//! events worth an alert are `warn` or `error` under a stable `event`
+//! name (docs/operator-manual.md, "Logs to alert on").
 
 use std::io::Write;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -10,8 +13,8 @@ use p2p_conn_privval::endpoint::{EndpointStats, KindStats, RequestKind, SignerEv
 use p2p_conn_privval::guard::{Hrs, Step};
 use serde_json::{json, Value};
 
-use super::metrics::{Change, SignWatch, WINDOW};
-use super::recording::{SharedMark, Slot};
+use super::metrics::{Change, Meters, WINDOW};
+use super::recording::{Outcome, SharedMark, Slot};
 use super::standby::{Standby, Summary};
 use crate::output::plural::count;
 use crate::wall_clock;
@@ -25,11 +28,47 @@ pub(super) struct Out {
     pub(super) started: Instant,
 }
 
+/// How much an event matters: `info` (what the signer does), `warn`
+/// (worth a look: a lost connection, slow signing) or `error` (worth an
+/// alert: a refusal that is not a standby node's, a state file or key
+/// failure, no node connected). JSON says `level`; a text line has it
+/// after the time (`INFO`, `WARN`, `ERROR`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+impl Level {
+    fn json(self) -> &'static str {
+        match self {
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Level::Info => "INFO",
+            Level::Warn => "WARN",
+            Level::Error => "ERROR",
+        }
+    }
+}
+
 impl Out {
-    /// One JSON line (with `event`, `time` and the seconds since start) on
-    /// stdout, flushed at once.
-    pub(super) fn json(&self, event: &str, mut v: Value) {
+    /// One `info` JSON line: see [`Out::json_at`].
+    pub(super) fn json(&self, event: &str, v: Value) {
+        self.json_at(Level::Info, event, v)
+    }
+
+    /// One JSON line (with `event`, `level`, `time` and the seconds since
+    /// start) on stdout, flushed at once.
+    pub(super) fn json_at(&self, level: Level, event: &str, mut v: Value) {
         v["event"] = json!(event);
+        v["level"] = json!(level.json());
         v["time"] = json!(wall_clock::now());
         v["t"] = json!(round3(self.started.elapsed().as_secs_f64()));
         let mut out = std::io::stdout().lock();
@@ -39,9 +78,14 @@ impl Out {
         let _ = out.flush();
     }
 
-    /// One text line on stderr, after the wall-clock time.
+    /// One `info` text line: see [`Out::text_at`].
     pub(super) fn text(&self, line: &str) {
-        eprintln!("{} {line}", wall_clock::now());
+        self.text_at(Level::Info, line)
+    }
+
+    /// One text line on stderr, after the wall-clock time and the level.
+    pub(super) fn text_at(&self, level: Level, line: &str) {
+        eprintln!("{} {} {line}", wall_clock::now(), level.text());
     }
 }
 
@@ -93,12 +137,21 @@ pub(super) struct Reporter {
     outage: Option<Outage>,
     /// Our libp2p peer ID, on `noise://`.
     noise_self: Option<String>,
-    /// The slow-signing watch, every node's.
-    watch: Arc<SignWatch>,
+    /// The slow-signing watch (every node's) and this node's latencies.
+    meters: Meters,
     /// Requests served on the current connection.
     served_here: u64,
     /// This node's standby refusals (told once, then summarised).
     standby: Arc<Standby>,
+    /// Connected now (counted in `meters.connected`).
+    up: bool,
+}
+
+impl Drop for Reporter {
+    /// A node no longer served is no longer connected.
+    fn drop(&mut self) {
+        self.set_up(false);
+    }
 }
 
 impl Reporter {
@@ -108,11 +161,11 @@ impl Reporter {
         address: String,
         every: Duration,
         noise_self: Option<String>,
-        watch: Arc<SignWatch>,
+        meters: Meters,
         standby: Arc<Standby>,
     ) -> Reporter {
         Reporter {
-            watch,
+            meters,
             standby,
             out,
             slot,
@@ -120,11 +173,24 @@ impl Reporter {
             every,
             noise_self,
             served_here: 0,
+            up: false,
             // Disconnected from the start until the first connection.
             outage: Some(Outage {
                 since: Instant::now(),
                 next_tell: every,
             }),
+        }
+    }
+
+    /// Count this node in or out of the nodes connected now.
+    fn set_up(&mut self, up: bool) {
+        if up != self.up {
+            self.up = up;
+            if up {
+                self.meters.connected.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.meters.connected.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -154,7 +220,8 @@ impl Reporter {
                     "--node takes the address in the node's priv_validator_laddr, not its RPC",
                 );
                 if out.json {
-                    out.json(
+                    out.json_at(
+                        Level::Warn,
                         "connect_failed",
                         json!({
                             "attempt": attempt,
@@ -165,9 +232,12 @@ impl Reporter {
                     );
                 } else if *attempt <= TOLD_ATTEMPTS {
                     let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
-                    out.text(&format!(
-                        "cannot connect to {address} (attempt {attempt}): {error}{hint}; retrying"
-                    ));
+                    out.text_at(
+                        Level::Warn,
+                        &format!(
+                            "cannot connect to {address} (attempt {attempt}): {error}{hint}; retrying"
+                        ),
+                    );
                 }
                 self.still_disconnected(*attempt, error);
             }
@@ -188,6 +258,7 @@ impl Reporter {
                         (None, None) => out.text(&format!("connected to {address}")),
                     }
                 }
+                self.set_up(true);
             }
             SignerEvent::Disconnected { reason } => {
                 // A noise:// node closes a signer it does not allow right
@@ -199,14 +270,23 @@ impl Reporter {
                     )),
                     _ => None,
                 };
+                let warn = Level::Warn;
                 if out.json {
-                    out.json("disconnected", json!({ "reason": reason, "hint": hint }));
+                    out.json_at(
+                        warn,
+                        "disconnected",
+                        json!({ "reason": reason, "hint": hint }),
+                    );
                 } else if let Some(hint) = hint {
-                    out.text(&format!("disconnected: {reason} ({hint}); dialing again"));
+                    out.text_at(
+                        warn,
+                        &format!("disconnected: {reason} ({hint}); dialing again"),
+                    );
                 } else {
-                    out.text(&format!("disconnected: {reason}; dialing again"));
+                    out.text_at(warn, &format!("disconnected: {reason}; dialing again"));
                 }
                 self.disconnected();
+                self.set_up(false);
             }
             SignerEvent::Served {
                 kind,
@@ -217,29 +297,47 @@ impl Reporter {
                 error,
             } => {
                 self.served_here += 1;
+                self.meters.latency.record(*kind, *latency);
                 // Told after this request's own line.
                 let change = if error.is_none()
                     && matches!(kind, RequestKind::SignVote | RequestKind::SignProposal)
                 {
-                    self.watch.push(*latency)
+                    self.meters.watch.push(*latency)
                 } else {
                     None
                 };
-                let signed = self
+                let outcome = self
                     .slot
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
+                let (signed, failed) = match outcome {
+                    Some(Outcome::Signed(s)) => (Some(s), None),
+                    Some(Outcome::Failed(kind)) => (None, Some(kind)),
+                    None => (None, None),
+                };
                 let step = step(*kind, *msg_type);
                 // Refused because another node's signature passed it:
                 // counted and summarised, told only the first time.
                 let standby = self.standby.take_flag();
+                let error_kind = error.as_deref().map(|e| match failed {
+                    Some(kind) => kind,
+                    None if signed.is_some() || e.contains("response was not sent") => "not_sent",
+                    None if *kind == RequestKind::Other => "not_a_request",
+                    None => "other",
+                });
+                let level = match (error_kind, standby) {
+                    (None, _) | (_, Some(_)) => Level::Info,
+                    (Some("not_sent"), _) => Level::Warn,
+                    _ => Level::Error,
+                };
                 if out.json {
                     // A signature made but not sent (`error` says so) is
                     // shown too: it is on record in the state file.
                     let signature = signed.as_ref().map(|s| hex::encode(&s.signature));
                     let sign_bytes = signed.as_ref().map(|s| hex::encode_upper(&s.sign_bytes));
-                    out.json(
+                    out.json_at(
+                        level,
                         "served",
                         json!({
                             "node": self.address,
@@ -250,6 +348,7 @@ impl Reporter {
                             "step": step.map(|s| s.as_i8()),
                             "latency_ms": ms(*latency),
                             "error": error,
+                            "error_kind": error_kind,
                             "standby": standby.is_some(),
                             "signature": signature,
                             "sign_bytes": sign_bytes,
@@ -270,7 +369,7 @@ impl Reporter {
                         Some(_) => format!("{kind} height {height} round {round} type {msg_type}"),
                         None => kind.to_string(),
                     };
-                    out.text(&format!("refused or failed: {what}: {error}"));
+                    out.text_at(level, &format!("refused or failed: {what}: {error}"));
                 }
                 if let Some(change) = change {
                     self.tell_slow(change);
@@ -286,13 +385,18 @@ impl Reporter {
 
     /// Say that the median of the last signatures crossed the threshold.
     fn tell_slow(&self, change: Change) {
-        let threshold = self.watch.threshold();
+        let threshold = self.meters.watch.threshold();
         let (event, median) = match change {
             Change::Slow(m) => ("slow_signing", m),
             Change::Recovered(m) => ("signing_recovered", m),
         };
+        let level = match change {
+            Change::Slow(_) => Level::Warn,
+            Change::Recovered(_) => Level::Info,
+        };
         if self.out.json {
-            self.out.json(
+            self.out.json_at(
+                level,
                 event,
                 json!({
                     "median_ms": ms(median),
@@ -301,13 +405,16 @@ impl Reporter {
                 }),
             );
         } else if matches!(change, Change::Slow(_)) {
-            self.out.text(&format!(
-                "warning: the median of the last {} signatures is {:.2} ms, above {:.2} ms \
-                 (--slow-sign-ms): check the state file's disk and this host's load",
-                WINDOW,
-                median.as_secs_f64() * 1e3,
-                threshold.as_secs_f64() * 1e3
-            ));
+            self.out.text_at(
+                level,
+                &format!(
+                    "the median of the last {} signatures is {:.2} ms, above {:.2} ms \
+                     (--slow-sign-ms): check the state file's disk and this host's load",
+                    WINDOW,
+                    median.as_secs_f64() * 1e3,
+                    threshold.as_secs_f64() * 1e3
+                ),
+            );
         } else {
             self.out.text(&format!(
                 "the median of the last {} signatures is back to {:.2} ms, under {:.2} ms",
@@ -331,23 +438,40 @@ impl Reporter {
         while outage.next_tell <= lasted {
             outage.next_tell += self.every;
         }
+        // No node of the validator connected: nothing can be signed.
+        let connected = self.meters.connected.load(Ordering::Relaxed);
+        let level = if connected == 0 {
+            Level::Error
+        } else {
+            Level::Warn
+        };
         if self.out.json {
-            self.out.json(
+            self.out.json_at(
+                level,
                 "still_disconnected",
                 json!({
                     "node": self.address,
                     "disconnected_s": round3(lasted.as_secs_f64()),
                     "attempts": attempts,
                     "last_error": last_error,
+                    "connected_nodes": connected,
                 }),
             );
         } else {
-            self.out.text(&format!(
-                "still disconnected from {} for {} ({}; last: {last_error})",
-                self.address,
-                span(lasted),
-                count(attempts, "attempt", "attempts")
-            ));
+            let none = if connected == 0 {
+                "; no node is connected: nothing can be signed"
+            } else {
+                ""
+            };
+            self.out.text_at(
+                level,
+                &format!(
+                    "still disconnected from {} for {} ({}; last: {last_error}){none}",
+                    self.address,
+                    span(lasted),
+                    count(attempts, "attempt", "attempts")
+                ),
+            );
         }
     }
 }

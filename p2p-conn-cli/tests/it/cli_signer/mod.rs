@@ -45,13 +45,33 @@ fn validator_key(dir: &Path) -> (PathBuf, Identity) {
     let mut seed = [0u8; 32];
     rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut seed);
     let (json, id) = validator_key_json(seed);
-    std::fs::write(&path, json).unwrap();
+    write_private(&path, json.as_bytes());
     (path, id)
 }
 
+/// Write `bytes` to a file at `path` (mode 0600 if new) that only its owner may read or
+/// write (mode 0600), as a key or a state file must be.
+fn write_private(path: &Path, bytes: &[u8]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.write_all(bytes).unwrap();
+}
+
 /// The text a signer printed on stderr, each line without its leading
-/// RFC 3339 time (checked: UTC, milliseconds).
+/// RFC 3339 time (checked: UTC, milliseconds) and level.
 fn untimed(text: &str) -> Vec<String> {
+    leveled(text).into_iter().map(|(_, l)| l).collect()
+}
+
+/// Each line's level (`INFO`, `WARN` or `ERROR`, after the time) and the
+/// rest of it.
+fn leveled(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(|l| {
             let (time, rest) = l
@@ -61,7 +81,11 @@ fn untimed(text: &str) -> Vec<String> {
                 is_rfc3339_utc_ms(time),
                 "{l:?} does not start with an RFC 3339 time"
             );
-            rest.to_string()
+            let (level, rest) = rest
+                .split_once(' ')
+                .filter(|(level, _)| ["INFO", "WARN", "ERROR"].contains(level))
+                .unwrap_or_else(|| panic!("{l:?}: no level after the time"));
+            (level.to_string(), rest.to_string())
         })
         .collect()
 }
@@ -117,14 +141,14 @@ fn stderr(out: &Finished) -> String {
 }
 
 /// The node side of a plaintext privval connection, one request at a time.
-struct ScriptedNode {
+pub(crate) struct ScriptedNode {
     stream: UnixStream,
     decoder: MessageDecoder,
     pending: Vec<u8>,
 }
 
 impl ScriptedNode {
-    fn accept(listener: &UnixListener) -> ScriptedNode {
+    pub(crate) fn accept(listener: &UnixListener) -> ScriptedNode {
         // Bounded: a signer that exits instead of dialing fails the test
         // rather than hanging it.
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -139,6 +163,17 @@ impl ScriptedNode {
             decoder: MessageDecoder::new(),
             pending: Vec::new(),
         }
+    }
+
+    /// [`Self::accept`], failing if no connection comes within [`LIMIT`].
+    fn accept_within(listener: &UnixListener) -> ScriptedNode {
+        let listener = listener.try_clone().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(ScriptedNode::accept(&listener));
+        });
+        rx.recv_timeout(LIMIT)
+            .expect("the signer connects within the limit")
     }
 
     fn request(&mut self, sum: Sum) -> Sum {
@@ -180,8 +215,19 @@ impl ScriptedNode {
         }
     }
 
+    /// A ping answered: every request before it is counted in the stats
+    /// and reported (the endpoint counts and reports a request after
+    /// writing its response, before it reads the next).
+    fn settle(&mut self) {
+        let ping = Sum::PingRequest(p2p_conn_privval::testkit::PingRequest::default());
+        match self.request(ping) {
+            Sum::PingResponse(_) => {}
+            other => panic!("expected a PingResponse, got {other:?}"),
+        }
+    }
+
     /// Ask to sign `vote` on `chain`: the signed vote, or the error.
-    fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
+    pub(crate) fn sign(&mut self, chain: &str, vote: &Vote) -> Result<Vote, String> {
         let mut req = SignVoteRequest::default();
         req.vote = Some(vote.clone());
         req.chain_id = chain.into();
@@ -224,8 +270,12 @@ fn count(events: &[serde_json::Value], name: &str) -> usize {
     events.iter().filter(|e| e["event"] == name).count()
 }
 
+mod alerts;
+mod config;
 mod crash;
+mod permissions;
 mod refusals;
+mod reload;
 mod reporting;
 mod serving;
 mod standby;

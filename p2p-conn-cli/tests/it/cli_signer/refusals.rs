@@ -56,6 +56,7 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
         r#"{"address":"00","pub_key":{"type":"tendermint/PubKeySecp256k1","value":"AA=="},"priv_key":{"type":"tendermint/PrivKeySecp256k1","value":"AA=="}}"#,
     )
     .unwrap();
+    std::fs::set_permissions(&secp, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let secp = secp.to_str().unwrap();
     let pin_in_uri =
         "pkcs11:token=t;object=k?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=123456";

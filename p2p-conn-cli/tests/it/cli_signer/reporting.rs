@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::{
-    count, json_events, prevote, sigterm, stderr, untimed, validator_key, ScriptedNode, BIN, CHAIN,
-    LIMIT,
+    count, json_events, leveled, prevote, sigterm, stderr, untimed, validator_key, ScriptedNode,
+    BIN, CHAIN, LIMIT,
 };
 use crate::common::process::{scratch, Feed, Proc};
 
@@ -55,6 +55,9 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
                 .collect();
             assert!((2..=4).contains(&still.len()), "{events:?}");
             for (e, after) in still.iter().zip(1u64..) {
+                // Its only node away: nothing can be signed.
+                assert_eq!(e["level"], "error", "{e}");
+                assert_eq!(e["connected_nodes"], 0, "{e}");
                 let secs = e["disconnected_s"].as_f64().unwrap();
                 assert!(secs >= after as f64 && secs < after as f64 + 1.0, "{e}");
                 assert!(e["attempts"].as_u64().unwrap() >= 3, "{e}");
@@ -64,6 +67,14 @@ fn a_long_outage_is_told_on_a_steady_schedule() {
                 );
             }
         } else {
+            let leveled = leveled(&stderr(&out));
+            for (level, line) in &leveled {
+                if line.starts_with("cannot connect") {
+                    assert_eq!(level, "WARN", "{line}");
+                } else if line.starts_with("still disconnected") {
+                    assert_eq!(level, "ERROR", "{line}");
+                }
+            }
             let lines = untimed(&stderr(&out));
             let tries = lines
                 .iter()
@@ -175,6 +186,7 @@ fn metrics_count_requests_and_watch_the_median_sign() {
     }
     conn.sign(CHAIN, &prevote(55, 2, 55))
         .expect_err("a conflict");
+    conn.settle();
     let get = |path: &str| {
         let mut tcp = std::net::TcpStream::connect(&metrics).unwrap();
         write!(tcp, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -184,19 +196,21 @@ fn metrics_count_requests_and_watch_the_median_sign() {
     };
     let text = get("/metrics");
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    // Every signer series is labelled with its chain first.
+    let chain = format!("chain_id=\"{CHAIN}\"");
     for line in [
-        format!("p2p_conn_signer_requests_total{{node=\"{node}\",kind=\"vote\"}} 56"),
-        format!("p2p_conn_signer_request_errors_total{{node=\"{node}\",kind=\"vote\"}} 1"),
-        format!("p2p_conn_signer_connects_total{{node=\"{node}\"}} 1"),
-        format!("p2p_conn_signer_connected{{node=\"{node}\"}} 1"),
-        "p2p_conn_signer_sign_slow 1".to_string(),
-        "p2p_conn_signer_sign_slow_episodes_total 1".to_string(),
+        format!("p2p_conn_signer_requests_total{{{chain},node=\"{node}\",kind=\"vote\"}} 56"),
+        format!("p2p_conn_signer_request_errors_total{{{chain},node=\"{node}\",kind=\"vote\"}} 1"),
+        format!("p2p_conn_signer_connects_total{{{chain},node=\"{node}\"}} 1"),
+        format!("p2p_conn_signer_connected{{{chain},node=\"{node}\"}} 1"),
+        format!("p2p_conn_signer_sign_slow{{{chain}}} 1"),
+        format!("p2p_conn_signer_sign_slow_episodes_total{{{chain}}} 1"),
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
     }
     assert!(
         text.contains(&format!(
-            "p2p_conn_signer_request_latency_seconds{{node=\"{node}\",kind=\"vote\",quantile=\"0.99\"}}"
+            "p2p_conn_signer_request_latency_seconds{{{chain},node=\"{node}\",kind=\"vote\",quantile=\"0.99\"}}"
         )),
         "{text}"
     );

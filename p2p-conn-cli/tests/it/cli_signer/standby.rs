@@ -118,7 +118,9 @@ fn a_standby_node_is_summarised_not_told_per_refusal() {
     );
     assert!(per_request[0].contains("height regression"), "{lines:#?}");
     for (node, n) in [(&a, 0), (&b, refused)] {
-        let line = format!("p2p_conn_signer_standby_refusals_total{{node=\"{node}\"}} {n}");
+        let line = format!(
+            "p2p_conn_signer_standby_refusals_total{{chain_id=\"{CHAIN}\",node=\"{node}\"}} {n}"
+        );
         assert!(
             metrics.lines().any(|l| l == line),
             "no {line:?} in:\n{metrics}"
