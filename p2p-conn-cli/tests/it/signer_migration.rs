@@ -20,9 +20,11 @@
 //!   blocks;
 //! - from our signer's `--json` `served` events (sign bytes and
 //!   signature): every signature verifies, no height, round and step was
-//!   signed with two sign bytes, and every one is above the highest
-//!   tmkms signed, so none was signed by both. tmkms's state file at the
-//!   switch is at or above the highest its log shows.
+//!   signed with two sign bytes, and every one is at or above the
+//!   imported mark and tmkms's last signature; at the mark itself (a
+//!   request tmkms was stopped in the middle of), only for the block
+//!   tmkms's state file records. tmkms's state file at the switch is at or
+//!   above the highest its log shows.
 //!
 //! And why the import matters: between the stop and the new start, a
 //! precommit for another block at a height tmkms signed (its commit is on
@@ -277,6 +279,54 @@ fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String>
     signed
 }
 
+/// The block hash in canonical sign bytes (a length-delimited
+/// `CanonicalVote`, block ID field 4, or `CanonicalProposal`, field 5;
+/// its hash is field 1): empty for nil.
+fn signed_block_hash(sign_bytes: &[u8], step: Step) -> Vec<u8> {
+    fn varint(b: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = b[*at];
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    /// Field `want` (length-delimited) of the message `b`, if present.
+    fn field(b: &[u8], want: u64) -> Option<&[u8]> {
+        let mut at = 0;
+        while at < b.len() {
+            let key = varint(b, &mut at);
+            let len = match key & 7 {
+                0 => {
+                    varint(b, &mut at);
+                    0
+                }
+                1 => 8,
+                2 => varint(b, &mut at) as usize,
+                5 => 4,
+                w => panic!("wire type {w} in canonical sign bytes"),
+            };
+            if key >> 3 == want && key & 7 == 2 {
+                return Some(&b[at..at + len]);
+            }
+            at += len;
+        }
+        None
+    }
+    let mut at = 0;
+    let len = varint(sign_bytes, &mut at) as usize;
+    let message = &sign_bytes[at..at + len];
+    let block_field = if step == Step::Propose { 5 } else { 4 };
+    field(message, block_field)
+        .and_then(|id| field(id, 1))
+        .unwrap_or_default()
+        .to_vec()
+}
+
 /// The negative check of the module docs, while no signer serves the
 /// node: a precommit for another block at height `h` (tmkms's is in the
 /// chain's commit) is signed from a fresh state and refused from the
@@ -417,7 +467,7 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
     out.assert_ok("state import from tmkms");
     let said = out.stdout_text();
     assert!(
-        said.contains("tmkms consensus state file") && said.contains("rounded up"),
+        said.contains("tmkms consensus state file") && said.contains("signs that block again"),
         "{said}"
     );
     let shown = run(
@@ -435,7 +485,8 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
         "{}",
         shown.stdout_text()
     );
-    let mark = state_file::load(&ours).unwrap().hrs();
+    let imported = state_file::load(&ours).unwrap();
+    let mark = imported.hrs();
     assert!(
         mark >= tmkms_last,
         "the imported mark {mark} is below the last signature in tmkms's log, {tmkms_last}"
@@ -468,9 +519,21 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
     let ours_signed = ours_signed(&events(&out), &key);
     let first = *ours_signed.keys().next().expect("our signer signed");
     assert!(
-        first > tmkms_last && first > mark,
-        "our first signature {first} is not above tmkms's last {tmkms_last} and the mark {mark}"
+        first >= tmkms_last && first >= mark,
+        "our first signature {first} is below tmkms's last {tmkms_last} or the mark {mark}"
     );
+    // At the mark itself (a request tmkms was stopped in the middle of,
+    // whose answer never reached the node; tmkms's last signature is at
+    // or below its mark): only the block tmkms's state file records.
+    if let Some(bytes) = ours_signed.get(&mark) {
+        let recorded = imported.block_id().expect("tmkms's mark records its block");
+        assert_eq!(
+            signed_block_hash(&hex::decode(bytes).unwrap(), mark.step),
+            recorded.hash,
+            "{test}: at tmkms's mark {mark}, another block than tmkms's"
+        );
+        eprintln!("{test}: signed at tmkms's own mark {mark}, for tmkms's block");
+    }
     let _ = std::fs::remove_dir_all(&check_dir);
     eprintln!(
         "{test}: {} signatures by tmkms up to {tmkms_last} (height {under_tmkms} reached), \
@@ -479,6 +542,73 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
         tmkms.len(),
         ours_signed.len()
     );
+}
+
+/// `p2p-conn state ARGS` (paths), which must succeed: its stdout.
+fn state_cmd(args: &[&OsStr]) -> String {
+    let mut all = vec![OsStr::new("state")];
+    all.extend_from_slice(args);
+    let out = run(Path::new(BIN), &all, EXIT_LIMIT);
+    out.assert_ok(&format!("state {args:?}"));
+    out.stdout_text()
+}
+
+/// What `state import`, `show` and `export` say of the block a tmkms mark
+/// records (tmkms 0.15.0's file after a precommit for a block at 5/0):
+/// the import keeps it and says the signer signs that block again at
+/// exactly 5/0/precommit; `show` prints it; the export to FilePV's format
+/// leaves it out and says FilePV refuses that step.
+#[test]
+fn state_commands_tell_what_becomes_of_tmkms_s_block() {
+    let dir = scratch("state-tmkms-block");
+    let hash = "3F9A0C4D6E2B81F57A09C3D4E5F60718293A4B5C6D7E8F901A2B3C4D5E6F7081";
+    let tmkms = dir.join("tmkms.json");
+    std::fs::write(
+        &tmkms,
+        format!(
+            r#"{{"height":"5","round":"0","step":2,"block_id":{{"hash":"{hash}","parts":{{"total":1,"hash":"{hash}"}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let ours = dir.join("signer.state");
+    let (from, to) = (OsStr::new("--from"), OsStr::new("--to"));
+    let said = state_cmd(&[
+        "import".as_ref(),
+        from,
+        tmkms.as_os_str(),
+        to,
+        ours.as_os_str(),
+    ]);
+    let hrs = "height 5 round 0 step precommit (3)";
+    assert!(
+        said.contains(&format!("mark {hrs}, tmkms's block {hash}")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "at exactly {hrs} the signer signs that block again"
+        )),
+        "{said}"
+    );
+    let shown = state_cmd(&["show".as_ref(), ours.as_os_str()]);
+    assert!(shown.contains(&format!("tmkms's block {hash}")), "{shown}");
+    let filepv = dir.join("priv_validator_state.json");
+    let said = state_cmd(&[
+        "export".as_ref(),
+        from,
+        ours.as_os_str(),
+        to,
+        filepv.as_os_str(),
+    ]);
+    assert!(
+        said.contains(&format!("FilePV will refuse {hrs} itself")),
+        "{said}"
+    );
+    let exported = state_file::load(&filepv).unwrap();
+    assert_eq!(exported.hrs(), Hrs::new(5, 0, Step::Precommit));
+    assert_eq!(exported.block_id(), None);
+    assert!(!std::fs::read_to_string(&filepv).unwrap().contains("block"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// tmkms stopped by SIGTERM, as a service manager stops it (tmkms 0.15.0
