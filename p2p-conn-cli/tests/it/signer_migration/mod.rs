@@ -38,10 +38,15 @@
 //! is set, the signer starts, then the node; the same checks of the chain,
 //! and every signature of ours is above FilePV's last mark.
 //!
+//! [`cut`]: tmkms stopped in the middle of a request (its mark written,
+//! its answer never delivered), and the `state` commands on tmkms's file.
+//!
 //! Without Go (which builds `cometbft`) or tmkms each test prints a notice
 //! and passes, unless `CI=true`.
 
 #![cfg(unix)]
+
+mod cut;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -62,20 +67,20 @@ use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{signed_msg_type, state_file, vote_sign_bytes, BlockId, Timestamp, Vote};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+pub(super) const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
 /// Bound on reaching a height (blocks every ~200 ms, a node or signer
 /// start, a round lost while no signer serves).
-const BLOCKS_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const BLOCKS_LIMIT: Duration = Duration::from_secs(60);
 
 /// Bound on a process's exit after a signal, and on a command.
-const EXIT_LIMIT: Duration = Duration::from_secs(10);
+pub(super) const EXIT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Blocks under each signer.
-const BLOCKS: i64 = 5;
+pub(super) const BLOCKS: i64 = 5;
 
 /// The validator's Ed25519 seed: the first half of `priv_key.value`.
-fn seed_of(key_file: &Path) -> [u8; 32] {
+pub(super) fn seed_of(key_file: &Path) -> [u8; 32] {
     let key: Value = serde_json::from_slice(&std::fs::read(key_file).unwrap()).unwrap();
     let raw = base64::engine::general_purpose::STANDARD
         .decode(key["priv_key"]["value"].as_str().unwrap())
@@ -85,7 +90,13 @@ fn seed_of(key_file: &Path) -> [u8; 32] {
 
 /// `p2p-conn signer` for `node`'s chain, dialing `dials`, with `extra`
 /// flags.
-fn start_signer(node: &SignedNode, dials: &str, key: &Path, state: &Path, extra: &[&str]) -> Proc {
+pub(super) fn start_signer(
+    node: &SignedNode,
+    dials: &str,
+    key: &Path,
+    state: &Path,
+    extra: &[&str],
+) -> Proc {
     let mut args: Vec<&OsStr> = vec![
         "signer".as_ref(),
         "--node".as_ref(),
@@ -106,7 +117,7 @@ fn signal(pid: u32, sig: Signal) {
         .unwrap_or_else(|e| panic!("{sig} to {pid}: {e}"));
 }
 
-fn stop_signer(signer: Proc) -> Finished {
+pub(super) fn stop_signer(signer: Proc) -> Finished {
     signal(signer.id(), Signal::SIGTERM);
     let out = signer.finish_within(EXIT_LIMIT);
     out.assert_ok("p2p-conn signer, stopped by SIGTERM");
@@ -114,7 +125,7 @@ fn stop_signer(signer: Proc) -> Finished {
 }
 
 /// The JSON events a signer printed, one per stdout line.
-fn events(out: &Finished) -> Vec<Value> {
+pub(super) fn events(out: &Finished) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
@@ -197,7 +208,7 @@ fn verifies(key: &VerificationKey, bytes: &[u8], sig: &[u8]) -> bool {
 
 /// Every height from 1 to `last`: the commit holds the validator's
 /// signature, which verifies; no block carries evidence.
-fn check_chain(node: &SignedNode, last: i64, key: &VerificationKey) {
+pub(super) fn check_chain(node: &SignedNode, last: i64, key: &VerificationKey) {
     for h in 1..=last {
         let v = committed_precommit(node, h);
         assert!(
@@ -247,7 +258,7 @@ fn tmkms_signed(log: &str) -> BTreeMap<Hrs, String> {
 
 /// Our signer's signatures from its `served` events: each verifies, each
 /// height/round/step has one sign bytes.
-fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String> {
+pub(super) fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String> {
     let mut signed = BTreeMap::new();
     for e in events.iter().filter(|e| e["event"] == "served") {
         let (Some(sig), Some(bytes)) = (e["signature"].as_str(), e["sign_bytes"].as_str()) else {
@@ -282,7 +293,7 @@ fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String>
 /// The block hash in canonical sign bytes (a length-delimited
 /// `CanonicalVote`, block ID field 4, or `CanonicalProposal`, field 5;
 /// its hash is field 1): empty for nil.
-fn signed_block_hash(sign_bytes: &[u8], step: Step) -> Vec<u8> {
+pub(super) fn signed_block_hash(sign_bytes: &[u8], step: Step) -> Vec<u8> {
     fn varint(b: &[u8], at: &mut usize) -> u64 {
         let mut v = 0;
         for shift in (0..64).step_by(7) {
@@ -542,73 +553,6 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
         tmkms.len(),
         ours_signed.len()
     );
-}
-
-/// `p2p-conn state ARGS` (paths), which must succeed: its stdout.
-fn state_cmd(args: &[&OsStr]) -> String {
-    let mut all = vec![OsStr::new("state")];
-    all.extend_from_slice(args);
-    let out = run(Path::new(BIN), &all, EXIT_LIMIT);
-    out.assert_ok(&format!("state {args:?}"));
-    out.stdout_text()
-}
-
-/// What `state import`, `show` and `export` say of the block a tmkms mark
-/// records (tmkms 0.15.0's file after a precommit for a block at 5/0):
-/// the import keeps it and says the signer signs that block again at
-/// exactly 5/0/precommit; `show` prints it; the export to FilePV's format
-/// leaves it out and says FilePV refuses that step.
-#[test]
-fn state_commands_tell_what_becomes_of_tmkms_s_block() {
-    let dir = scratch("state-tmkms-block");
-    let hash = "3F9A0C4D6E2B81F57A09C3D4E5F60718293A4B5C6D7E8F901A2B3C4D5E6F7081";
-    let tmkms = dir.join("tmkms.json");
-    std::fs::write(
-        &tmkms,
-        format!(
-            r#"{{"height":"5","round":"0","step":2,"block_id":{{"hash":"{hash}","parts":{{"total":1,"hash":"{hash}"}}}}}}"#
-        ),
-    )
-    .unwrap();
-    let ours = dir.join("signer.state");
-    let (from, to) = (OsStr::new("--from"), OsStr::new("--to"));
-    let said = state_cmd(&[
-        "import".as_ref(),
-        from,
-        tmkms.as_os_str(),
-        to,
-        ours.as_os_str(),
-    ]);
-    let hrs = "height 5 round 0 step precommit (3)";
-    assert!(
-        said.contains(&format!("mark {hrs}, tmkms's block {hash}")),
-        "{said}"
-    );
-    assert!(
-        said.contains(&format!(
-            "at exactly {hrs} the signer signs that block again"
-        )),
-        "{said}"
-    );
-    let shown = state_cmd(&["show".as_ref(), ours.as_os_str()]);
-    assert!(shown.contains(&format!("tmkms's block {hash}")), "{shown}");
-    let filepv = dir.join("priv_validator_state.json");
-    let said = state_cmd(&[
-        "export".as_ref(),
-        from,
-        ours.as_os_str(),
-        to,
-        filepv.as_os_str(),
-    ]);
-    assert!(
-        said.contains(&format!("FilePV will refuse {hrs} itself")),
-        "{said}"
-    );
-    let exported = state_file::load(&filepv).unwrap();
-    assert_eq!(exported.hrs(), Hrs::new(5, 0, Step::Precommit));
-    assert_eq!(exported.block_id(), None);
-    assert!(!std::fs::read_to_string(&filepv).unwrap().contains("block"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// tmkms stopped by SIGTERM, as a service manager stops it (tmkms 0.15.0
