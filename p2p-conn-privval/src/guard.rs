@@ -25,7 +25,20 @@
 //!   signature; sign bytes that differ only in the timestamp re-serve the
 //!   earlier signature with the earlier timestamp ([`Decision::Reuse`]);
 //!   anything else is [`GuardError::Conflict`]. A mark with no sign bytes
-//!   refuses its own HRS ([`GuardError::NoSignBytes`]).
+//!   refuses its own HRS ([`GuardError::NoSignBytes`]), unless it records
+//!   the block ID signed there (below).
+//! - A mark that records a block ID but no sign bytes (tmkms's, imported:
+//!   [`SignState::with_block_id`]) signs a request at its own HRS for that
+//!   same block ID ([`Decision::Sign`]; nil counts as a value of its own,
+//!   so a nil request matches only a nil mark), as tmkms itself does there,
+//!   and refuses any other block ID as a [`GuardError::Conflict`]. Two
+//!   signatures for one block ID at one HRS are never evidence: CometBFT's
+//!   `DuplicateVoteEvidence` needs two votes with different block IDs
+//!   (`types/evidence.go` `ValidateBasic` orders them by block ID key;
+//!   `evidence/verify.go` `VerifyDuplicateVote` refuses "block IDs are the
+//!   same ... not a real duplicate vote"), and it has no proposal evidence
+//!   at all (v0.38.26). Once signed, the mark holds that request's sign
+//!   bytes and signature, and the rules above apply.
 //! - Vote extensions are not guarded: FilePV signs the extension of every
 //!   non-nil precommit afresh (extensions are non-deterministic) and refuses
 //!   an extension on any other vote; [`check_extension`] is that rule.
@@ -43,7 +56,9 @@
 //! # Guarantees
 //! - Given the state after every signature it allowed was recorded, the
 //!   guard never allows two different sign bytes for one HRS, and never a
-//!   new signature at or below the mark (property-tested).
+//!   new signature at or below the mark (property-tested), except at a
+//!   block-ID mark's own HRS, for the block ID it records and only until
+//!   that signature is recorded.
 //! - No input panics: where FilePV panics (an unknown vote type, stored
 //!   sign bytes that do not decode, a mark with sign bytes but no
 //!   signature, a block ID hash of another length) the guard returns an
@@ -156,13 +171,15 @@ impl std::fmt::Display for Hrs {
 }
 
 /// The high-water mark: the last HRS signed, its sign bytes and signature
-/// (FilePV's `FilePVLastSignState`). [`Default`] is the initial state
-/// (0/0/none, nothing signed).
+/// (FilePV's `FilePVLastSignState`), or, for a mark imported from tmkms,
+/// the block ID signed there instead ([`SignState::with_block_id`]).
+/// [`Default`] is the initial state (0/0/none, nothing signed).
 #[derive(Clone, PartialEq, Default)]
 pub struct SignState {
     hrs: Hrs,
     sign_bytes: Vec<u8>,
     signature: Vec<u8>,
+    block_id: Option<BlockId>,
 }
 
 impl std::fmt::Debug for SignState {
@@ -171,6 +188,7 @@ impl std::fmt::Debug for SignState {
             .field("hrs", &self.hrs)
             .field("sign_bytes", &hex::encode_upper(&self.sign_bytes))
             .field("signature", &hex::encode(&self.signature))
+            .field("block_id", &self.block_id)
             .finish()
     }
 }
@@ -183,6 +201,19 @@ impl SignState {
             hrs,
             sign_bytes,
             signature,
+            block_id: None,
+        }
+    }
+
+    /// A mark at `hrs` that records the block ID signed there (nil for a
+    /// nil vote) but no sign bytes or signature, as tmkms records its own:
+    /// the guard signs a request at `hrs` for that block ID again, and
+    /// refuses any other (module docs).
+    pub fn with_block_id(hrs: Hrs, block_id: BlockId) -> SignState {
+        SignState {
+            hrs,
+            block_id: Some(block_id),
+            ..SignState::default()
         }
     }
 
@@ -200,14 +231,22 @@ impl SignState {
     pub fn signature(&self) -> &[u8] {
         &self.signature
     }
+
+    /// The block ID signed there, for a mark made by
+    /// [`SignState::with_block_id`]; `None` for any other (one with sign
+    /// bytes, or with nothing recorded).
+    pub fn block_id(&self) -> Option<&BlockId> {
+        self.block_id.as_ref()
+    }
 }
 
 /// What the guard allows for a request.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Decision {
-    /// A new HRS, above the mark: sign `sign_bytes`, record and persist the
-    /// new state, then release the signature.
+    /// A new HRS, above the mark (or at a block-ID mark's own HRS, for its
+    /// block ID): sign `sign_bytes`, record and persist the new state, then
+    /// release the signature.
     Sign {
         /// The request's HRS.
         hrs: Hrs,
@@ -273,7 +312,8 @@ pub enum GuardError {
         /// The HRS.
         hrs: Hrs,
     },
-    /// The mark's own HRS with different content: a double-sign attempt.
+    /// The mark's own HRS with different content (or, at a block-ID mark,
+    /// another block ID): a double-sign attempt.
     #[error("conflicting data: {hrs} was already signed with different sign bytes")]
     Conflict {
         /// The HRS.
@@ -385,6 +425,24 @@ pub fn check_hrs(state: &SignState, hrs: Hrs) -> Result<bool, GuardError> {
     Ok(true)
 }
 
+/// [`check_hrs`], and at a block-ID mark's own HRS (module docs): sign
+/// (`Ok(false)`) a request for the recorded block ID, refuse any other
+/// ([`GuardError::Conflict`]). A block ID equals another when its hash, its
+/// part-set header's total and its hash are equal, as tmkms compares them
+/// (`update_consensus_state`); nil is all three empty.
+fn at_mark(state: &SignState, hrs: Hrs, block_id: &BlockId) -> Result<bool, GuardError> {
+    match (check_hrs(state, hrs), &state.block_id) {
+        (Err(GuardError::NoSignBytes { .. }), Some(recorded)) => {
+            if recorded == block_id {
+                Ok(false)
+            } else {
+                Err(GuardError::Conflict { hrs })
+            }
+        }
+        (result, _) => result,
+    }
+}
+
 /// The guard's decision on signing `vote` on `chain_id` (FilePV's
 /// `signVote`, the vote itself; see [`check_extension`] for its
 /// extension).
@@ -394,7 +452,7 @@ pub fn check_vote(state: &SignState, chain_id: &str, vote: &Vote) -> Result<Deci
     })?;
     check_content(&vote.block_id, vote.timestamp)?;
     let hrs = Hrs::new(vote.height, vote.round, step);
-    let same = check_hrs(state, hrs)?;
+    let same = at_mark(state, hrs, &vote.block_id)?;
     let sign_bytes = vote_sign_bytes(chain_id, vote);
     if !same {
         return Ok(Decision::Sign { hrs, sign_bytes });
@@ -418,7 +476,7 @@ pub fn check_proposal(
 ) -> Result<Decision, GuardError> {
     check_content(&proposal.block_id, proposal.timestamp)?;
     let hrs = Hrs::new(proposal.height, proposal.round, Step::Propose);
-    let same = check_hrs(state, hrs)?;
+    let same = at_mark(state, hrs, &proposal.block_id)?;
     let sign_bytes = proposal_sign_bytes(chain_id, proposal);
     if !same {
         return Ok(Decision::Sign { hrs, sign_bytes });

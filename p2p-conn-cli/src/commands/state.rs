@@ -21,10 +21,11 @@ pub enum StateCmd {
     /// told apart by their content (a file that mixes them, or is cut
     /// short, is refused), and writes a new p2p-conn slot state file (one fdatasync
     /// per signature instead of FilePV's new file, sync and rename).
-    /// tmkms records no sign bytes, so the signer refuses to sign again at
-    /// exactly tmkms's last height, round and step and signs only above
-    /// it. Stop the node, tmkms or signer that uses FROM first, and never
-    /// start one on FROM again
+    /// tmkms records the block it signed last but no sign bytes: at
+    /// exactly tmkms's last height, round and step the signer signs that
+    /// block again (as tmkms would) and refuses any other; above it, it
+    /// signs as usual. Stop the node, tmkms or signer that uses FROM first,
+    /// and never start one on FROM again
     Import {
         /// The state file to copy: FilePV's, tmkms's or p2p-conn's (a
         /// running p2p-conn signer on it is refused: its lock is taken)
@@ -37,7 +38,9 @@ pub enum StateCmd {
     /// Copy a state file into a new FilePV priv_validator_state.json
     ///
     /// From a slot file or JSON state file (FilePV's or tmkms's), for
-    /// FilePV or another signer.
+    /// FilePV or another signer. FilePV's format has no place for the
+    /// block a mark from tmkms records: FilePV then refuses that mark's
+    /// own height, round and step, and signs above it.
     /// Stop the signer on FROM first
     Export {
         /// The state file to copy
@@ -61,7 +64,12 @@ pub fn run(cmd: StateCmd) -> Result<(), CliError> {
             let format = state_file::format_of(&file).map_err(SignerError::from)?;
             let state = state_file::load(&file).map_err(SignerError::from)?;
             let name = format_name(format);
-            println!("{}: {name}; mark {}", file.display(), state.hrs());
+            println!(
+                "{}: {name}; mark {}{}",
+                file.display(),
+                state.hrs(),
+                block_of(&state)
+            );
             return Ok(());
         }
         StateCmd::Import { from, to } => (from, to, state_file::Format::Slots),
@@ -70,22 +78,41 @@ pub fn run(cmd: StateCmd) -> Result<(), CliError> {
     let source = state_file::format_of(&from).map_err(SignerError::from)?;
     let state = convert_state_file(&from, &to, format)?;
     println!(
-        "{} ({}) -> {}: mark {}",
+        "{} ({}) -> {}: mark {}{}",
         from.display(),
         format_name(source),
         to.display(),
-        state.hrs()
+        state.hrs(),
+        block_of(&state)
     );
-    if source == state_file::Format::Tmkms && state.hrs().height > 0 {
-        println!(
-            "note: {} records no sign bytes, so nothing will be signed at exactly {} \
-             (tmkms would sign the same block there again): the mark is rounded up, \
-             and signing goes on above it",
-            from.display(),
-            state.hrs()
-        );
+    if state.block_id().is_some() {
+        if format == state_file::Format::Slots {
+            println!(
+                "note: tmkms records no sign bytes, only the block it signed: at exactly {} \
+                 the signer signs that block again, as tmkms would (a request tmkms was \
+                 stopped in the middle of), and refuses any other; above it, it signs as usual",
+                state.hrs()
+            );
+        } else {
+            println!(
+                "note: FilePV's format has no place for the block {} records: FilePV will \
+                 refuse {} itself, and sign above it",
+                from.display(),
+                state.hrs()
+            );
+        }
     }
     Ok(())
+}
+
+/// `, tmkms's block HASH` (or nil) for a mark with a block ID instead of
+/// sign bytes; empty for any other.
+fn block_of(state: &p2p_conn_privval::guard::SignState) -> String {
+    match state.block_id() {
+        Some(id) if id.is_nil() => ", tmkms's block nil".to_string(),
+        Some(id) => format!(", tmkms's block {}", hex::encode_upper(&id.hash)),
+        None => String::new(),
+    }
 }
 
 /// How `state show` and `state import` name a format.

@@ -105,6 +105,7 @@ pub(super) fn mark(
 }
 
 /// The state as FilePV writes it (two-space indent, no trailing newline).
+/// A block ID ([`SignState::block_id`]) has no place there and is left out.
 pub fn to_json(state: &SignState) -> String {
     let hrs = state.hrs();
     let mut out = format!(

@@ -231,8 +231,8 @@ pub enum Format {
     /// tmkms's consensus state file (tmkms 0.15: `height`, `round`,
     /// `step` and `block_id`), read only: [`load`] and [`format_of`] read
     /// it, a signer refuses it ([`StateFileProblem::TmkmsFile`]), and
-    /// [`write_new`] writes it as FilePV's. Its mark is rounded up where
-    /// it has no exact FilePV equivalent (`tmkms.rs`).
+    /// [`write_new`] writes it as FilePV's. Its mark keeps the block ID
+    /// ([`SignState::with_block_id`], `tmkms.rs`).
     Tmkms,
 }
 
@@ -360,7 +360,10 @@ pub fn format_of(path: impl AsRef<Path>) -> Result<Format, StateFileError> {
 /// file synced, linked into place, its folder synced), never replacing
 /// anything there (`io::ErrorKind::AlreadyExists` inside
 /// [`StateFileError::Write`]). With [`load`], this moves a mark between
-/// the formats.
+/// the formats. FilePV's format has no place for a block ID
+/// ([`SignState::block_id`]): it is left out, so FilePV (or a signer on
+/// that file) refuses the mark's own height, round and step, and signs
+/// above it.
 pub fn write_new(
     path: impl AsRef<Path>,
     state: &SignState,

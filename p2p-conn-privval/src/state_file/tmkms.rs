@@ -23,18 +23,20 @@
 //! is refused ([`StateFileProblem::Ambiguous`]): its step number would
 //! mean another step in the other format.
 //!
-//! # Rounding up
+//! # The block ID
 //! tmkms records the block ID it signed, not the sign bytes and the
 //! signature: at the very height, round and step of its mark it signs the
-//! same block again, where FilePV returns its earlier signature. The mark
-//! read here has neither, so the guard refuses anything at exactly that
-//! height, round and step ([`crate::guard::GuardError::NoSignBytes`]) and
-//! signs only above it: never below or beside what tmkms signed, at the
-//! cost of at most one vote or proposal that tmkms would have signed
-//! again. Everything else maps exactly.
+//! same block ID again (any other timestamp included), where FilePV
+//! returns its earlier signature. The mark read here keeps that block ID
+//! ([`SignState::with_block_id`]: `hash`, `parts.total`, `parts.hash`;
+//! `null` or an empty `hash` with no parts is nil), and the guard does as
+//! tmkms there: it signs a request for that block ID and refuses any other
+//! (`crate::guard`'s module docs say why that is never a double sign).
+//! Everything else maps exactly.
 
 use super::StateFileProblem;
 use crate::guard::{Hrs, SignState, Step};
+use crate::messages::{BlockId, PartSetHeader};
 
 type Object = serde_json::Map<String, serde_json::Value>;
 
@@ -55,7 +57,7 @@ pub(super) fn detect(obj: &Object) -> Result<bool, StateFileProblem> {
 
 /// The mark of tmkms's state file `obj` (which [`detect`] found to be
 /// one), as the guard's: each step one up, height 0 as nothing signed,
-/// no sign bytes (module docs: rounding up).
+/// the block ID instead of sign bytes (module docs).
 pub(super) fn mark(obj: &Object) -> Result<SignState, StateFileProblem> {
     let height = decimal(
         obj,
@@ -84,14 +86,17 @@ pub(super) fn mark(obj: &Object) -> Result<SignState, StateFileProblem> {
         2 => Step::Precommit,
         step => return Err(StateFileProblem::BadTmkmsStep { step }),
     };
-    check_block_id(obj.get("block_id"))?;
+    let block_id = block_id(obj.get("block_id")).ok_or(StateFileProblem::BadField {
+        field: "block_id",
+        expected:
+            "null or an object with a hash (hex, empty or 32 bytes) and parts (total and hash)",
+    })?;
     if height == 0 && round == 0 && step == Step::Propose {
         return Ok(SignState::default());
     }
-    Ok(SignState::new(
+    Ok(SignState::with_block_id(
         Hrs::new(height, round, step),
-        Vec::new(),
-        Vec::new(),
+        block_id,
     ))
 }
 
@@ -109,27 +114,34 @@ fn decimal(
         .ok_or(StateFileProblem::BadField { field, expected })
 }
 
-/// `block_id` is `null` or an object whose `hash` is empty or 32 bytes of
-/// hex: the mark does not use it, but a file with another is not tmkms's.
-fn check_block_id(value: Option<&serde_json::Value>) -> Result<(), StateFileProblem> {
-    let ok = match value {
-        Some(serde_json::Value::Null) => true,
-        Some(serde_json::Value::Object(id)) => id
-            .get("hash")
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|h| {
-                h.is_empty() || (h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-            }),
-        _ => false,
+/// `block_id` as tmkms writes it: `null` (nil), or an object with `hash`
+/// and `parts` (`total` a number or a decimal string, and `hash`), each
+/// hash hex of 32 bytes or empty; `None` for anything else.
+fn block_id(value: Option<&serde_json::Value>) -> Option<BlockId> {
+    let hash = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_str)
+            .and_then(|h| hex::decode(h).ok())
+            .filter(|h| h.is_empty() || h.len() == 32)
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(StateFileProblem::BadField {
-            field: "block_id",
-            expected: "null or an object with a hex hash",
-        })
+    let id = match value? {
+        serde_json::Value::Null => return Some(BlockId::default()),
+        serde_json::Value::Object(id) => id,
+        _ => return None,
+    };
+    let parts = id.get("parts")?.as_object()?;
+    let total = match parts.get("total")? {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) if s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+        _ => None,
     }
+    .and_then(|t| u32::try_from(t).ok())?;
+    Some(BlockId {
+        hash: hash(id.get("hash"))?,
+        part_set_header: PartSetHeader {
+            total,
+            hash: hash(parts.get("hash"))?,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -154,16 +166,33 @@ mod tests {
         })
     }
 
-    #[test]
-    fn tmkms_files_map_each_step_one_up() {
-        assert_eq!(read(AT_START), Ok(SignState::default()));
-        for (text, hrs) in [
-            (PRECOMMIT_1_0, Hrs::new(1, 0, Step::Precommit)),
-            (NIL_PREVOTE_2_0, Hrs::new(2, 0, Step::Prevote)),
-            (PROPOSAL_2_1, Hrs::new(2, 1, Step::Propose)),
-        ] {
-            assert_eq!(read(text), Ok(SignState::new(hrs, Vec::new(), Vec::new())));
+    /// Block number `n` of the files above: a hash of `n`s, one part whose
+    /// hash is `n ^ 0xff`s; 0 is nil.
+    fn block(n: u8) -> BlockId {
+        let mut id = BlockId::default();
+        if n != 0 {
+            id.hash = vec![n; 32];
+            id.part_set_header.total = 1;
+            id.part_set_header.hash = vec![n ^ 0xff; 32];
         }
+        id
+    }
+
+    #[test]
+    fn tmkms_files_map_each_step_one_up_with_the_block_id() {
+        assert_eq!(read(AT_START), Ok(SignState::default()));
+        for (text, hrs, n) in [
+            (PRECOMMIT_1_0, Hrs::new(1, 0, Step::Precommit), 1),
+            (NIL_PREVOTE_2_0, Hrs::new(2, 0, Step::Prevote), 0),
+            (PROPOSAL_2_1, Hrs::new(2, 1, Step::Propose), 2),
+        ] {
+            assert_eq!(read(text), Ok(SignState::with_block_id(hrs, block(n))));
+        }
+        // A total as a string, lower-case hex: the same block ID.
+        let text = PRECOMMIT_1_0
+            .replace("\"total\":1", "\"total\":\"1\"")
+            .replace("FE", "fe");
+        assert_eq!(read(&text).unwrap().block_id(), Some(&block(1)));
     }
 
     /// Values tmkms never writes are refused, never clamped down.
@@ -193,18 +222,38 @@ mod tests {
                     expected: "an int64 as a decimal string (as tmkms writes it)",
                 },
             ),
-            (
-                with("\"hash\":\"\"", "\"hash\":\"zz\""),
-                StateFileProblem::BadField {
-                    field: "block_id",
-                    expected: "null or an object with a hex hash",
-                },
-            ),
         ] {
             assert_eq!(read(&text), Err(want), "{text}");
         }
-        // tmkms reads a null block_id too.
+        let bad_block_id = StateFileProblem::BadField {
+            field: "block_id",
+            expected:
+                "null or an object with a hash (hex, empty or 32 bytes) and parts (total and hash)",
+        };
+        for text in [
+            with("\"hash\":\"\"", "\"hash\":\"zz\""),
+            with("\"hash\":\"\"", "\"hash\":\"0A\""),
+            with("\"hash\":\"\"", "\"hash\":7"),
+            with(",\"parts\":{\"total\":0,\"hash\":\"\"}", ""),
+            with("\"total\":0", "\"total\":-1"),
+            with("\"total\":0", "\"total\":4294967296"),
+            with("\"total\":0", "\"total\":\"x\""),
+            with("\"total\":0,\"hash\":\"\"", "\"total\":0,\"hash\":\"AB\""),
+            with(
+                "\"block_id\":{\"hash\":\"\",\"parts\":{\"total\":0,\"hash\":\"\"}}",
+                "\"block_id\":[]",
+            ),
+        ] {
+            assert_eq!(read(&text), Err(bad_block_id), "{text}");
+        }
+        // tmkms reads a null block_id too: nil.
         let null = r#"{"height":"5","round":"1","step":2,"block_id":null}"#;
-        assert_eq!(read(null).unwrap().hrs(), Hrs::new(5, 1, Step::Precommit));
+        assert_eq!(
+            read(null),
+            Ok(SignState::with_block_id(
+                Hrs::new(5, 1, Step::Precommit),
+                block(0)
+            ))
+        );
     }
 }

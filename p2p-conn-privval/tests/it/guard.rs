@@ -8,7 +8,7 @@ use p2p_conn_privval::guard::{
     Step,
 };
 use p2p_conn_privval::{
-    proposal_sign_bytes, signed_msg_type, vote_sign_bytes, Proposal, Timestamp, Vote,
+    proposal_sign_bytes, signed_msg_type, vote_sign_bytes, BlockId, Proposal, Timestamp, Vote,
 };
 use proptest::prelude::*;
 
@@ -248,6 +248,74 @@ fn a_mark_without_sign_bytes_refuses_its_own_hrs() {
     );
 }
 
+/// A mark imported from tmkms (its HRS and the block ID it signed there,
+/// no sign bytes): at that HRS it signs the same block ID, whatever the
+/// timestamp, and refuses another, nil included (a nil mark, the reverse);
+/// below it refuses, above it signs; once signed, FilePV's rules.
+#[test]
+fn a_block_id_mark_signs_its_own_block_id_again_and_no_other() {
+    let (pv, pc) = (signed_msg_type::PREVOTE, signed_msg_type::PRECOMMIT);
+    for step in [Step::Propose, Step::Prevote, Step::Precommit] {
+        for (mine, others) in [(1u8, [2u8, 0]), (0, [1, 2])] {
+            let hrs = Hrs::new(3, 1, step);
+            let state = SignState::with_block_id(hrs, block(mine));
+            assert_eq!(state.block_id(), Some(&block(mine)));
+            assert!(state.sign_bytes().is_empty() && state.signature().is_empty());
+            let check = |b: u8, secs: i64| match step {
+                Step::Propose => {
+                    let p = proposal(3, 1, -1, b, secs);
+                    (
+                        check_proposal(&state, CHAIN, &p),
+                        proposal_sign_bytes(CHAIN, &p),
+                    )
+                }
+                _ => {
+                    let t = if step == Step::Prevote { pv } else { pc };
+                    let v = vote(t, 3, 1, b, secs);
+                    (check_vote(&state, CHAIN, &v), vote_sign_bytes(CHAIN, &v))
+                }
+            };
+            for secs in [10, 11] {
+                let (decision, bytes) = check(mine, secs);
+                assert_eq!(
+                    decision,
+                    Ok(Decision::Sign {
+                        hrs,
+                        sign_bytes: bytes
+                    }),
+                    "{hrs} block {mine}"
+                );
+            }
+            for other in others {
+                assert_eq!(
+                    check(other, 10).0,
+                    Err(GuardError::Conflict { hrs }),
+                    "{hrs} mark {mine}, request {other}"
+                );
+            }
+            assert!(check_vote(&state, CHAIN, &vote(pc, 3, 0, mine, 10)).is_err());
+            assert!(matches!(
+                check_vote(&state, CHAIN, &vote(pv, 3, 2, 5, 10)),
+                Ok(Decision::Sign { .. })
+            ));
+        }
+    }
+    // Once signed, the mark holds the sign bytes: the usual rules.
+    let v = vote(pv, 3, 1, 1, 10);
+    let signed = signed_vote(&v);
+    assert_eq!(signed.block_id(), None);
+    assert!(matches!(
+        check_vote(&signed, CHAIN, &vote(pv, 3, 1, 1, 11)),
+        Ok(Decision::Reuse { .. })
+    ));
+    assert_eq!(
+        check_vote(&signed, CHAIN, &vote(pv, 3, 1, 2, 10)),
+        Err(GuardError::Conflict {
+            hrs: Hrs::new(3, 1, Step::Prevote)
+        })
+    );
+}
+
 #[test]
 fn corrupt_stored_sign_bytes_are_an_error_not_a_panic() {
     let hrs = Hrs::new(3, 0, Step::Prevote);
@@ -290,6 +358,15 @@ enum Req {
     Proposal(Proposal),
 }
 
+impl Req {
+    fn block_id(&self) -> &BlockId {
+        match self {
+            Req::Vote(v) => &v.block_id,
+            Req::Proposal(p) => &p.block_id,
+        }
+    }
+}
+
 fn req() -> impl Strategy<Value = Req> {
     (0u8..3, 0i64..4, 0i32..3, -1i32..2, 0u8..3, 0i64..3).prop_map(|(kind, h, r, pol, b, t)| {
         match kind {
@@ -307,10 +384,18 @@ proptest! {
     /// a new signature is only ever made strictly above the mark, never
     /// twice for one HRS, and a re-served signature is the one made for
     /// exactly the response's content (the request with the earlier
-    /// timestamp).
+    /// timestamp). From a mark imported from tmkms (an HRS and a block ID),
+    /// also at that HRS, once, for that block ID only.
     #[test]
-    fn never_two_sign_bytes_per_hrs_never_below_the_mark(reqs in proptest::collection::vec(req(), 1..60)) {
-        let mut state = SignState::default();
+    fn never_two_sign_bytes_per_hrs_never_below_the_mark(
+        imported in proptest::option::of((0i64..4, 0i32..3, 1i8..4, 0u8..3)),
+        reqs in proptest::collection::vec(req(), 1..60),
+    ) {
+        let imported = imported.map(|(h, r, s, b)| (Hrs::new(h, r, Step::from_i8(s).unwrap()), block(b)));
+        let mut state = match &imported {
+            Some((hrs, id)) => SignState::with_block_id(*hrs, id.clone()),
+            None => SignState::default(),
+        };
         let mut signed: HashMap<Hrs, (Vec<u8>, Vec<u8>)> = HashMap::new();
         for r in reqs {
             let (decision, hrs, bytes_with) = match &r {
@@ -333,10 +418,15 @@ proptest! {
                     }) as Box<dyn Fn(Timestamp) -> Vec<u8>>)
                 }
             };
+            // At the imported mark's HRS, not yet signed there: tmkms's block?
+            let at_import = state.block_id().map(|id| (hrs == state.hrs(), id == r.block_id()));
             match decision {
                 Ok(Decision::Sign { hrs: h, sign_bytes }) => {
                     prop_assert_eq!(h, hrs);
-                    prop_assert!(h > state.hrs(), "signed {} at or below the mark {}", h, state.hrs());
+                    prop_assert!(
+                        h > state.hrs() || at_import == Some((true, true)),
+                        "signed {} at or below the mark {}", h, state.hrs()
+                    );
                     prop_assert!(!signed.contains_key(&h), "signed {} twice", h);
                     let sig = fake_sig(&sign_bytes);
                     signed.insert(h, (sign_bytes.clone(), sig.clone()));
@@ -350,7 +440,7 @@ proptest! {
                 Ok(other) => prop_assert!(false, "unexpected decision {:?}", other),
                 Err(GuardError::Conflict { hrs: h }) => {
                     prop_assert_eq!(h, hrs);
-                    prop_assert!(signed.contains_key(&h));
+                    prop_assert!(signed.contains_key(&h) || at_import == Some((true, false)));
                 }
                 Err(GuardError::HeightRegression { .. })
                 | Err(GuardError::RoundRegression { .. })

@@ -137,8 +137,9 @@ pub(crate) async fn start(
 }
 
 /// Sign `vote` and check the answer: the signature verifies over our sign
-/// bytes of what we sent, and every other field came back as sent.
-pub(crate) async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) {
+/// bytes of what we sent, and every other field came back as sent. The
+/// signed vote.
+pub(crate) async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, sent: Vote) -> Vote {
     let what = format!("type {} at {}/{}", sent.msg_type, sent.height, sent.round);
     let signed = match node.sign_vote(CHAIN, sent.clone(), false).await {
         Ok(v) => v,
@@ -151,9 +152,14 @@ pub(crate) async fn sign_and_check_vote(node: &SignerClient, kms: &mut Tmkms, se
     let mut unsigned = signed.clone();
     unsigned.signature = Vec::new();
     assert_eq!(unsigned, sent, "tmkms changed the {what} vote");
+    signed
 }
 
-pub(crate) async fn sign_and_check_proposal(node: &SignerClient, kms: &mut Tmkms, sent: Proposal) {
+pub(crate) async fn sign_and_check_proposal(
+    node: &SignerClient,
+    kms: &mut Tmkms,
+    sent: Proposal,
+) -> Proposal {
     let what = format!("proposal at {}/{}", sent.height, sent.round);
     let signed = match node.sign_proposal(CHAIN, sent.clone()).await {
         Ok(p) => p,
@@ -166,6 +172,7 @@ pub(crate) async fn sign_and_check_proposal(node: &SignerClient, kms: &mut Tmkms
     let mut unsigned = signed.clone();
     unsigned.signature = Vec::new();
     assert_eq!(unsigned, sent, "tmkms changed the {what}");
+    signed
 }
 
 /// Heights `from..=to`, each as a node signs it: the proposal (tmkms's step

@@ -22,11 +22,11 @@ use p2p_conn_interop::tmkms::ProtocolVersion;
 use p2p_conn_privval::guard::{GuardError, Hrs, Step};
 use p2p_conn_privval::state_file::{self, Format, StateFileError, StateFileProblem};
 use p2p_conn_privval::{
-    convert_state_file, load_validator_key, signed_msg_type, GuardedSigner, Proposal, Signer,
-    SignerError, TmkmsKeyProblem, Vote,
+    convert_state_file, load_validator_key, signed_msg_type, BlockId, GuardedSigner, Proposal,
+    Signer, SignerError, TmkmsKeyProblem, Vote,
 };
 
-use crate::common::temp_dir;
+use crate::common::{block, temp_dir};
 use crate::tmkms::{
     proposal, public_key_within, sign_and_check_proposal, sign_and_check_vote, start, vote,
     Transport, CHAIN, CONSENSUS_SEED,
@@ -51,10 +51,53 @@ impl Request {
         }
     }
 
-    fn sign(&self, signer: &mut GuardedSigner) -> Result<(), SignerError> {
+    /// Sign it: the signature.
+    fn sign(&self, signer: &mut GuardedSigner) -> Result<Vec<u8>, SignerError> {
         match self {
-            Request::Proposal(p) => signer.sign_proposal(CHAIN, p.clone()).map(drop),
-            Request::Vote(v) => signer.sign_vote(CHAIN, v.clone(), false).map(drop),
+            Request::Proposal(p) => signer.sign_proposal(CHAIN, p.clone()).map(|p| p.signature),
+            Request::Vote(v) => signer
+                .sign_vote(CHAIN, v.clone(), false)
+                .map(|v| v.signature),
+        }
+    }
+
+    /// The same request for block `n` instead ([`crate::common::block`]:
+    /// 0 is nil).
+    fn for_block(&self, n: u8) -> Request {
+        let mut r = self.clone();
+        match &mut r {
+            Request::Proposal(p) => p.block_id = block(n),
+            Request::Vote(v) => v.block_id = block(n),
+        }
+        r
+    }
+
+    /// The same request a second later (what a node's retry at a later
+    /// moment can look like).
+    fn later(&self) -> Request {
+        let mut r = self.clone();
+        match &mut r {
+            Request::Proposal(p) => p.timestamp.seconds += 1,
+            Request::Vote(v) => v.timestamp.seconds += 1,
+        }
+        r
+    }
+
+    /// Its block ID.
+    fn block_id(&self) -> &BlockId {
+        match self {
+            Request::Proposal(p) => &p.block_id,
+            Request::Vote(v) => &v.block_id,
+        }
+    }
+
+    /// Requests at its height, round and step for other block IDs: another
+    /// block, and nil (or, for a nil request, a block).
+    fn others(&self) -> Vec<Request> {
+        if self.block_id() == &block(0) {
+            vec![self.for_block(7)]
+        } else {
+            vec![self.for_block(7), self.for_block(0)]
         }
     }
 }
@@ -128,9 +171,20 @@ fn damaged_copies_are_refused(dir: &std::path::Path, text: &str) {
 }
 
 /// The mark imported from tmkms's file `text`, whose mark is `hrs`
-/// (tmkms just signed `signed`): a signer on it refuses `signed` again and
-/// anything below, and signs the next step up.
-fn import_holds_the_mark(dir: &std::path::Path, n: usize, text: &str, signed: &Request) {
+/// (tmkms just signed `signed`, and answered with `tmkms_signature`): the
+/// mark keeps tmkms's block ID, through the slot file and a restart. A
+/// signer on it refuses another block ID (nil included) at `hrs` as a
+/// double sign, and anything below; it signs `signed` again (tmkms's own
+/// rule), into tmkms's very signature; from then on it holds its sign
+/// bytes and re-serves that signature as FilePV does; it signs the next
+/// step up.
+fn import_holds_the_mark(
+    dir: &std::path::Path,
+    n: usize,
+    text: &str,
+    signed: &Request,
+    tmkms_signature: Option<&[u8]>,
+) {
     let hrs = signed.hrs();
     let tmkms_file = dir.join(format!("tmkms-{n}.json"));
     std::fs::write(&tmkms_file, text).unwrap();
@@ -138,6 +192,7 @@ fn import_holds_the_mark(dir: &std::path::Path, n: usize, text: &str, signed: &R
     let mark = state_file::load(&tmkms_file).unwrap();
     assert_eq!(mark.hrs(), hrs, "{text}");
     assert!(mark.sign_bytes().is_empty() && mark.signature().is_empty());
+    assert_eq!(mark.block_id(), Some(signed.block_id()), "{text}");
     let key = Identity::from_seed(&CONSENSUS_SEED);
     match GuardedSigner::open(key.clone(), &tmkms_file) {
         Err(SignerError::State(StateFileError::Invalid {
@@ -148,22 +203,55 @@ fn import_holds_the_mark(dir: &std::path::Path, n: usize, text: &str, signed: &R
     }
     let ours = dir.join(format!("imported-{n}.state"));
     assert_eq!(
-        convert_state_file(&tmkms_file, &ours, Format::Slots)
-            .unwrap()
-            .hrs(),
-        hrs
+        convert_state_file(&tmkms_file, &ours, Format::Slots).unwrap(),
+        mark
     );
     assert_eq!(state_file::format_of(&ours).unwrap(), Format::Slots);
-    let mut signer = GuardedSigner::open(key, &ours).unwrap();
-    match signed.sign(&mut signer) {
-        Err(SignerError::Refused(GuardError::NoSignBytes { hrs: at })) => assert_eq!(at, hrs),
-        other => panic!("{hrs} again after the import: {other:?}"),
-    }
+    assert_eq!(state_file::load(&ours).unwrap(), mark, "the slot file");
+    let mut signer = GuardedSigner::open(key.clone(), &ours).unwrap();
+    let refused = |signer: &mut GuardedSigner, what: &str| {
+        for other in signed.others() {
+            match other.sign(signer) {
+                Err(SignerError::Refused(GuardError::Conflict { hrs: at })) => {
+                    assert_eq!(at, hrs)
+                }
+                got => panic!("{hrs} for block {:?} {what}: {got:?}", other.block_id()),
+            }
+        }
+    };
+    refused(&mut signer, "after the import");
     let pv = signed_msg_type::PREVOTE;
     let below = Request::Vote(vote(pv, hrs.height - 1, 0, 9));
     assert!(
         matches!(below.sign(&mut signer), Err(SignerError::Refused(_))),
         "a prevote at the height below {hrs} was signed"
+    );
+    assert_eq!(signer.state(), &mark, "a refusal moved the mark");
+    // A restart: the block ID is read back from the slot file.
+    drop(signer);
+    let mut signer = GuardedSigner::open(key.clone(), &ours).unwrap();
+    let signature = signed
+        .sign(&mut signer)
+        .unwrap_or_else(|e| panic!("{hrs} again for tmkms's block after the import: {e}"));
+    if let Some(theirs) = tmkms_signature {
+        assert_eq!(signature, theirs, "{hrs}: not tmkms's own signature");
+    }
+    assert_eq!(signer.state().hrs(), hrs);
+    assert!(!signer.state().sign_bytes().is_empty());
+    assert_eq!(signer.state().block_id(), None);
+    assert_eq!(signed.sign(&mut signer).unwrap(), signature, "re-served");
+    assert_eq!(
+        signed.later().sign(&mut signer).unwrap(),
+        signature,
+        "re-served with the earlier timestamp"
+    );
+    refused(&mut signer, "once signed");
+    drop(signer);
+    let mut signer = GuardedSigner::open(key, &ours).unwrap();
+    assert_eq!(
+        signed.sign(&mut signer).unwrap(),
+        signature,
+        "after a restart"
     );
     let above = match hrs.step {
         Step::Propose => Request::Vote(vote(pv, hrs.height, hrs.round, 9)),
@@ -200,15 +288,74 @@ async fn tmkms_state_files_import_with_their_mark() {
     );
     damaged_copies_are_refused(&dir, &initial);
     for (n, request) in requests().into_iter().enumerate() {
-        match &request {
-            Request::Proposal(p) => sign_and_check_proposal(&node, &mut kms, p.clone()).await,
-            Request::Vote(v) => sign_and_check_vote(&node, &mut kms, v.clone()).await,
-        }
+        let signature = match &request {
+            Request::Proposal(p) => {
+                sign_and_check_proposal(&node, &mut kms, p.clone())
+                    .await
+                    .signature
+            }
+            Request::Vote(v) => {
+                sign_and_check_vote(&node, &mut kms, v.clone())
+                    .await
+                    .signature
+            }
+        };
         let text = home.state().expect("tmkms's state file");
         eprintln!("tmkms 0.15.0 state file after {}: {text}", request.hrs());
-        import_holds_the_mark(&dir, n, &text, &request);
+        import_holds_the_mark(&dir, n, &text, &request, Some(&signature));
         damaged_copies_are_refused(&dir, &text);
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// tmkms 0.15.0's files as the test above printed them (also in
+/// `state_file/tmkms.rs`): after [`requests`]' precommit for block 1 at
+/// 1/0, nil prevote at 2/0 and proposal at 2/1. Checked as above without
+/// tmkms (no signature of its to compare with).
+#[test]
+fn recorded_tmkms_files_import_with_their_mark() {
+    const PRECOMMIT_1_0: &str = r#"{"height":"1","round":"0","step":2,"block_id":{"hash":"0101010101010101010101010101010101010101010101010101010101010101","parts":{"total":1,"hash":"FEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFEFE"}}}"#;
+    const NIL_PREVOTE_2_0: &str = r#"{"height":"2","round":"0","step":1,"block_id":{"hash":"","parts":{"total":0,"hash":""}}}"#;
+    const PROPOSAL_2_1: &str = r#"{"height":"2","round":"1","step":0,"block_id":{"hash":"0202020202020202020202020202020202020202020202020202020202020202","parts":{"total":1,"hash":"FDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFDFD"}}}"#;
+    let dir = temp_dir("tmkms-recorded");
+    let requests = requests();
+    for (n, text) in [(2, PRECOMMIT_1_0), (3, NIL_PREVOTE_2_0), (5, PROPOSAL_2_1)] {
+        import_holds_the_mark(&dir, n, text, &requests[n], None);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Slot files written before a slot could hold a block ID, by p2p-conn at
+/// 5454ec8 (`tests/data/slots-5454ec8/README.md`), load as they were: the
+/// import of tmkms's precommit for block 1 at 1/0, with no block ID, so a
+/// signer on it still refuses 1/0/precommit (it cannot know the block)
+/// and signs above it; the import of FilePV's file, with its sign bytes.
+#[test]
+fn slot_files_without_a_block_id_still_load() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let dir = temp_dir("old-slots");
+    let old = dir.join("tmkms-import.state");
+    std::fs::copy(data.join("slots-5454ec8/tmkms-import.state"), &old).unwrap();
+    let hrs = Hrs::new(1, 0, Step::Precommit);
+    let mark = state_file::load(&old).unwrap();
+    assert_eq!(mark.hrs(), hrs);
+    assert!(mark.sign_bytes().is_empty() && mark.signature().is_empty());
+    assert_eq!(mark.block_id(), None);
+    let mut signer = GuardedSigner::open(Identity::from_seed(&CONSENSUS_SEED), &old).unwrap();
+    match requests()[2].sign(&mut signer) {
+        Err(SignerError::Refused(GuardError::NoSignBytes { hrs: at })) => assert_eq!(at, hrs),
+        other => panic!("{hrs} on an old import: {other:?}"),
+    }
+    Request::Vote(vote(signed_msg_type::PREVOTE, 1, 1, 9))
+        .sign(&mut signer)
+        .unwrap();
+    let filepv = data.join("slots-5454ec8/filepv-import.state");
+    assert_eq!(state_file::format_of(&filepv).unwrap(), Format::Slots);
+    assert_eq!(
+        state_file::load(&filepv).unwrap(),
+        state_file::load(data.join("filepv-v1.0.1/priv_validator_state.json")).unwrap()
+    );
+    drop(signer);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -20,9 +20,11 @@
 //!   blocks;
 //! - from our signer's `--json` `served` events (sign bytes and
 //!   signature): every signature verifies, no height, round and step was
-//!   signed with two sign bytes, and every one is above the highest
-//!   tmkms signed, so none was signed by both. tmkms's state file at the
-//!   switch is at or above the highest its log shows.
+//!   signed with two sign bytes, and every one is at or above the
+//!   imported mark and tmkms's last signature; at the mark itself (a
+//!   request tmkms was stopped in the middle of), only for the block
+//!   tmkms's state file records. tmkms's state file at the switch is at or
+//!   above the highest its log shows.
 //!
 //! And why the import matters: between the stop and the new start, a
 //! precommit for another block at a height tmkms signed (its commit is on
@@ -36,10 +38,15 @@
 //! is set, the signer starts, then the node; the same checks of the chain,
 //! and every signature of ours is above FilePV's last mark.
 //!
+//! [`cut`]: tmkms stopped in the middle of a request (its mark written,
+//! its answer never delivered), and the `state` commands on tmkms's file.
+//!
 //! Without Go (which builds `cometbft`) or tmkms each test prints a notice
 //! and passes, unless `CI=true`.
 
 #![cfg(unix)]
+
+mod cut;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -60,20 +67,20 @@ use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{signed_msg_type, state_file, vote_sign_bytes, BlockId, Timestamp, Vote};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
+pub(super) const BIN: &str = env!("CARGO_BIN_EXE_p2p-conn");
 
 /// Bound on reaching a height (blocks every ~200 ms, a node or signer
 /// start, a round lost while no signer serves).
-const BLOCKS_LIMIT: Duration = Duration::from_secs(60);
+pub(super) const BLOCKS_LIMIT: Duration = Duration::from_secs(60);
 
 /// Bound on a process's exit after a signal, and on a command.
-const EXIT_LIMIT: Duration = Duration::from_secs(10);
+pub(super) const EXIT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Blocks under each signer.
-const BLOCKS: i64 = 5;
+pub(super) const BLOCKS: i64 = 5;
 
 /// The validator's Ed25519 seed: the first half of `priv_key.value`.
-fn seed_of(key_file: &Path) -> [u8; 32] {
+pub(super) fn seed_of(key_file: &Path) -> [u8; 32] {
     let key: Value = serde_json::from_slice(&std::fs::read(key_file).unwrap()).unwrap();
     let raw = base64::engine::general_purpose::STANDARD
         .decode(key["priv_key"]["value"].as_str().unwrap())
@@ -83,7 +90,13 @@ fn seed_of(key_file: &Path) -> [u8; 32] {
 
 /// `p2p-conn signer` for `node`'s chain, dialing `dials`, with `extra`
 /// flags.
-fn start_signer(node: &SignedNode, dials: &str, key: &Path, state: &Path, extra: &[&str]) -> Proc {
+pub(super) fn start_signer(
+    node: &SignedNode,
+    dials: &str,
+    key: &Path,
+    state: &Path,
+    extra: &[&str],
+) -> Proc {
     let mut args: Vec<&OsStr> = vec![
         "signer".as_ref(),
         "--node".as_ref(),
@@ -104,7 +117,7 @@ fn signal(pid: u32, sig: Signal) {
         .unwrap_or_else(|e| panic!("{sig} to {pid}: {e}"));
 }
 
-fn stop_signer(signer: Proc) -> Finished {
+pub(super) fn stop_signer(signer: Proc) -> Finished {
     signal(signer.id(), Signal::SIGTERM);
     let out = signer.finish_within(EXIT_LIMIT);
     out.assert_ok("p2p-conn signer, stopped by SIGTERM");
@@ -112,7 +125,7 @@ fn stop_signer(signer: Proc) -> Finished {
 }
 
 /// The JSON events a signer printed, one per stdout line.
-fn events(out: &Finished) -> Vec<Value> {
+pub(super) fn events(out: &Finished) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
@@ -195,7 +208,7 @@ fn verifies(key: &VerificationKey, bytes: &[u8], sig: &[u8]) -> bool {
 
 /// Every height from 1 to `last`: the commit holds the validator's
 /// signature, which verifies; no block carries evidence.
-fn check_chain(node: &SignedNode, last: i64, key: &VerificationKey) {
+pub(super) fn check_chain(node: &SignedNode, last: i64, key: &VerificationKey) {
     for h in 1..=last {
         let v = committed_precommit(node, h);
         assert!(
@@ -245,7 +258,7 @@ fn tmkms_signed(log: &str) -> BTreeMap<Hrs, String> {
 
 /// Our signer's signatures from its `served` events: each verifies, each
 /// height/round/step has one sign bytes.
-fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String> {
+pub(super) fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String> {
     let mut signed = BTreeMap::new();
     for e in events.iter().filter(|e| e["event"] == "served") {
         let (Some(sig), Some(bytes)) = (e["signature"].as_str(), e["sign_bytes"].as_str()) else {
@@ -275,6 +288,54 @@ fn ours_signed(events: &[Value], key: &VerificationKey) -> BTreeMap<Hrs, String>
         }
     }
     signed
+}
+
+/// The block hash in canonical sign bytes (a length-delimited
+/// `CanonicalVote`, block ID field 4, or `CanonicalProposal`, field 5;
+/// its hash is field 1): empty for nil.
+pub(super) fn signed_block_hash(sign_bytes: &[u8], step: Step) -> Vec<u8> {
+    fn varint(b: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0;
+        for shift in (0..64).step_by(7) {
+            let byte = b[*at];
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        v
+    }
+    /// Field `want` (length-delimited) of the message `b`, if present.
+    fn field(b: &[u8], want: u64) -> Option<&[u8]> {
+        let mut at = 0;
+        while at < b.len() {
+            let key = varint(b, &mut at);
+            let len = match key & 7 {
+                0 => {
+                    varint(b, &mut at);
+                    0
+                }
+                1 => 8,
+                2 => varint(b, &mut at) as usize,
+                5 => 4,
+                w => panic!("wire type {w} in canonical sign bytes"),
+            };
+            if key >> 3 == want && key & 7 == 2 {
+                return Some(&b[at..at + len]);
+            }
+            at += len;
+        }
+        None
+    }
+    let mut at = 0;
+    let len = varint(sign_bytes, &mut at) as usize;
+    let message = &sign_bytes[at..at + len];
+    let block_field = if step == Step::Propose { 5 } else { 4 };
+    field(message, block_field)
+        .and_then(|id| field(id, 1))
+        .unwrap_or_default()
+        .to_vec()
 }
 
 /// The negative check of the module docs, while no signer serves the
@@ -417,7 +478,7 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
     out.assert_ok("state import from tmkms");
     let said = out.stdout_text();
     assert!(
-        said.contains("tmkms consensus state file") && said.contains("rounded up"),
+        said.contains("tmkms consensus state file") && said.contains("signs that block again"),
         "{said}"
     );
     let shown = run(
@@ -435,7 +496,8 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
         "{}",
         shown.stdout_text()
     );
-    let mark = state_file::load(&ours).unwrap().hrs();
+    let imported = state_file::load(&ours).unwrap();
+    let mark = imported.hrs();
     assert!(
         mark >= tmkms_last,
         "the imported mark {mark} is below the last signature in tmkms's log, {tmkms_last}"
@@ -468,9 +530,21 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
     let ours_signed = ours_signed(&events(&out), &key);
     let first = *ours_signed.keys().next().expect("our signer signed");
     assert!(
-        first > tmkms_last && first > mark,
-        "our first signature {first} is not above tmkms's last {tmkms_last} and the mark {mark}"
+        first >= tmkms_last && first >= mark,
+        "our first signature {first} is below tmkms's last {tmkms_last} or the mark {mark}"
     );
+    // At the mark itself (a request tmkms was stopped in the middle of,
+    // whose answer never reached the node; tmkms's last signature is at
+    // or below its mark): only the block tmkms's state file records.
+    if let Some(bytes) = ours_signed.get(&mark) {
+        let recorded = imported.block_id().expect("tmkms's mark records its block");
+        assert_eq!(
+            signed_block_hash(&hex::decode(bytes).unwrap(), mark.step),
+            recorded.hash,
+            "{test}: at tmkms's mark {mark}, another block than tmkms's"
+        );
+        eprintln!("{test}: signed at tmkms's own mark {mark}, for tmkms's block");
+    }
     let _ = std::fs::remove_dir_all(&check_dir);
     eprintln!(
         "{test}: {} signatures by tmkms up to {tmkms_last} (height {under_tmkms} reached), \
