@@ -19,6 +19,8 @@
 //! - [`proptest_config`]: the property tests' configuration, for every
 //!   suite; [`alloc`], the counting allocator of the memory tests;
 //!   [`capture`], `tracing` events captured as text.
+//! - [`softhsm`]: SoftHSM 2 token folders for the PKCS#11 tests, and the
+//!   import of a validator key into one.
 //! - [`tmkms`] installs and runs tmkms (iqlusion's KMS, Rust, `softsign`
 //!   backend), an independent remote signer that dials a node's privval
 //!   endpoint; [`tmkms_install`] is how it is installed, shared as source
@@ -40,6 +42,7 @@ pub mod mconn_peer;
 pub mod privval_peer;
 pub mod process;
 pub mod scripted;
+pub mod softhsm;
 pub mod tmkms;
 pub mod tmkms_install;
 

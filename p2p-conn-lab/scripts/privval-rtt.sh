@@ -27,9 +27,15 @@
 # encryption, the sockets, the endpoint's own work). The table gives each
 # column's median over the rounds of the runs' p50 and p99.
 #
+# The "pkcs11" rows are p2p-conn's signer with the validator key in a
+# SoftHSM 2 token (a fresh token and key in a temporary folder, imported
+# as docs/operator-manual.md says), named by its PKCS#11 URI (`--key`):
+# in process, and as the second process of "go v0.40.0 + p2p-conn".
+#
 # FilePV (both lines) writes its state file to a temporary file opened
 # with O_SYNC and renames it (libs/tempfile.WriteFileAtomic: one synced
-# write, the directory not synced). Needs `go` and python3.
+# write, the directory not synced). Needs `go`, python3 and SoftHSM 2
+# (softhsm2-util, /usr/lib/softhsm/libsofthsm2.so).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds="${1:-5}"
@@ -49,6 +55,23 @@ trap 'rm -rf "$tmp"' EXIT
 (cd interop/cometbft-go &&
   go build -trimpath -mod=readonly -modfile=go.v0.40.mod -tags=cometbft_v040 -o "$tmp/peer-v0.40.0" . &&
   go build -trimpath -mod=readonly -modfile=go.mod -tags=cometbft_v1 -o "$tmp/peer-v1.0.1" .)
+
+# A SoftHSM 2 token of its own, with a fresh Ed25519 key imported as a
+# PKCS#8 PEM (its 16-byte header, then the 32-byte seed).
+hsm="$tmp/softhsm"
+mkdir -p "$hsm/tokens"
+printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$hsm/tokens" >"$hsm/softhsm2.conf"
+export SOFTHSM2_CONF="$hsm/softhsm2.conf"
+softhsm2-util --init-token --free --label bench --so-pin 12345678 --pin 123456 >/dev/null
+(umask 077
+  { echo '-----BEGIN PRIVATE KEY-----'
+    { printf '\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20'; head -c 32 /dev/urandom; } | base64
+    echo '-----END PRIVATE KEY-----'; } >"$hsm/key.pem"
+  printf '123456\n' >"$hsm/pin")
+softhsm2-util --import "$hsm/key.pem" --token bench --label validator --id 01 --pin 123456 >/dev/null
+key="pkcs11:token=bench;object=validator?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-source=file:$hsm/pin"
+# Extra arguments for p2p-conn's signer in mixed_run.
+signer_extra=()
 
 go_run() { # LABEL VERSION ARGS...
   local label="$1" v="$2"
@@ -72,7 +95,7 @@ mixed_run() { # LABEL SIGNER(rust|go) ARGS...
     sleep 0.05
   done
   if [ "$signer" = rust ]; then
-    "$rust" --serve "$addr" --n "$n" >"$tmp/signer.out"
+    "$rust" --serve "$addr" --n "$n" ${signer_extra[@]+"${signer_extra[@]}"} >"$tmp/signer.out"
   else
     "$tmp/peer-v0.40.0" privval-bench -serve "$addr" -n "$n" >"$tmp/signer.out"
   fi
@@ -102,7 +125,11 @@ for round in $(seq "$rounds"); do
     go_run "go v1.0.1" v1.0.1 -unix
     mixed_run "go v0.40.0 + go, 2 procs" go -unix
     mixed_run "go v0.40.0 + p2p-conn" rust -unix
+    signer_extra=(--key "$key")
+    mixed_run "go v0.40.0 + p2p-conn pkcs11" rust -unix
+    signer_extra=()
     rust_run "p2p-conn" --unix
+    rust_run "p2p-conn pkcs11" --unix --key "$key"
     rust_run "p2p-conn json state" --unix --state json
     rust_run "p2p-conn no-persist" --unix --no-persist
   else
@@ -111,7 +138,11 @@ for round in $(seq "$rounds"); do
     go_run "go v1.0.1" v1.0.1
     mixed_run "go v0.40.0 + go, 2 procs" go
     mixed_run "go v0.40.0 + p2p-conn" rust
+    signer_extra=(--key "$key")
+    mixed_run "go v0.40.0 + p2p-conn pkcs11" rust
+    signer_extra=()
     rust_run "p2p-conn"
+    rust_run "p2p-conn pkcs11" --key "$key"
     rust_run "p2p-conn noise" --noise
     rust_run "p2p-conn json state" --state json
     rust_run "p2p-conn no-persist" --no-persist
@@ -130,13 +161,14 @@ for line in open(sys.argv[1]):
 cols = ["rtt_p50_us", "rtt_p99_us", "sign_p50_us", "sign_p99_us",
         "transport_p50_us", "transport_p99_us"]
 print("median over rounds, microseconds")
-print(f"{'implementation':<26}" + "".join(f"{c[:-3]:>15}" for c in cols))
+print(f"{'implementation':<30}" + "".join(f"{c[:-3]:>15}" for c in cols))
 for who in ["go v0.40.0", "go v0.40.0 noise", "go v1.0.1",
             "go v0.40.0 + go, 2 procs", "go v0.40.0 + p2p-conn",
-            "p2p-conn", "p2p-conn noise",
+            "go v0.40.0 + p2p-conn pkcs11",
+            "p2p-conn", "p2p-conn pkcs11", "p2p-conn noise",
             "p2p-conn json state", "p2p-conn no-persist"]:
     rs = runs.get(who, [])
     if not rs:
         continue
-    print(f"{who:<26}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
+    print(f"{who:<30}" + "".join(f"{statistics.median(r[c] for r in rs):>15g}" for c in cols))
 EOF

@@ -56,8 +56,10 @@
 //!   (or p2p-conn's slot file; tmkms's consensus state file is read for
 //!   an import);
 //!   the [`Signer`] trait a signer implements, and [`GuardedSigner`], an
-//!   Ed25519 software signer that persists each signature's state before
-//!   returning it.
+//!   Ed25519 signer that persists each signature's state before returning
+//!   it, signing through a [`ValidatorKey`]: the soft key (a
+//!   `priv_validator_key.json`, [`load_validator_key`]) or, with feature
+//!   `pkcs11`, a key in a PKCS#11 token (`pkcs11`).
 //! - `endpoint` (with `tokio`): the signer side, which dials, retries,
 //!   reconnects and serves a [`Signer`]; the node side, which listens,
 //!   pings and times out.
@@ -74,6 +76,13 @@
 //!   ordering are the signer's ([`GuardedSigner::with_chain_id`]).
 //! - A public message stream: the endpoints bound every read and write
 //!   (the node gives each 5 s; `spec/privval.md`).
+//! - Key types other than Ed25519. CometBFT v0.40.0's FilePV signs with
+//!   whatever key its `priv_validator_key.json` holds: Ed25519 (what
+//!   `cometbft init` makes), secp256k1, secp256k1eth, ML-DSA-65 and, in
+//!   builds with the `bls12381` tag, BLS12-381. [`load_validator_key`]
+//!   refuses every type but Ed25519, and `pkcs11::Pkcs11Key` every token
+//!   key but `CKK_EC_EDWARDS` on edwards25519, with
+//!   [`SignerError::KeyType`] naming the type.
 //!
 //! # Cargo features
 //! With `default-features = false` the crate is sans-IO: the types, sign
@@ -86,6 +95,7 @@
 //! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
 //! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
 //! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `pkcs11` | no | `pkcs11`: a validator key in a PKCS#11 token (an HSM, SoftHSM 2), via `cryptoki` |
 //! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -103,6 +113,9 @@ pub mod endpoint;
 mod envelope;
 pub mod guard;
 mod messages;
+#[cfg(feature = "pkcs11")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pkcs11")))]
+pub mod pkcs11;
 mod sign_bytes;
 mod signer;
 pub mod state_file;
@@ -127,6 +140,7 @@ pub use messages::{
 pub use sign_bytes::{proposal_sign_bytes, vote_extension_sign_bytes, vote_sign_bytes};
 pub use signer::{
     convert_state_file, load_validator_key, GuardedSigner, SharedSigner, Signer, SignerError,
+    ValidatorKey,
 };
 pub use tmkms_key::TmkmsKeyProblem;
 

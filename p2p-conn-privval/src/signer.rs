@@ -1,12 +1,15 @@
 //! The [`Signer`] trait a remote signer implements, and [`GuardedSigner`],
-//! a software Ed25519 signer with the double-sign guard and a state file.
+//! an Ed25519 signer with the double-sign guard and a state file, signing
+//! with any [`ValidatorKey`] (the soft key or a PKCS#11 token).
 //!
 //! # Design
 //! - [`Signer`] is what a signer-side endpoint (a later part) serves: one
 //!   method per request the node sends. It knows no wire format beyond the
 //!   message types, and no connection.
-//! - [`GuardedSigner`] holds an Ed25519 key ([`Identity`], loaded from a
-//!   CometBFT `priv_validator_key.json` with [`load_validator_key`]), the
+//! - [`GuardedSigner`] holds an Ed25519 [`ValidatorKey`] (the soft key,
+//!   [`Identity`], loaded from a CometBFT `priv_validator_key.json` with
+//!   [`load_validator_key`], or a key in a token,
+//!   `pkcs11::Pkcs11Key`), the
 //!   [`SignState`] and the state file's path. For each vote or proposal it
 //!   asks the [`guard`](super::guard), and for a new HRS it signs, writes
 //!   the new state with [`state_file::save`] (synced and renamed into
@@ -23,7 +26,10 @@
 //! # Guarantees
 //! - Every vote and proposal signature [`GuardedSigner`] returns was
 //!   allowed by the guard and its state is on disk first.
-//! - A [`SignerError`] never contains key material.
+//! - A [`SignerError`] never contains key material or a PIN.
+//! - A key that fails to sign (a token's session dropped) fails that
+//!   request only: nothing is saved or released, and the next request
+//!   signs again once the key does.
 //!
 //! - [`GuardedSigner`] refuses v1's `SignBytesRequest` unless
 //!   [`GuardedSigner::allow_sign_bytes`] is set: raw bytes pass no guard,
@@ -46,7 +52,14 @@
 //!   two copies each keep their own mark.
 //! - A guard on raw bytes once [`GuardedSigner::allow_sign_bytes`] is set:
 //!   they are signed as given.
-//! - Key types other than Ed25519.
+//! - Key types other than Ed25519. CometBFT v0.40.0's FilePV signs with
+//!   the key its `priv_validator_key.json` holds: Ed25519
+//!   (`tendermint/PrivKeyEd25519`, what `cometbft init` makes), secp256k1
+//!   (`tendermint/PrivKeySecp256k1`), secp256k1eth
+//!   (`tendermint/PrivKeySecp256k1eth`), ML-DSA-65
+//!   (`cometbft/PrivKeyMlDsa65`) and, in builds with the `bls12381` tag,
+//!   BLS12-381 (`cometbft/PrivKeyBls12_381`). Every type but Ed25519 is
+//!   refused with [`SignerError::KeyType`], which names it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -56,9 +69,14 @@ use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
 use super::state_file::{self, StateFileError, StatePathProblem};
 use crate::atomic_file::{parent_dir, FileId};
-use crate::tmkms_key::{SoftsignError, TmkmsKeyProblem};
+use crate::tmkms_key::TmkmsKeyProblem;
 use p2p_conn::keyfile::KeyFileError;
+#[cfg(doc)]
 use p2p_conn::Identity;
+
+mod key;
+
+pub use key::{load_validator_key, ValidatorKey};
 
 /// Errors of the signer layer: the guard's refusals, the state file's and
 /// the key file's errors, and the application's own.
@@ -119,6 +137,51 @@ pub enum SignerError {
         /// The file.
         path: PathBuf,
     },
+    /// The key is of a type this signer does not sign with (only Ed25519):
+    /// a `priv_validator_key.json` of another `priv_key.type`, or a token
+    /// key that is not `CKK_EC_EDWARDS` on edwards25519.
+    #[error("{key}: the key type is {key_type}; p2p-conn signs with Ed25519 keys only")]
+    KeyType {
+        /// The key file, or the token and object.
+        key: String,
+        /// The type found.
+        key_type: String,
+    },
+    /// A PKCS#11 URI (`pkcs11:...`) that does not name a key this signer
+    /// can open; the message says what is wrong.
+    #[error("key URI: {0}")]
+    KeyUri(String),
+    /// The PIN file named by the URI's `pin-source` could not be read.
+    #[error("cannot read the PIN file {}: {source}", .path.display())]
+    PinFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A PKCS#11 call failed: the module, the token, the login, the object,
+    /// or a signature. The request fails; a dropped session is reopened at
+    /// the next.
+    #[error("{key}: {action} failed: {error}")]
+    Token {
+        /// The token and object (the URI without its query).
+        key: String,
+        /// What was being done.
+        action: &'static str,
+        /// The PKCS#11 error (its `CKR_` name in Rust's spelling).
+        error: String,
+    },
+    /// The key's public key is not the one expected: the operator's
+    /// (`x-pub-key`), or the token's public key object does not belong to
+    /// its private key (a signature made with one does not verify with
+    /// the other).
+    #[error("{key}: {what}")]
+    PublicKeyMismatch {
+        /// The token and object.
+        key: String,
+        /// What differs, with the public keys in base64.
+        what: String,
+    },
     /// The key file is not JSON, and not a tmkms softsign key either.
     #[error("key file {}: {problem}", .path.display())]
     TmkmsKey {
@@ -176,11 +239,13 @@ pub trait Signer {
     }
 }
 
-/// A software Ed25519 signer that guards every vote and proposal against
-/// double signing and persists its high-water mark before a signature
-/// leaves (module docs). For tests and testnets: the key is in memory.
+/// An Ed25519 signer that guards every vote and proposal against double
+/// signing and persists its high-water mark before a signature leaves
+/// (module docs), with its key wherever the [`ValidatorKey`] keeps it.
 pub struct GuardedSigner {
-    key: Identity,
+    key: Box<dyn ValidatorKey>,
+    /// The key's public key, checked to be Ed25519 at open.
+    public: [u8; 32],
     state: SignState,
     state_path: PathBuf,
     /// The state file as this signer last read or wrote it: a save over
@@ -202,7 +267,7 @@ pub struct GuardedSigner {
 impl std::fmt::Debug for GuardedSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuardedSigner")
-            .field("public_key", &self.key.public_key())
+            .field("public_key", &hex::encode(self.public))
             .field("state", &self.state)
             .field("state_path", &self.state_path)
             .field("chain_id", &self.chain_id)
@@ -231,7 +296,15 @@ impl GuardedSigner {
     /// file it last wrote, with one name; otherwise it signs nothing
     /// ([`StatePathProblem::Gone`], [`StatePathProblem::Replaced`],
     /// [`StatePathProblem::HardLinks`]).
-    pub fn open(key: Identity, state_path: impl AsRef<Path>) -> Result<Self, SignerError> {
+    ///
+    /// `key` is an [`Identity`] (the soft key), a
+    /// `pkcs11::Pkcs11Key`, or any other [`ValidatorKey`]; one whose public
+    /// key is not Ed25519 is refused ([`SignerError::KeyType`]).
+    pub fn open(
+        key: impl ValidatorKey + 'static,
+        state_path: impl AsRef<Path>,
+    ) -> Result<Self, SignerError> {
+        let public = key::ed25519_public_key(&key)?;
         let state_path = state_path.as_ref().to_path_buf();
         let id = state_file::inspect(&state_path)?;
         let lock = lock_state(&state_path)?;
@@ -247,7 +320,8 @@ impl GuardedSigner {
             .into());
         }
         Ok(GuardedSigner {
-            key,
+            key: Box::new(key),
+            public,
             state,
             state_path,
             state_id: id,
@@ -287,7 +361,7 @@ impl GuardedSigner {
 
     /// The Ed25519 public key.
     pub fn ed25519_public_key(&self) -> [u8; 32] {
-        *self.key.public_key().as_bytes()
+        self.public
     }
 
     fn check_chain(&self, chain_id: &str) -> Result<(), SignerError> {
@@ -300,8 +374,8 @@ impl GuardedSigner {
         }
     }
 
-    fn sign_raw(&self, bytes: &[u8]) -> Vec<u8> {
-        self.key.sign(bytes).to_vec()
+    fn sign_raw(&mut self, bytes: &[u8]) -> Result<Vec<u8>, SignerError> {
+        self.key.sign(bytes)
     }
 
     /// Sign `sign_bytes` at a new HRS, persist, then hand the signature out.
@@ -310,7 +384,7 @@ impl GuardedSigner {
         hrs: guard::Hrs,
         sign_bytes: Vec<u8>,
     ) -> Result<Vec<u8>, SignerError> {
-        let signature = self.sign_raw(&sign_bytes);
+        let signature = self.sign_raw(&sign_bytes)?;
         self.save(SignState::new(hrs, sign_bytes, signature.clone()))?;
         Ok(signature)
     }
@@ -369,7 +443,7 @@ impl Signer for GuardedSigner {
         self.check_chain(chain_id)?;
         let decision = guard::check_vote(&self.state, chain_id, &vote)?;
         let extension_signature = if sign_extension && guard::check_extension(&vote)? {
-            self.sign_raw(&vote_extension_sign_bytes(chain_id, &vote))
+            self.sign_raw(&vote_extension_sign_bytes(chain_id, &vote))?
         } else {
             Vec::new()
         };
@@ -416,7 +490,7 @@ impl Signer for GuardedSigner {
         if !self.sign_bytes {
             return Err(SignerError::SignBytesRefused);
         }
-        Ok(self.sign_raw(bytes))
+        self.sign_raw(bytes)
     }
 }
 
@@ -473,94 +547,6 @@ pub fn convert_state_file(
     let state = state_file::load(from)?;
     state_file::write_new(to, &state, format)?;
     Ok(state)
-}
-
-/// Load a CometBFT `priv_validator_key.json` (`address`, `pub_key` and
-/// `priv_key`, each Ed25519 key as `{"type":..., "value": base64}`). The
-/// private key is read as [`p2p_conn::keyfile::load`] reads a node key (its
-/// checks, size limit and zeroization); `pub_key.value` and `address` must
-/// belong to it. A file with neither is refused
-/// ([`SignerError::NotValidatorKey`]): that is a `node_key.json`, and a
-/// signer serving it would sign as a validator no validator set holds. The second pass, for the public parts,
-/// skips `priv_key` without copying it and zeroizes the text it read.
-///
-/// A file that is not JSON is read as tmkms's softsign key (the base64 of
-/// the 32-byte seed, as `tmkms softsign keygen` and `import` write it),
-/// which has no public parts to check ([`SignerError::TmkmsKey`] when it
-/// is neither).
-pub fn load_validator_key(path: impl AsRef<Path>) -> Result<Identity, SignerError> {
-    use base64::Engine;
-    use std::io::Read;
-
-    let path = path.as_ref();
-    match crate::tmkms_key::load_if_softsign(path) {
-        Ok(Some(key)) => return Ok(key),
-        Ok(None) => {}
-        Err(SoftsignError::Read(source)) => {
-            return Err(SignerError::Key(KeyFileError::Read {
-                path: path.to_path_buf(),
-                source,
-            }))
-        }
-        Err(SoftsignError::Problem(problem)) => {
-            return Err(SignerError::TmkmsKey {
-                path: path.to_path_buf(),
-                problem,
-            })
-        }
-    }
-
-    #[derive(serde::Deserialize)]
-    struct PubKey {
-        value: Option<String>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Public {
-        address: Option<String>,
-        pub_key: Option<PubKey>,
-    }
-
-    let key = p2p_conn::keyfile::load(path)?;
-    let read_err = |source| {
-        SignerError::Key(KeyFileError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    let mut text = zeroize::Zeroizing::new(Vec::new());
-    std::fs::File::open(path)
-        .map_err(read_err)?
-        .take(p2p_conn::keyfile::MAX_KEY_FILE_BYTES as u64)
-        .read_to_end(&mut text)
-        .map_err(read_err)?;
-    // keyfile::load accepted the file, so this parses unless it changed
-    // in between; then there is nothing public to check against.
-    let public: Option<Public> = serde_json::from_slice(&text).ok();
-    let Some(public) = public.filter(|p| p.address.is_some() || p.pub_key.is_some()) else {
-        return Err(SignerError::NotValidatorKey {
-            path: path.to_path_buf(),
-        });
-    };
-    let ours = key.public_key();
-    if let Some(pk) = public.pub_key.and_then(|p| p.value) {
-        let decoded = base64::engine::general_purpose::STANDARD.decode(pk.trim());
-        if decoded.ok().as_deref() != Some(&ours.as_bytes()[..]) {
-            return Err(SignerError::KeyMismatch {
-                path: path.to_path_buf(),
-                field: "pub_key.value",
-            });
-        }
-    }
-    if let Some(addr) = public.address {
-        let decoded = hex::decode(addr.trim());
-        if decoded.ok().as_deref() != Some(&ours.node_id().as_bytes()[..]) {
-            return Err(SignerError::KeyMismatch {
-                path: path.to_path_buf(),
-                field: "address",
-            });
-        }
-    }
-    Ok(key)
 }
 
 /// One [`Signer`] shared by several connections: every clone serves

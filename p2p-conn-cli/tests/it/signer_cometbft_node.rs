@@ -17,6 +17,11 @@
 //!   goes on;
 //! - stops the signer with SIGTERM: it exits 0 with its final stats.
 //!
+//! The same runs with the validator key imported into a SoftHSM 2 token
+//! and named by its PKCS#11 URI (`--key pkcs11:...`), at v0.38.26, v1.0.1
+//! and v0.40.0 ([`KeyArg::softhsm`]): each kill of a signer drops its
+//! token session, and the next signer logs in afresh.
+//!
 //! Then, from both signers' `--json` output (every request served, with
 //! the signature and the sign bytes): no height, round and step was ever
 //! signed with two different sign bytes or signatures across both runs,
@@ -44,9 +49,10 @@
 #![cfg(unix)]
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -57,6 +63,7 @@ use crate::common::process::{Feed, Finished, Proc};
 use base64::Engine as _;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use p2p_conn_interop::softhsm::SoftHsm;
 use p2p_conn_privval::guard::Hrs;
 use p2p_conn_privval::state_file;
 use serde_json::Value;
@@ -73,20 +80,61 @@ const EXIT_LIMIT: Duration = Duration::from_secs(10);
 /// Blocks the chain must add after each disruption.
 const MORE_BLOCKS: i64 = 3;
 
+/// How a signer is given the validator's key: the node's
+/// `priv_validator_key.json`, or that key in a SoftHSM 2 token.
+struct KeyArg {
+    /// `--key`: the file's path or the PKCS#11 URI.
+    key: OsString,
+    /// The token folder the signer opens (its `SOFTHSM2_CONF`).
+    hsm: Option<SoftHsm>,
+}
+
+impl KeyArg {
+    fn file(node: &SignedNode) -> KeyArg {
+        KeyArg {
+            key: node.key_file.clone().into_os_string(),
+            hsm: None,
+        }
+    }
+
+    /// The node's validator key imported into a token of its own, as
+    /// docs/operator-manual.md says (`softhsm2-util --import` of the
+    /// seed as PKCS#8); `None` (after a notice) without SoftHSM, unless
+    /// `CI=true`.
+    fn softhsm(node: &SignedNode, test: &str) -> Option<KeyArg> {
+        let hsm = SoftHsm::new(test, &node.signer_dir.join("softhsm"), "validator")?;
+        hsm.import_validator_key(&node.key_file, "validator", "01");
+        Some(KeyArg {
+            key: hsm.uri("validator").into(),
+            hsm: Some(hsm),
+        })
+    }
+}
+
 /// Start `p2p-conn signer --json` for `node`'s validator.
-fn start_signer(node: &SignedNode) -> Proc {
-    start_signer_as(node, &[&node.signer_dials], node.signer_identity.as_deref())
+fn start_signer(node: &SignedNode, key: &KeyArg) -> Proc {
+    start_signer_as(
+        node,
+        &[&node.signer_dials],
+        node.signer_identity.as_deref(),
+        key,
+    )
 }
 
 /// [`start_signer`] dialing each of `dials` with `--identity identity`.
-fn start_signer_as(node: &SignedNode, dials: &[&str], identity: Option<&Path>) -> Proc {
+fn start_signer_as(
+    node: &SignedNode,
+    dials: &[&str],
+    identity: Option<&Path>,
+    key: &KeyArg,
+) -> Proc {
     let mut args: Vec<&OsStr> = vec!["signer".as_ref()];
     for d in dials {
         args.extend([OsStr::new("--node"), OsStr::new(d)]);
     }
     args.extend::<[&OsStr; 9]>([
         "--key".as_ref(),
-        node.key_file.as_os_str(),
+        key.key.as_os_str(),
         "--state".as_ref(),
         node.state_file.as_os_str(),
         "--chain-id".as_ref(),
@@ -98,7 +146,12 @@ fn start_signer_as(node: &SignedNode, dials: &[&str], identity: Option<&Path>) -
     if let Some(identity) = identity {
         args.extend([OsStr::new("--identity"), identity.as_os_str()]);
     }
-    Proc::spawn(Path::new(BIN), &args, Feed::none())
+    let mut cmd = match &key.hsm {
+        Some(hsm) => hsm.command(BIN),
+        None => Command::new(BIN),
+    };
+    cmd.args(&args).stdin(Stdio::piped()).stdout(Stdio::piped());
+    Proc::start(&mut cmd, Feed::none())
 }
 
 /// Send `signal` to the signer and collect its exit and output.
@@ -238,12 +291,21 @@ fn check_final_stats(run: &str, events: &[Value]) -> Value {
     last.clone()
 }
 
-/// The whole scenario of the module docs over `transport`.
-fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
+/// The whole scenario of the module docs over `transport`, the key in a
+/// SoftHSM 2 token with `pkcs11`.
+fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport, pkcs11: bool) {
     let Some(bin) = node_binary(version, test) else {
         return;
     };
     let node = SignedNode::init(&bin, transport);
+    let key_arg = if pkcs11 {
+        let Some(key) = KeyArg::softhsm(&node, test) else {
+            return;
+        };
+        key
+    } else {
+        KeyArg::file(&node)
+    };
     assert!(
         !node.home.join("config/priv_validator_key.json").exists(),
         "the validator key must not stay in the node's home"
@@ -255,7 +317,7 @@ fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
     let watch = StateWatch::start(&node.state_file);
 
     // The signer dials first and retries until the node listens.
-    let first = start_signer(&node);
+    let first = start_signer(&node, &key_arg);
     node.start();
     let h1 = node.wait_height(5, BLOCKS_LIMIT);
     let made = node.node_made_key();
@@ -271,7 +333,7 @@ fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
         Some(9),
         "the first signer: {first:?}"
     );
-    let second = start_signer(&node);
+    let second = start_signer(&node, &key_arg);
     let h2 = node.wait_height(h1 + MORE_BLOCKS, BLOCKS_LIMIT);
 
     // A node that dies and comes back: the signer dials again by itself.
@@ -299,6 +361,8 @@ fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
     );
     let start = named(&first, "start").next().expect("a start event");
     assert_eq!(start["pub_key"], node.validator_pub_key.as_str(), "{start}");
+    let backend = if pkcs11 { "pkcs11" } else { "file" };
+    assert_eq!(start["key"]["backend"], backend, "{start}");
 
     assert!(
         marks.windows(2).all(|w| w[0] < w[1]),
@@ -320,12 +384,12 @@ fn signs_blocks(version: GoVersion, test: &str, transport: SignerTransport) {
 
 /// [`signs_blocks`] over `tcp://127.0.0.1:PORT`: a secret connection.
 fn signs_blocks_over_tcp(version: GoVersion, test: &str) {
-    signs_blocks(version, test, SignerTransport::Tcp);
+    signs_blocks(version, test, SignerTransport::Tcp, false);
 }
 
 /// [`signs_blocks`] over `unix://PATH`: plaintext.
 fn signs_blocks_over_unix(version: GoVersion, test: &str) {
-    signs_blocks(version, test, SignerTransport::Unix);
+    signs_blocks(version, test, SignerTransport::Unix, false);
 }
 
 /// A node with `priv_validator_laddr` whose signer never connects exits
@@ -361,7 +425,29 @@ fn v0_40_signs_blocks_over_noise() {
         GoVersion::V040,
         "v0_40_signs_blocks_over_noise",
         SignerTransport::Noise,
+        false,
     );
+}
+
+/// [`signs_blocks`] with the key in SoftHSM 2: v0.38.26 over `tcp://`.
+#[test]
+fn v0_38_signs_blocks_with_the_key_in_softhsm() {
+    let test = "v0_38_signs_blocks_with_the_key_in_softhsm";
+    signs_blocks(GoVersion::V038, test, SignerTransport::Tcp, true);
+}
+
+/// [`signs_blocks`] with the key in SoftHSM 2: v1.0.1 over `unix://`.
+#[test]
+fn v1_signs_blocks_with_the_key_in_softhsm() {
+    let test = "v1_signs_blocks_with_the_key_in_softhsm";
+    signs_blocks(GoVersion::V1, test, SignerTransport::Unix, true);
+}
+
+/// [`signs_blocks`] with the key in SoftHSM 2: v0.40.0 over `noise://`.
+#[test]
+fn v0_40_signs_blocks_with_the_key_in_softhsm() {
+    let test = "v0_40_signs_blocks_with_the_key_in_softhsm";
+    signs_blocks(GoVersion::V040, test, SignerTransport::Noise, true);
 }
 
 /// Over `noise://` a v0.40.0 node takes no signer but the one its laddr
@@ -391,7 +477,7 @@ fn v0_40_noise_identities_are_enforced() {
                 )
             }
         };
-        let signer = start_signer_as(&node, &[&dials], Some(&identity));
+        let signer = start_signer_as(&node, &[&dials], Some(&identity), &KeyArg::file(&node));
         node.start();
         let Some(exit) = node.wait_exit(Duration::from_secs(60)) else {
             node.fail(&format!("{case}: still running 60 s without its signer"));
@@ -461,7 +547,12 @@ fn two_nodes_one_signer(
         .unwrap();
     let key = ed25519_consensus::VerificationKey::try_from(key_bytes.as_slice()).unwrap();
     let identity = a.signer_identity.clone().or(b.signer_identity.clone());
-    let signer = start_signer_as(&a, &[&a.signer_dials, &b.signer_dials], identity.as_deref());
+    let signer = start_signer_as(
+        &a,
+        &[&a.signer_dials, &b.signer_dials],
+        identity.as_deref(),
+        &KeyArg::file(&a),
+    );
     a.start();
     b.start();
     let h1 = a.wait_height(5, BLOCKS_LIMIT);

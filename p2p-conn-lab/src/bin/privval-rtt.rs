@@ -9,9 +9,13 @@
 //!
 //! ```text
 //! privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json]
-//!             [--signer-thread | --split] [--no-persist]   (default 2000, 200, slots)
+//!             [--signer-thread | --split] [--no-persist] [--key PKCS11_URI]
+//!             (default 2000, 200, slots, a fresh soft key)
 //! privval-rtt --serve ADDR [--n N] [--warmup W] [--state slots|json]
 //! ```
+//!
+//! With `--key pkcs11:...` the `GuardedSigner` signs with that key in a
+//! PKCS#11 token (SoftHSM 2 in `privval-rtt.sh`) instead of a soft key.
 //!
 //! With `--serve ADDR` it is the signer alone, dialing a node elsewhere
 //! (`cometbft-peer privval-bench -external`, CometBFT's own node side), and
@@ -45,6 +49,7 @@ use std::time::{Duration, Instant};
 
 use p2p_conn::Identity;
 use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
+use p2p_conn_privval::pkcs11::Pkcs11Key;
 use p2p_conn_privval::{
     signed_msg_type, state_file, vote_sign_bytes, BlockId, CryptoPublicKey, GuardedSigner,
     PartSetHeader, Proposal, Signer, SignerError, Timestamp, Vote,
@@ -164,6 +169,8 @@ struct Args {
     no_persist: bool,
     /// `--serve ADDR`: only the signer, dialing a node elsewhere.
     serve: Option<String>,
+    /// `--key URI`: a key in a PKCS#11 token.
+    key: Option<String>,
 }
 
 fn parse_args() -> Args {
@@ -177,6 +184,7 @@ fn parse_args() -> Args {
         split: false,
         no_persist: false,
         serve: None,
+        key: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -202,6 +210,7 @@ fn parse_args() -> Args {
                 args.signer_thread = true;
             }
             "--no-persist" => args.no_persist = true,
+            "--key" => args.key = Some(it.next().unwrap_or_else(|| usage("--key PKCS11_URI"))),
             other => usage(&format!("unknown argument {other:?}")),
         }
     }
@@ -247,7 +256,7 @@ async fn serve_only(
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread | --split] [--no-persist] [--serve ADDR]"
+        "privval-rtt: {msg}\nusage: privval-rtt [--n N] [--warmup W] [--unix | --noise] [--state slots|json] [--signer-thread | --split] [--no-persist] [--key PKCS11_URI] [--serve ADDR]"
     );
     std::process::exit(2);
 }
@@ -289,7 +298,11 @@ async fn run(args: &Args, dir: &std::path::Path) -> Result<String, Box<dyn std::
     };
     let state = dir.join(state);
     state_file::write_new(&state, &Default::default(), format)?;
-    let guarded = GuardedSigner::open(Identity::generate(), &state)?.with_chain_id(CHAIN);
+    let guarded = match &args.key {
+        Some(uri) => GuardedSigner::open(Pkcs11Key::open(&uri.parse()?)?, &state)?,
+        None => GuardedSigner::open(Identity::generate(), &state)?,
+    }
+    .with_chain_id(CHAIN);
     let spent = Arc::new(Mutex::new(Vec::with_capacity(args.n + args.warmup)));
     let inner: Box<dyn Signer + Send> = if args.no_persist {
         Box::new(Unguarded(guarded.allow_sign_bytes()))

@@ -9,6 +9,7 @@
 //!   plaintext, hostile input, the decoder's properties.
 //! - [`messages_cometbft_go`], [`sign_bytes_cometbft_go`]: the messages,
 //!   the sign bytes and what may be signed, against each line's own Go code.
+//! - [`pkcs11`]: the PKCS#11 key in SoftHSM 2 (feature `pkcs11`).
 //! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
 //!   against each other, hostile peers, CometBFT's own signer and node
 //!   sides, and tmkms; [`tmkms_state`]: tmkms's own state files imported.
@@ -23,6 +24,8 @@ mod guard;
 #[cfg(feature = "tokio")]
 mod messages;
 mod messages_cometbft_go;
+#[cfg(feature = "pkcs11")]
+mod pkcs11;
 mod sign_bytes_cometbft_go;
 mod signer;
 #[cfg(feature = "tokio")]

@@ -17,8 +17,11 @@
 //!
 //! A key file (`--key FILE`) is on disk and in this process's memory, as
 //! with CometBFT's FilePV: whoever can read the file, or this process's
-//! memory, can sign as the validator. The start refuses a key or state
-//! file others may read or write (`crate::private_file`).
+//! memory, can sign as the validator. A key in a PKCS#11 token (`--key
+//! pkcs11:...`) stays in the token, which signs. `--key` names either, one
+//! syntax for the flag and a config file's `key` (`key.rs`). The start
+//! refuses a key file, a PIN file or a state file others may read or write
+//! (`crate::private_file`).
 //!
 //! It fails closed on an operator's mistakes: a `node_key.json` given as
 //! `--key` (the library's [`p2p_conn_privval::load_validator_key`] refuses it), no chain
@@ -53,6 +56,7 @@ use standby::SUMMARY_EVERY;
 
 mod config;
 mod fleet;
+mod key;
 mod metrics;
 mod plan;
 mod recording;
@@ -99,9 +103,14 @@ pub struct SignerArgs {
     /// file
     #[arg(long, required_unless_present = "config")]
     node: Vec<String>,
-    /// The validator key: a CometBFT priv_validator_key.json (Ed25519).
-    /// The file is refused if the group or others may read or write it
-    /// (chmod 600); its key is on disk and in this process's memory
+    /// The validator key (Ed25519): the path of a CometBFT
+    /// priv_validator_key.json (on disk and in this process's memory), or
+    /// a key in a PKCS#11 token (an HSM, SoftHSM) as an RFC 7512 URI,
+    /// 'pkcs11:token=LABEL;object=LABEL?module-path=/PATH/module.so&pin-source=file:/PATH/pin'
+    /// (id=%01 for the object's CKA_ID, slot-id=N for the slot;
+    /// &x-pub-key=BASE64 checks the token's public key); pin-value is
+    /// refused. The key file, or the PIN file, is refused if the group or
+    /// others may read or write it (chmod 600)
     #[arg(long, required_unless_present = "config")]
     key: Option<String>,
     /// The high-water mark, saved before every new signature is sent: a

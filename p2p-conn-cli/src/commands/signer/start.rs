@@ -1,5 +1,6 @@
-//! The signer's start, from a checked [`Plan`]: every key read first
-//! (each refused if others may read it), then the connection identity
+//! The signer's start, from a checked [`Plan`]: every key opened first
+//! (a key file or a token's PIN file refused if others may read it), then
+//! the connection identity
 //! (refused likewise),
 //! then each chain's state file and its folder checked (refused if others
 //! may read or write the file, or write the folder), then opened
@@ -12,10 +13,11 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use p2p_conn::{keyfile, Identity};
-use p2p_conn_privval::{load_validator_key, state_file, GuardedSigner, SharedSigner, SignerError};
+use p2p_conn::{keyfile, Identity, PublicKey};
+use p2p_conn_privval::{state_file, GuardedSigner, SharedSigner, SignerError, ValidatorKey};
 use serde_json::json;
 
+use super::key::{KeySpec, OpenedKey};
 use super::metrics::{self, SignWatch};
 use super::plan::{ChainPlan, Plan};
 use super::recording::{Mark, SharedMark};
@@ -37,11 +39,19 @@ pub(super) struct Chain {
 }
 
 /// The validator key `key` names, as `--key` (and a config's `key`)
-/// takes it. The one place a key is loaded: a key file only its owner may
-/// read ([`private_file`]).
-fn load_key(key: &str) -> Result<Identity, CliError> {
-    private_file::check_file(Path::new(key), "validator key")?;
-    Ok(load_validator_key(Path::new(key))?)
+/// takes it ([`super::key`]). The one place a key is opened: a key file,
+/// or a token's PIN file, only its owner may read ([`private_file`]).
+fn load_key(key: &str) -> Result<OpenedKey, CliError> {
+    let spec = KeySpec::parse(key)?;
+    match &spec {
+        KeySpec::File(path) => private_file::check_file(path, "validator key")?,
+        KeySpec::Pkcs11(uri) => {
+            if let Some(pin) = uri.pin_file() {
+                private_file::check_file(pin, "PIN file")?;
+            }
+        }
+    }
+    spec.open()
 }
 
 /// A state file, and its folder, that only its owner may write
@@ -58,7 +68,7 @@ fn check_state(path: &Path) -> Result<(), CliError> {
 /// and tell the start.
 pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), CliError> {
     // Every file is read before `create_state` may write one.
-    let keys: Vec<Identity> = plan
+    let keys: Vec<OpenedKey> = plan
         .chains
         .iter()
         .map(|c| load_key(&c.key))
@@ -74,7 +84,7 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
     };
     if keys
         .iter()
-        .any(|k| identity.public_key().as_bytes() == k.public_key().as_bytes())
+        .any(|k| identity.public_key().as_bytes() == &k.public)
     {
         return Err(CliError::usage(
             "--identity is the validator key: the connection identity must be a key of its own \
@@ -85,9 +95,11 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
         check_state(&c.state)?;
     }
     let mut chains = Vec::new();
+    let any_file = keys.iter().any(|k| k.backend == "file");
     for (c, key) in plan.chains.iter().zip(keys) {
-        let validator = key.public_key();
-        let signer = open_state(c, key)?;
+        let validator = PublicKey::from_bytes(key.public);
+        let (backend, key_name) = (key.backend, key.name);
+        let signer = open_state(c, key.key)?;
         let mark = signer.state().hrs();
         let address_hex = hex::encode_upper(validator.node_id().as_bytes());
         let pub_key = base64::engine::general_purpose::STANDARD.encode(validator.as_bytes());
@@ -106,6 +118,7 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
                     "nodes": shown,
                     "validator_address": address_hex,
                     "pub_key": pub_key,
+                    "key": { "backend": backend, "name": key_name },
                     "chain_id": c.id,
                     "state_file": c.state.display().to_string(),
                     "state": { "height": mark.height, "round": mark.round, "step": mark.step.as_i8() },
@@ -121,7 +134,8 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
                 format!("dialing {}", shown.join(", "))
             };
             out.text(&format!(
-                "signer for validator {address_hex} ({chain}); state {}: {mark}; {dialing}",
+                "signer for validator {address_hex} ({chain}); state {}: {mark}; \
+                 key ({backend}) {key_name}; {dialing}",
                 c.state.display(),
             ));
         }
@@ -133,7 +147,7 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
             connected: Arc::default(),
         });
     }
-    if !out.json {
+    if !out.json && any_file {
         out.text(
             "validator keys from key files: each is on disk and in this process's memory, \
              as with CometBFT's FilePV",
@@ -143,7 +157,7 @@ pub(super) fn open(plan: &Plan, out: &Out) -> Result<(Vec<Chain>, Identity), Cli
 }
 
 /// Open the chain's state file, creating it first with `create_state`.
-fn open_state(c: &ChainPlan, key: Identity) -> Result<GuardedSigner, CliError> {
+fn open_state(c: &ChainPlan, key: Box<dyn ValidatorKey>) -> Result<GuardedSigner, CliError> {
     let path = &c.state;
     let exists = std::fs::symlink_metadata(path).is_ok();
     if !exists {

@@ -1,14 +1,17 @@
 //! `p2p-conn signer --config FILE`: two chains, each with its own key,
 //! guard and state file, served to two scripted nodes from one process;
 //! a config with a mistake refused at start with its file and line; the
-//! config and the chain flags refused together.
+//! config and the chain flags refused together; a chain whose key is in a
+//! PKCS#11 token beside one whose key is a file.
 
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Instant;
 
 use ed25519_consensus::{Signature, VerificationKey};
 use p2p_conn::Identity;
+use p2p_conn_interop::softhsm::SoftHsm;
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::{state_file, vote_sign_bytes};
 
@@ -229,5 +232,77 @@ fn a_malformed_config_is_refused_with_its_line() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stderr(&out).contains("cannot be used with"), "{out:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A config's `key` takes what `--key` takes: one chain with its key in a
+/// file, the other with its key imported into a SoftHSM 2 token and named
+/// by its PKCS#11 URI; each node's vote is signed with its chain's key,
+/// and the start event names each key's backend.
+#[test]
+fn a_config_chain_may_keep_its_key_in_a_pkcs11_token() {
+    let test = "a_config_chain_may_keep_its_key_in_a_pkcs11_token";
+    let dir = scratch("signer-config-pkcs11");
+    let a = TestChain::new(&dir, "chain-a");
+    let b = TestChain::new(&dir, "chain-b");
+    let Some(hsm) = SoftHsm::new(test, &dir.join("softhsm"), "validator") else {
+        return;
+    };
+    hsm.import_validator_key(&b.key, "chain-b", "02");
+    std::fs::remove_file(&b.key).unwrap();
+    let (la, lb) = (
+        UnixListener::bind(&a.socket).unwrap(),
+        UnixListener::bind(&b.socket).unwrap(),
+    );
+    let b_table = b.table().replace(
+        &format!("key = \"{}\"", b.key.display()),
+        &format!("key = \"{}\"", hsm.uri("chain-b")),
+    );
+    let text = format!(
+        "stats_every = 0\njson = true\n\n{}{b_table}{}{}",
+        a.table(),
+        a.node(&a.socket),
+        b.node(&b.socket)
+    );
+    let config = write_config(&dir, "signer.toml", &text);
+    let mut cmd = hsm.command(BIN);
+    cmd.args(["signer", "--config", config.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let signer = Proc::start(&mut cmd, Feed::none());
+    let mut na = ScriptedNode::accept(&la);
+    let mut nb = ScriptedNode::accept(&lb);
+    let va = na
+        .sign(&a.id, &prevote(5, 1, 1_000))
+        .expect("chain a signs");
+    let vb = nb
+        .sign(&b.id, &prevote(9, 2, 1_000))
+        .expect("chain b signs");
+    assert!(a.verifies(&a.id, &va), "chain a's vote under its file key");
+    assert!(b.verifies(&b.id, &vb), "chain b's vote under its token key");
+
+    sigterm(&signer);
+    let out = signer.finish(Instant::now() + LIMIT);
+    out.assert_ok("the signer, stopped by SIGTERM");
+    let backends: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "start")
+        .map(|e| {
+            (
+                e["chain_id"].as_str().unwrap_or_default().to_owned(),
+                e["key"]["backend"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        backends,
+        [
+            ("chain-a".to_owned(), "file".to_owned()),
+            ("chain-b".to_owned(), "pkcs11".to_owned())
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

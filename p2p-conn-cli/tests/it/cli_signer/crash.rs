@@ -1,12 +1,15 @@
 //! Crash safety: a signer killed at any moment around a signature never
-//! lets a second one sign a conflict, on either state file format.
+//! lets a second one sign a conflict, on either state file format, with
+//! the key in a file or in a PKCS#11 token (SoftHSM 2).
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use p2p_conn_interop::softhsm::SoftHsm;
 use p2p_conn_privval::guard::{Hrs, Step};
 use p2p_conn_privval::state_file;
 
@@ -20,10 +23,25 @@ use crate::common::process::{scratch, Feed, Proc};
 /// first signature reached the node, the conflict is refused and the
 /// first vote re-served with its signature; when it did not, whatever the
 /// second signer signs, it never signs both blocks. 100 rounds (set
-/// P2P_CONN_SOAK for 2000).
-fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
-    let dir = scratch(&format!("signer-kill9-{state_name}"));
-    let (key, _) = validator_key(&dir);
+/// P2P_CONN_SOAK for 2000). With `pkcs11`, the key is imported into a
+/// SoftHSM 2 token and named by its URI: each kill also drops the
+/// killed signer's session, and the next signer logs in afresh.
+fn a_killed_signer_never_signs_a_conflict(state_name: &str, pkcs11: bool) {
+    let test = format!(
+        "signer-kill9-{state_name}{}",
+        if pkcs11 { "-pkcs11" } else { "" }
+    );
+    let dir = scratch(&test);
+    let (key_file, _) = validator_key(&dir);
+    let (key, hsm) = if pkcs11 {
+        let Some(hsm) = SoftHsm::new(&test, &dir.join("softhsm"), "validator") else {
+            return;
+        };
+        hsm.import_validator_key(&key_file, "validator", "01");
+        (hsm.uri("validator"), Some(hsm))
+    } else {
+        (key_file.to_str().unwrap().to_owned(), None)
+    };
     let state = dir.join(state_name);
     let socket = dir.join("privval.sock");
     let listener = UnixListener::bind(&socket).unwrap();
@@ -38,14 +56,14 @@ fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
         .unwrap()
         .subsec_nanos() as u64
         | 1;
-    eprintln!("{state_name}: seed {rng}");
+    eprintln!("{test}: seed {rng}");
     let spawn = |create: bool| {
         let mut args = vec![
             "signer",
             "--node",
             node.as_str(),
             "--key",
-            key.to_str().unwrap(),
+            key.as_str(),
             "--state",
             state.to_str().unwrap(),
             "--chain-id",
@@ -56,7 +74,12 @@ fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
         if create {
             args.push("--create-state");
         }
-        Proc::spawn(Path::new(BIN), &args, Feed::none())
+        let mut cmd = match &hsm {
+            Some(hsm) => hsm.command(BIN),
+            None => Command::new(Path::new(BIN)),
+        };
+        cmd.args(&args).stdin(Stdio::piped()).stdout(Stdio::piped());
+        Proc::start(&mut cmd, Feed::none())
     };
     let (mut reached, mut lost, mut second_signed) = (0, 0, 0);
     for round in 0..rounds {
@@ -112,7 +135,7 @@ fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
         );
     }
     eprintln!(
-        "{state_name}: {rounds} rounds: the signature reached the node in {reached}, \
+        "{test}: {rounds} rounds: the signature reached the node in {reached}, \
          not in {lost} (the second signer signed the other block in {second_signed})"
     );
     assert!(
@@ -124,10 +147,15 @@ fn a_killed_signer_never_signs_a_conflict(state_name: &str) {
 
 #[test]
 fn a_killed_signer_never_signs_a_conflict_slot_file() {
-    a_killed_signer_never_signs_a_conflict("signer.state");
+    a_killed_signer_never_signs_a_conflict("signer.state", false);
 }
 
 #[test]
 fn a_killed_signer_never_signs_a_conflict_filepv_file() {
-    a_killed_signer_never_signs_a_conflict("priv_validator_state.json");
+    a_killed_signer_never_signs_a_conflict("priv_validator_state.json", false);
+}
+
+#[test]
+fn a_killed_signer_never_signs_a_conflict_pkcs11() {
+    a_killed_signer_never_signs_a_conflict("signer.state", true);
 }

@@ -149,6 +149,13 @@ pub(crate) struct ScriptedNode {
 
 impl ScriptedNode {
     pub(crate) fn accept(listener: &UnixListener) -> ScriptedNode {
+        // Bounded: a signer that exits instead of dialing fails the test
+        // rather than hanging it.
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::try_from(LIMIT).unwrap()).expect("poll");
+        assert!(ready > 0, "the signer did not connect within {LIMIT:?}");
         let (stream, _) = listener.accept().expect("the signer connects");
         stream.set_read_timeout(Some(LIMIT)).unwrap();
         ScriptedNode {

@@ -1,8 +1,8 @@
 //! The start refuses a validator key or a state file the group or others
 //! may read or write, and a state file's folder they may write, with the
 //! `chmod` that fixes it; from the flags and from a config alike; a
-//! connection identity others may read; and a config file the group or
-//! others may write.
+//! connection identity others may read; a PKCS#11 key's PIN file others
+//! may read; and a config file the group or others may write.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -118,6 +118,37 @@ fn loose_key_state_or_folder_permissions_stop_the_start() {
     assert!(
         text.starts_with("error: connection identity ")
             && text.contains(&format!("chmod 600 {}", identity.display())),
+        "{text}"
+    );
+    assert!(!a.state.exists(), "nothing is created: {text}");
+
+    // A PKCS#11 key whose PIN file others may read: refused before the
+    // token is opened (the module path need not exist).
+    let pin = dir.join("validator.pin");
+    std::fs::write(&pin, "123456\n").unwrap();
+    chmod(&pin, 0o644);
+    let uri = format!(
+        "pkcs11:token=t;object=k?module-path=/nonexistent/module.so&pin-source=file:{}",
+        pin.display()
+    );
+    let out = run_cli(&[
+        "signer",
+        "--node",
+        "tcp://127.0.0.1:9",
+        "--key",
+        &uri,
+        "--state",
+        a.state.to_str().unwrap(),
+        "--create-state",
+        "--chain-id",
+        CHAIN,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = stderr(&out);
+    assert!(
+        text.starts_with("error: PIN file ")
+            && text.contains(&format!("chmod 600 {}", pin.display()))
+            && !text.contains("123456"),
         "{text}"
     );
     assert!(!a.state.exists(), "nothing is created: {text}");

@@ -49,8 +49,27 @@ fn refuses_to_start_without_a_state_file_or_with_bad_flags() {
     let node_key = dir.join("node_key.json");
     keyfile::save_new(&Identity::generate(), &node_key).unwrap();
     let nk = node_key.to_str().unwrap();
+    // A key of another type than Ed25519, named; a PIN in the key's URI.
+    let secp = dir.join("secp256k1_key.json");
+    std::fs::write(
+        &secp,
+        r#"{"address":"00","pub_key":{"type":"tendermint/PubKeySecp256k1","value":"AA=="},"priv_key":{"type":"tendermint/PrivKeySecp256k1","value":"AA=="}}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&secp, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let secp = secp.to_str().unwrap();
+    let pin_in_uri =
+        "pkcs11:token=t;object=k?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=123456";
     for (args, says) in [
         (vec!["--key", nk, "--chain-id", CHAIN], "node_key.json"),
+        (
+            vec!["--key", secp, "--chain-id", CHAIN],
+            "the key type is tendermint/PrivKeySecp256k1",
+        ),
+        (
+            vec!["--key", pin_in_uri, "--chain-id", CHAIN],
+            "pin-value is refused",
+        ),
         (vec!["--key", key], "--chain-id"),
         (
             vec!["--key", key, "--chain-id", CHAIN, "--any-chain"],

@@ -209,6 +209,7 @@ async fn pins_both_ends_over_tcp() {
     assert!(is_rfc3339_utc_ms(last["time"].as_str().unwrap()), "{stats}");
     let start = &events[0];
     assert_eq!(start["event"], "start");
+    assert_eq!(start["key"]["backend"], "file", "{start}");
     assert_eq!(
         start["connection_id"],
         connection.node_id().to_string().as_str()

@@ -136,6 +136,43 @@ fn validator_key_file_loads_and_checks_its_public_parts() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A `priv_validator_key.json` of another key type than Ed25519 (CometBFT
+/// v0.40.0's FilePV signs with secp256k1, secp256k1eth, ML-DSA-65 and
+/// BLS12-381 keys too) is refused with an error that names the type.
+#[test]
+fn a_validator_key_of_another_type_is_refused_by_name() {
+    let dir = temp_dir("key-type");
+    let path = dir.join("priv_validator_key.json");
+    for (pub_type, priv_type) in [
+        ("tendermint/PubKeySecp256k1", "tendermint/PrivKeySecp256k1"),
+        ("cometbft/PubKeyBls12_381", "cometbft/PrivKeyBls12_381"),
+        ("cometbft/PubKeyMlDsa65", "cometbft/PrivKeyMlDsa65"),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "{{\"address\":\"{}\",\"pub_key\":{{\"type\":\"{pub_type}\",\"value\":\"{}\"}},\
+                 \"priv_key\":{{\"type\":\"{priv_type}\",\"value\":\"{}\"}}}}",
+                "AB".repeat(20),
+                base64::engine::general_purpose::STANDARD.encode([2u8; 33]),
+                base64::engine::general_purpose::STANDARD.encode([3u8; 32]),
+            ),
+        )
+        .unwrap();
+        let err = load_validator_key(&path).expect_err(priv_type);
+        assert!(
+            matches!(&err, SignerError::KeyType { key_type, .. } if key_type == priv_type),
+            "{priv_type}: {err:?}"
+        );
+        assert!(err.to_string().contains(priv_type), "{err}");
+        assert!(
+            !err.to_string().contains("AwMDAwMD"),
+            "no key material: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 const FILEPV: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/filepv-v1.0.1");
 const FILEPV_VOTE_SIG: &str = "7c87114e6bd1bc6f32d7ce38d3b5df9bfd9b925b901e4743920436e696ec0d3e9c88c98205908f2f8e444fe23620a5ea712cc214d521ddf0d2d40ad210b36e0d";
 const FILEPV_EXT_SIG: &str = "0431d6f5ec89b3df9f3ea738e0b6424da45f3ee2dde06bb97d2b55a7c57688c4c11b5ea23413440d749eac43afbffeaa1386fcc8ec1ba7b7203c0f547e81350d";
