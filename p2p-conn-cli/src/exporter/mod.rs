@@ -39,9 +39,10 @@
 //!   recorded; `# HELP` from the `describe_*!` text. A name registered
 //!   first as one type and then as another keeps the first; the second
 //!   gets a handle that records nothing.
-//! - Series are kept for the life of the process (no expiry): the
-//!   commands label by what they were started with (`--node`, the chain),
-//!   never by peers that come and go.
+//! - Series are kept for the life of the process (no expiry), unless
+//!   dropped with [`Exporter::forget`] (a node a signer's reload removed):
+//!   the commands label by what they were started with (`--node`, the
+//!   chain), never by peers that come and go.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -131,6 +132,17 @@ impl Exporter {
         self.lock()
             .help
             .insert(key.as_str().to_string(), description.to_string());
+    }
+
+    /// Drop every series labelled `label="value"` (a node the signer no
+    /// longer serves): it is rendered no more, and a handle still held
+    /// records into nothing.
+    pub fn forget(&self, label: &str, value: &str) {
+        for family in self.lock().families.values_mut() {
+            family
+                .series
+                .retain(|labels, _| !labels.iter().any(|(k, v)| k == label && v == value));
+        }
     }
 
     /// Every series in Prometheus's text format (version 0.0.4).

@@ -291,6 +291,9 @@ impl Fleet {
         let removed: Vec<String> = gone.iter().map(|r| r.view.shown.clone()).collect();
         for r in gone {
             r.abort.abort();
+            // Its series go too: a stale `connected 1` would hide an
+            // outage from the alerts.
+            self.exporter.forget("node", &r.view.shown);
             self.views
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

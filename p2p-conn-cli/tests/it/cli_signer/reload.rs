@@ -14,6 +14,7 @@ use nix::unistd::Pid;
 use p2p_conn_privval::testkit::message::Sum;
 use p2p_conn_privval::testkit::PingRequest;
 
+use super::alerts::{metrics_addr, scrape};
 use super::config::{write_config, TestChain};
 use super::{prevote, run_cli, sigterm, stderr, ScriptedNode, BIN, CHAIN, LIMIT};
 use crate::common::process::{scratch, Feed, Proc};
@@ -56,12 +57,13 @@ fn sighup_reloads_the_node_list_and_keeps_the_chain() {
         .iter()
         .map(|s| UnixListener::bind(s).unwrap())
         .collect();
+    let metrics = metrics_addr();
     let config_with = |nodes: &[usize], chain: &str| {
         let mut text = format!("stats_every = 0\n\n{chain}");
         for &n in nodes {
             text += &a.node(&sockets[n]);
         }
-        text
+        text + &format!("[metrics]\nlisten = \"{metrics}\"\n")
     };
     let config = write_config(&dir, "signer.toml", &config_with(&[0, 1], &a.table()));
     let mut signer = Proc::spawn(
@@ -97,6 +99,16 @@ fn sighup_reloads_the_node_list_and_keeps_the_chain() {
             sockets[1].display()
         )),
         "{line}"
+    );
+    // The removed node's series go with it: a stale `connected 1` would
+    // hide an outage from the alerts.
+    n1.settle();
+    let scraped = scrape(&metrics);
+    let gone = format!("node=\"unix://{}\"", sockets[1].display());
+    let kept = format!("node=\"unix://{}\"", sockets[0].display());
+    assert!(
+        !scraped.contains(&gone) && scraped.contains(&kept),
+        "after the reload, no series of {gone} and still {kept}:\n{scraped}"
     );
     // Node 3 serves the same chain through the same guard: below the
     // mark node 1 moved is refused, above it is signed.
