@@ -246,3 +246,6 @@ impl Cosigner {
 fn guard_err(e: guard::GuardError) -> ThresholdError {
     ThresholdError::Signer(e.into())
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,7 @@
 //! share and of an aggregation.
 
 mod cosigner;
+mod leader;
 mod property;
 mod shares;
 mod timing;
