@@ -220,3 +220,90 @@ fn the_property_harness_signs_what_it_may() {
     assert_eq!(signed[&hrs(1)].len(), 1);
     assert_eq!(signed[&hrs(2)].len(), 1);
 }
+
+/// How a hostile leader bends a genuine request: which commitments it
+/// keeps (by position, repeats allowed), what it changes in each.
+#[derive(Debug, Clone)]
+struct Bend {
+    keep: Vec<usize>,
+    signer: Option<u16>,
+    id: Option<u64>,
+    swap_commitments: bool,
+    extension: bool,
+    chain: bool,
+}
+
+fn bends() -> impl Strategy<Value = Vec<Bend>> {
+    prop::collection::vec(
+        (
+            prop::collection::vec(0..4usize, 0..5),
+            prop::option::of(0..6u16),
+            prop::option::of(any::<u64>()),
+            any::<bool>(),
+            any::<bool>(),
+            prop::bool::weighted(0.1),
+        )
+            .prop_map(
+                |(keep, signer, id, swap_commitments, extension, chain)| Bend {
+                    keep,
+                    signer,
+                    id,
+                    swap_commitments,
+                    extension,
+                    chain,
+                },
+            ),
+        1..12,
+    )
+}
+
+proptest! {
+    #![proptest_config(p2p_conn_interop::proptest_config(64))]
+
+    /// Bent requests (commitments dropped, repeated, renumbered, swapped,
+    /// the extension's dropped, another chain) get errors, never a panic,
+    /// and no nonce answers two requests.
+    #[test]
+    fn hostile_requests_get_errors_and_a_nonce_answers_once(bends in bends()) {
+        let dir = temp_dir("threshold-hostile");
+        let (mut cosigners, mut leaders) = cluster(&dir, 2, 3, 24);
+        let mut answered = std::collections::BTreeSet::new();
+        for (height, bend) in (1..).zip(&bends) {
+            let attempt = Attempt { leader: 0, height, round: 0, step: 2, block: 1, peers: vec![2] };
+            let (genuine, _) = leaders[0]
+                .start(&mut cosigners[0], CHAIN, signable(&attempt), &[2], &mut OsRng)
+                .unwrap();
+            let mut request = genuine.clone();
+            request.commitments = bend
+                .keep
+                .iter()
+                .map(|&k| genuine.commitments[k % genuine.commitments.len()])
+                .collect();
+            for c in &mut request.commitments {
+                if let Some(signer) = bend.signer {
+                    c.signer = signer;
+                }
+                if let Some(id) = bend.id {
+                    c.id = id;
+                }
+            }
+            if bend.swap_commitments && request.commitments.len() == 2 {
+                let first = request.commitments[0].commitments;
+                request.commitments[0].commitments = request.commitments[1].commitments;
+                request.commitments[1].commitments = first;
+            }
+            if !bend.extension {
+                request.extension_commitments.clear();
+            }
+            if bend.chain {
+                request.chain_id = "other-chain".into();
+            }
+            if let Ok(answer) = cosigners[1].sign(&request) {
+                let mine = request.commitments.iter().find(|c| c.signer == 2).unwrap();
+                prop_assert!(answered.insert(mine.id), "nonce {} answered twice", mine.id);
+                prop_assert_eq!(answer.signer, 2);
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
