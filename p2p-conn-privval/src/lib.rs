@@ -60,6 +60,9 @@
 //!   it, signing through a [`ValidatorKey`]: the soft key (a
 //!   `priv_validator_key.json`, [`load_validator_key`]) or, with feature
 //!   `pkcs11`, a key in a PKCS#11 token (`pkcs11`).
+//! - `threshold` (feature `threshold`): t-of-n threshold signing with
+//!   FROST: key shares, a cosigner (one share, one guard, one state file)
+//!   and the leader's aggregation, sans-IO.
 //! - `endpoint` (with `tokio`): the signer side, which dials, retries,
 //!   reconnects and serves a [`Signer`]; the node side, which listens,
 //!   pings and times out.
@@ -96,6 +99,7 @@
 //! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
 //! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
 //! | `pkcs11` | no | `pkcs11`: a validator key in a PKCS#11 token (an HSM, SoftHSM 2), via `cryptoki` |
+//! | `threshold` | no | `threshold`: t-of-n threshold signing (FROST, RFC 9591, via `frost-ed25519`): key shares and a cosigner's sans-IO core |
 //! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -121,6 +125,9 @@ mod signer;
 pub mod state_file;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+#[cfg(feature = "threshold")]
+#[cfg_attr(docsrs, doc(cfg(feature = "threshold")))]
+pub mod threshold;
 mod tmkms_key;
 #[cfg(feature = "tokio")]
 mod tokio;

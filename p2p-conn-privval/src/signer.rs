@@ -67,16 +67,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::guard::{self, Decision, GuardError, SignState};
 use super::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use super::sign_bytes::vote_extension_sign_bytes;
-use super::state_file::{self, StateFileError, StatePathProblem};
-use crate::atomic_file::{parent_dir, FileId};
+use super::state_file::{self, StateFileError};
+use crate::atomic_file::parent_dir;
 use crate::tmkms_key::TmkmsKeyProblem;
 use p2p_conn::keyfile::KeyFileError;
 #[cfg(doc)]
 use p2p_conn::Identity;
 
 mod key;
+mod mark;
 
 pub use key::{load_validator_key, ValidatorKey};
+pub(crate) use mark::Mark;
 
 /// Errors of the signer layer: the guard's refusals, the state file's and
 /// the key file's errors, and the application's own.
@@ -246,30 +248,17 @@ pub struct GuardedSigner {
     key: Box<dyn ValidatorKey>,
     /// The key's public key, checked to be Ed25519 at open.
     public: [u8; 32],
-    state: SignState,
-    state_path: PathBuf,
-    /// The state file as this signer last read or wrote it: a save over
-    /// anything else is refused.
-    state_id: FileId,
-    /// How the next mark is saved (the state file's format).
-    store: state_file::Store,
-    /// A save of `state` failed after its rename or slot write: the disk
-    /// may hold it or the mark before, so nothing is released until a save
-    /// succeeds ([`GuardedSigner::make_durable`]).
-    unsynced: bool,
+    /// The mark and its state file, locked while the signer lives.
+    mark: Mark,
     chain_id: Option<String>,
     sign_bytes: bool,
-    /// Holds the exclusive lock on `<state file>.lock` while the signer
-    /// lives.
-    _lock: std::fs::File,
 }
 
 impl std::fmt::Debug for GuardedSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GuardedSigner")
             .field("public_key", &hex::encode(self.public))
-            .field("state", &self.state)
-            .field("state_path", &self.state_path)
+            .field("mark", &self.mark)
             .field("chain_id", &self.chain_id)
             .field("sign_bytes", &self.sign_bytes)
             .finish_non_exhaustive()
@@ -294,8 +283,9 @@ impl GuardedSigner {
     ///
     /// Before each save the signer checks that the path still leads to the
     /// file it last wrote, with one name; otherwise it signs nothing
-    /// ([`StatePathProblem::Gone`], [`StatePathProblem::Replaced`],
-    /// [`StatePathProblem::HardLinks`]).
+    /// ([`state_file::StatePathProblem::Gone`],
+    /// [`state_file::StatePathProblem::Replaced`],
+    /// [`state_file::StatePathProblem::HardLinks`]).
     ///
     /// `key` is an [`Identity`] (the soft key), a
     /// `pkcs11::Pkcs11Key`, or any other [`ValidatorKey`]; one whose public
@@ -305,31 +295,13 @@ impl GuardedSigner {
         state_path: impl AsRef<Path>,
     ) -> Result<Self, SignerError> {
         let public = key::ed25519_public_key(&key)?;
-        let state_path = state_path.as_ref().to_path_buf();
-        let id = state_file::inspect(&state_path)?;
-        let lock = lock_state(&state_path)?;
-        state_file::remove_stale_temps(&state_path);
-        let (state, store) = state_file::open_store(&state_path)?;
-        // Swapped between the check and the read: refuse rather than guess
-        // which file the state came from.
-        if state_file::inspect(&state_path)? != id {
-            return Err(StateFileError::Path {
-                path: state_path,
-                problem: StatePathProblem::Replaced,
-            }
-            .into());
-        }
+        let mark = Mark::open(state_path.as_ref())?;
         Ok(GuardedSigner {
             key: Box::new(key),
             public,
-            state,
-            state_path,
-            state_id: id,
-            store,
-            unsynced: false,
+            mark,
             chain_id: None,
             sign_bytes: false,
-            _lock: lock,
         })
     }
 
@@ -356,7 +328,7 @@ impl GuardedSigner {
     /// that save wrote (the disk may hold it, so the guard counts it), to
     /// be saved again before any signature leaves.
     pub fn state(&self) -> &SignState {
-        &self.state
+        self.mark.state()
     }
 
     /// The Ed25519 public key.
@@ -385,42 +357,9 @@ impl GuardedSigner {
         sign_bytes: Vec<u8>,
     ) -> Result<Vec<u8>, SignerError> {
         let signature = self.sign_raw(&sign_bytes)?;
-        self.save(SignState::new(hrs, sign_bytes, signature.clone()))?;
+        self.mark
+            .save(SignState::new(hrs, sign_bytes, signature.clone()))?;
         Ok(signature)
-    }
-
-    /// Save `next` as the mark. When the save fails after the new mark
-    /// reached the file (the rename took place, or the slot was written),
-    /// the disk may hold it: it becomes the mark in memory too (never
-    /// lower than what the disk may hold), with the file's new identity,
-    /// and nothing is released until a later save succeeds.
-    fn save(&mut self, next: SignState) -> Result<(), SignerError> {
-        match state_file::save_store(&self.state_path, &mut self.store, &next, self.state_id) {
-            Ok(id) => {
-                self.state_id = id;
-                self.state = next;
-                self.unsynced = false;
-                Ok(())
-            }
-            Err(failure) => {
-                if let Some(id) = failure.written {
-                    self.state_id = id;
-                    self.state = next;
-                    self.unsynced = true;
-                }
-                Err(failure.error.into())
-            }
-        }
-    }
-
-    /// Before a signature made earlier is served again: if the disk failed
-    /// to make the mark durable, save it again now (the file then holds
-    /// it for certain once this returns `Ok`).
-    fn make_durable(&mut self) -> Result<(), SignerError> {
-        if self.unsynced {
-            self.save(self.state.clone())?;
-        }
-        Ok(())
     }
 }
 
@@ -441,7 +380,7 @@ impl Signer for GuardedSigner {
         sign_extension: bool,
     ) -> Result<Vote, SignerError> {
         self.check_chain(chain_id)?;
-        let decision = guard::check_vote(&self.state, chain_id, &vote)?;
+        let decision = guard::check_vote(self.mark.state(), chain_id, &vote)?;
         let extension_signature = if sign_extension && guard::check_extension(&vote)? {
             self.sign_raw(&vote_extension_sign_bytes(chain_id, &vote))?
         } else {
@@ -455,7 +394,7 @@ impl Signer for GuardedSigner {
                 signature,
                 timestamp,
             } => {
-                self.make_durable()?;
+                self.mark.make_durable()?;
                 vote.signature = signature;
                 vote.timestamp = timestamp;
             }
@@ -470,7 +409,7 @@ impl Signer for GuardedSigner {
         mut proposal: Proposal,
     ) -> Result<Proposal, SignerError> {
         self.check_chain(chain_id)?;
-        match guard::check_proposal(&self.state, chain_id, &proposal)? {
+        match guard::check_proposal(self.mark.state(), chain_id, &proposal)? {
             Decision::Sign { hrs, sign_bytes } => {
                 proposal.signature = self.sign_and_persist(hrs, sign_bytes)?;
             }
@@ -478,7 +417,7 @@ impl Signer for GuardedSigner {
                 signature,
                 timestamp,
             } => {
-                self.make_durable()?;
+                self.mark.make_durable()?;
                 proposal.signature = signature;
                 proposal.timestamp = timestamp;
             }

@@ -13,6 +13,8 @@
 //! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
 //!   against each other, hostile peers, CometBFT's own signer and node
 //!   sides, and tmkms; [`tmkms_state`]: tmkms's own state files imported.
+//! - [`threshold`]: threshold signing, shares to aggregated signatures
+//!   (feature `threshold`).
 
 mod common;
 
@@ -28,6 +30,8 @@ mod messages_cometbft_go;
 mod pkcs11;
 mod sign_bytes_cometbft_go;
 mod signer;
+#[cfg(feature = "threshold")]
+mod threshold;
 #[cfg(feature = "tokio")]
 mod tmkms;
 #[cfg(feature = "tokio")]

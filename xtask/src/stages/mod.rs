@@ -209,7 +209,16 @@ pub const LIBRARIES: &[(&str, &[&str])] = &[
     ),
     (
         "p2p-conn-privval",
-        &["", "tokio", "noise", "ring", "avx512", "avx2", "pkcs11"],
+        &[
+            "",
+            "tokio",
+            "noise",
+            "ring",
+            "avx512",
+            "avx2",
+            "pkcs11",
+            "threshold",
+        ],
     ),
 ];
 
