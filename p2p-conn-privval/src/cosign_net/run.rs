@@ -527,29 +527,12 @@ async fn serve(
     generation: u64,
     conn: Conn,
     tx: mpsc::Sender<Envelope>,
-    mut rx: mpsc::Receiver<Envelope>,
+    rx: mpsc::Receiver<Envelope>,
 ) -> NetError {
     let limits = &shared.limits;
-    let (mut rd, mut wr) = conn.into_split();
-    let writer = async {
-        let mut buf = Vec::with_capacity(4096);
-        while let Some(env) = rx.recv().await {
-            buf.clear();
-            wire::encode_into(&env, &mut buf);
-            while buf.len() < BATCH_BYTES {
-                match rx.try_recv() {
-                    Ok(env) => wire::encode_into(&env, &mut buf),
-                    Err(_) => break,
-                }
-            }
-            match tokio::time::timeout(limits.ping_timeout, wr.send(&buf)).await {
-                Err(_) => return NetError::Stalled,
-                Ok(Err(e)) => return io_error(e),
-                Ok(Ok(())) => {}
-            }
-        }
-        NetError::Shutdown
-    };
+    let (mut rd, wr) = conn.into_split();
+    // Its own task, so that a burst of reading never starves it.
+    let mut writer = AbortOnDrop(tokio::spawn(write(wr, rx, limits.ping_timeout)));
     let reader = async {
         let mut dec = Decoder::new(limits.max_payload + wire::ENVELOPE_OVERHEAD);
         let mut link = LinkState {
@@ -565,7 +548,10 @@ async fn serve(
         loop {
             tokio::select! {
                 env = std::future::poll_fn(|cx| poll_decode(Pin::new(&mut rd), cx, &mut dec)) => {
-                    let handled = env.and_then(|env| link.handle(env));
+                    let handled = match env {
+                        Ok(env) => link.handle(env).await,
+                        Err(e) => Err(e),
+                    };
                     if let Err(e) = handled {
                         return e;
                     }
@@ -579,7 +565,7 @@ async fn serve(
                         None => {
                             nonce += 1;
                             link.ping = Some((nonce, Instant::now()));
-                            if let Err(e) = link.queue(Body::Ping(Ping { nonce })) {
+                            if let Err(e) = link.queue(Body::Ping(Ping { nonce })).await {
                                 return e;
                             }
                         }
@@ -589,9 +575,46 @@ async fn serve(
         }
     };
     tokio::select! {
-        e = writer => e,
+        e = &mut writer.0 => e.unwrap_or(NetError::Shutdown),
         e = reader => e,
     }
+}
+
+/// A task aborted when this is dropped (the session that owns it ended
+/// or was aborted).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One connection's writer: what is queued, batched up to
+/// [`BATCH_BYTES`] per write; a write that takes longer than `stall`
+/// means the peer does not read.
+async fn write(
+    mut wr: p2p_conn::io::tokio::WriteHalf<tokio::net::tcp::OwnedWriteHalf>,
+    mut rx: mpsc::Receiver<Envelope>,
+    stall: Duration,
+) -> NetError {
+    let mut buf = Vec::with_capacity(4096);
+    while let Some(env) = rx.recv().await {
+        buf.clear();
+        wire::encode_into(&env, &mut buf);
+        while buf.len() < BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(env) => wire::encode_into(&env, &mut buf),
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(stall, wr.send(&buf)).await {
+            Err(_) => return NetError::Stalled,
+            Ok(Err(e)) => return io_error(e),
+            Ok(Ok(())) => {}
+        }
+    }
+    NetError::Shutdown
 }
 
 /// What the reader of one connection acts on.
@@ -605,13 +628,15 @@ struct LinkState<'a> {
 }
 
 impl LinkState<'_> {
-    /// Queue an envelope the reader owes the peer; a full queue means it
-    /// does not read.
-    fn queue(&self, body: Body) -> Result<(), NetError> {
-        match self.tx.try_send(body.into()) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(NetError::Stalled),
-            Err(TrySendError::Closed(_)) => Err(NetError::Shutdown),
+    /// Queue an envelope the reader owes the peer, waiting for room (the
+    /// peer's reading paces ours) up to the ping timeout: past it, the
+    /// peer does not read.
+    async fn queue(&self, body: Body) -> Result<(), NetError> {
+        let t = self.shared.limits.ping_timeout;
+        match tokio::time::timeout(t, self.tx.send(body.into())).await {
+            Err(_) => Err(NetError::Stalled),
+            Ok(Err(_)) => Err(NetError::Shutdown),
+            Ok(Ok(())) => Ok(()),
         }
     }
 
@@ -629,13 +654,13 @@ impl LinkState<'_> {
         // Otherwise late (its requester gave up) or never asked: ignored.
     }
 
-    fn handle(&mut self, env: Envelope) -> Result<(), NetError> {
+    async fn handle(&mut self, env: Envelope) -> Result<(), NetError> {
         let peer = self.slot.index;
         match env.body {
             None | Some(Body::Hello(_)) => {
                 Err(NetError::Protocol("a hello after the hello".into()))
             }
-            Some(Body::Ping(p)) => self.queue(Body::Pong(p)),
+            Some(Body::Ping(p)) => self.queue(Body::Pong(p)).await,
             Some(Body::Pong(p)) => {
                 if let Some((nonce, sent)) = self.ping {
                     if nonce == p.nonce {
@@ -653,23 +678,26 @@ impl LinkState<'_> {
                 self.answer(f.id, Err(FailureCode::error(f.code, peer, f.message)));
                 Ok(())
             }
-            Some(Body::Request(r)) => self.request(r),
+            Some(Body::Request(r)) => self.request(r).await,
         }
+    }
+
+    /// Answer request `id` busy without the handler.
+    async fn busy(&self, id: u64) -> Result<(), NetError> {
+        self.slot.lock().counters.busy += 1;
+        self.queue(Body::Failure(Failure {
+            id,
+            code: FailureCode::Busy as u32,
+            message: String::new(),
+        }))
+        .await
     }
 
     /// A request from the peer: to the handler if the peer is within its
     /// bound, else answered busy here.
-    fn request(&self, r: Request) -> Result<(), NetError> {
-        let busy = |id| {
-            self.slot.lock().counters.busy += 1;
-            self.queue(Body::Failure(Failure {
-                id,
-                code: FailureCode::Busy as u32,
-                message: String::new(),
-            }))
-        };
+    async fn request(&self, r: Request) -> Result<(), NetError> {
         let Ok(permit) = self.slot.in_permits.clone().try_acquire_owned() else {
-            return busy(r.id);
+            return self.busy(r.id).await;
         };
         let incoming = Incoming {
             peer: self.slot.index,
@@ -691,7 +719,7 @@ impl LinkState<'_> {
             }
             Err(TrySendError::Full(mut incoming)) => {
                 incoming.reply = None;
-                busy(r.id)
+                self.busy(r.id).await
             }
             // Nobody serves: the drop answers it.
             Err(TrySendError::Closed(_)) => Ok(()),
