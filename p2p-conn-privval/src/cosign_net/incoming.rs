@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use super::run::{Shared, Slot};
+use super::slot::Slot;
 use super::wire::{Body, Envelope, Failure, FailureCode, Response};
 use super::{NetError, NetEvent};
 
@@ -47,7 +47,6 @@ impl std::fmt::Debug for Incoming {
 pub(super) struct Reply {
     pub(super) id: u64,
     pub(super) tx: mpsc::Sender<Envelope>,
-    pub(super) shared: Arc<Shared>,
     pub(super) slot: Arc<Slot>,
     pub(super) generation: u64,
     pub(super) _permit: OwnedSemaphorePermit,
@@ -59,7 +58,7 @@ impl Reply {
     fn send(self, body: Body) {
         if let Err(TrySendError::Full(_)) = self.tx.try_send(body.into()) {
             if self.slot.drop_link(self.generation) {
-                self.shared.emit(NetEvent::Disconnected {
+                self.slot.report(NetEvent::Disconnected {
                     peer: self.slot.index,
                     error: NetError::Stalled,
                 });

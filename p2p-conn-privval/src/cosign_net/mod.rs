@@ -60,6 +60,7 @@
 mod incoming;
 mod pinning;
 mod run;
+mod slot;
 mod stats;
 mod wire;
 
@@ -97,7 +98,7 @@ impl Member {
     }
 }
 
-type EventSink = Box<dyn Fn(&NetEvent) + Send + Sync>;
+type EventSink = std::sync::Arc<dyn Fn(&NetEvent) + Send + Sync>;
 
 /// How a cosigner joins its cluster: who it is, who the others are, and
 /// the bounds. Build with [`ClusterConfig::new`], then set what differs
@@ -203,7 +204,7 @@ impl ClusterConfig {
     /// Call `f` for every [`NetEvent`], from the cluster's tasks: keep it
     /// short.
     pub fn on_event(mut self, f: impl Fn(&NetEvent) + Send + Sync + 'static) -> Self {
-        self.events = Some(Box::new(f));
+        self.events = Some(std::sync::Arc::new(f));
         self
     }
 }

@@ -2,11 +2,10 @@
 //! reader and a writer per connection, around the sans-IO codec and
 //! pinning rule.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,7 +18,8 @@ use tokio::task::{AbortHandle, JoinHandle};
 
 use super::incoming::{Incoming, Reply, Requests};
 use super::pinning::Membership;
-use super::stats::{Counters, PeerStats};
+use super::slot::{fail_pending, Link, Slot, Waiter};
+use super::stats::PeerStats;
 use super::wire::{self, Body, Decoder, Envelope, Failure, FailureCode, Ping, Request};
 use super::{ClusterConfig, EventSink, NetError, NetEvent};
 
@@ -65,65 +65,6 @@ impl Shared {
             .find(|s| s.index == index)
             .ok_or(NetError::UnknownPeer(index))
     }
-}
-
-/// One other member: its connection (if up), our requests waiting for
-/// it, and its counters.
-pub(super) struct Slot {
-    pub(super) index: u32,
-    node_id: NodeId,
-    addr: String,
-    pub(super) max_payload: usize,
-    out_permits: Arc<Semaphore>,
-    in_permits: Arc<Semaphore>,
-    state: Mutex<SlotState>,
-}
-
-#[derive(Default)]
-struct SlotState {
-    generation: u64,
-    link: Option<Link>,
-    pending: HashMap<u64, Waiter>,
-    counters: Counters,
-}
-
-struct Link {
-    generation: u64,
-    tx: mpsc::Sender<Envelope>,
-    abort: AbortHandle,
-}
-
-struct Waiter {
-    generation: u64,
-    tx: oneshot::Sender<Result<Bytes, NetError>>,
-}
-
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// End connection `generation` if it is still the current one: its
-    /// task is aborted, its requests fail. Whether it was.
-    pub(super) fn drop_link(&self, generation: u64) -> bool {
-        let mut st = self.lock();
-        match st.link.take() {
-            Some(link) if link.generation == generation => {
-                link.abort.abort();
-                fail_pending(&mut st, generation);
-                true
-            }
-            other => {
-                st.link = other;
-                false
-            }
-        }
-    }
-}
-
-/// Every request waiting on connection `generation` fails.
-fn fail_pending(st: &mut SlotState, generation: u64) {
-    st.pending.retain(|_, w| w.generation != generation);
 }
 
 /// A running member of a cluster: it listens for the lower members,
@@ -218,6 +159,7 @@ impl Cluster {
                     out_permits: Arc::new(Semaphore::new(max_in_flight)),
                     in_permits: Arc::new(Semaphore::new(max_in_flight)),
                     state: Mutex::default(),
+                    events: events.clone(),
                 })
             })
             .collect();
@@ -706,7 +648,6 @@ impl LinkState<'_> {
             reply: Some(Reply {
                 id: r.id,
                 tx: self.tx.clone(),
-                shared: self.shared.clone(),
                 slot: self.slot.clone(),
                 generation: self.generation,
                 _permit: permit,
