@@ -47,8 +47,9 @@
 //!   read) has its connection dropped.
 //! - Connections between accept and the end of the hello: at most
 //!   `2 × members + 4` at once, each bounded by
-//!   [`ClusterConfig::handshake_timeout`]; past that, accepted sockets are
-//!   closed at once.
+//!   [`ClusterConfig::handshake_timeout`]; past that the oldest is closed,
+//!   so a member's handshake (milliseconds) gets through however many
+//!   silent connections a stranger keeps open.
 //!
 //! # Not provided
 //! - Retries: a failed request is the caller's to retry, on another

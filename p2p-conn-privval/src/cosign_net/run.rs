@@ -2,6 +2,7 @@
 //! reader and a writer per connection, around the sans-IO codec and
 //! pinning rule.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,7 +49,9 @@ pub(super) struct Shared {
     incoming: mpsc::Sender<Incoming>,
     events: Option<EventSink>,
     next_id: AtomicU64,
-    handshakes: Arc<Semaphore>,
+    /// Connections between accept and the end of their hello, oldest
+    /// first: an ID and the task that runs them.
+    handshakes: Mutex<Handshakes>,
     shut: AtomicBool,
 }
 
@@ -95,6 +98,9 @@ impl Drop for Cluster {
             if let Some(link) = slot.lock().link.take() {
                 link.abort.abort();
             }
+        }
+        for (_, task) in lock(&self.shared.handshakes).tasks.drain(..) {
+            task.abort();
         }
     }
 }
@@ -180,7 +186,11 @@ impl Cluster {
                 connect_timeout,
                 retry,
             },
-            handshakes: Arc::new(Semaphore::new(2 * members.len() + 4)),
+            handshakes: Mutex::new(Handshakes {
+                next: 0,
+                cap: 2 * members.len() + 4,
+                tasks: VecDeque::new(),
+            }),
             peers,
             incoming: tx,
             events,
@@ -345,18 +355,41 @@ async fn listen(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let Ok(permit) = shared.handshakes.clone().try_acquire_owned() else {
-            continue; // `tcp` closes here
+        // Spawned under the lock, so that it is listed before it can end
+        // and take itself off the list.
+        let mut hs = lock(&shared.handshakes);
+        let id = hs.next;
+        hs.next += 1;
+        let task = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                match accept(&shared, tcp).await {
+                    Ok((slot, conn)) => drop(install(&shared, &slot, conn, false)),
+                    Err(error) => shared.emit(NetEvent::Refused { addr, error }),
+                }
+                lock(&shared.handshakes).tasks.retain(|(i, _)| *i != id);
+            })
         };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            match accept(&shared, tcp).await {
-                Ok((slot, conn)) => drop(install(&shared, &slot, conn, false)),
-                Err(error) => shared.emit(NetEvent::Refused { addr, error }),
+        hs.tasks.push_back((id, task.abort_handle()));
+        // Past the bound the oldest goes: a member's handshake takes
+        // milliseconds, so silent connections cannot keep it out.
+        while hs.tasks.len() > hs.cap {
+            if let Some((_, oldest)) = hs.tasks.pop_front() {
+                oldest.abort();
             }
-        });
+        }
     }
+}
+
+/// The connections not yet through their hello (`Shared::handshakes`).
+struct Handshakes {
+    next: u64,
+    cap: usize,
+    tasks: VecDeque<(u64, AbortHandle)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn accept(shared: &Arc<Shared>, tcp: TcpStream) -> Result<(Arc<Slot>, Conn), NetError> {

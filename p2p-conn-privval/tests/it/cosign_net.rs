@@ -586,6 +586,29 @@ async fn hostile_members_are_bounded_and_the_others_served() {
     assert!(s.iter().find(|s| s.index == 2).unwrap().connected);
 }
 
+/// Connections that never handshake cannot lock the members out: past
+/// the bound on connections not yet through their hello, the oldest is
+/// closed, so a member's handshake (milliseconds) gets through however
+/// many silent ones a stranger keeps open, long before their timeout.
+#[tokio::test]
+async fn silent_connections_do_not_lock_members_out() {
+    let (mut ls, ms, addrs) = listeners(3).await;
+    let patient = |c: ClusterConfig| c.handshake_timeout(Duration::from_secs(60));
+    let mut n3 = start_with(3, ls.pop().unwrap(), &ms, patient);
+    let mut silent = Vec::new();
+    for _ in 0..40 {
+        silent.push(TcpStream::connect(&addrs[2]).await.unwrap());
+    }
+    // The oldest were closed as the newer came in.
+    for s in &mut silent[..20] {
+        ends(s).await;
+    }
+    let mut n2 = start(2, ls.pop().unwrap(), &ms);
+    n3.connected(2).await;
+    n2.connected(3).await;
+    assert_eq!(n2.echo(3, b"in").await.unwrap()[..], echoed(3, b"in")[..]);
+}
+
 /// The round trip of a 200-byte request between two members over one
 /// connection, each member on a runtime and a thread of its own as two
 /// processes would be (`--nocapture` prints it; nothing about speed is
