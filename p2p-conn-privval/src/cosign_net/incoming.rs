@@ -28,7 +28,7 @@ impl Requests {
 /// Until then it counts against the bound on that member's requests in
 /// flight.
 pub struct Incoming {
-    pub(super) peer: u32,
+    pub(super) peer: u16,
     pub(super) kind: u32,
     pub(super) payload: Bytes,
     pub(super) reply: Option<Reply>,
@@ -78,7 +78,7 @@ impl Reply {
 
 impl Incoming {
     /// The member that sent it.
-    pub fn peer(&self) -> u32 {
+    pub fn peer(&self) -> u16 {
         self.peer
     }
 

@@ -83,14 +83,14 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// it listens (`HOST:PORT`, resolved at each dial).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Member {
-    index: u32,
+    index: u16,
     node_id: NodeId,
     addr: String,
 }
 
 impl Member {
     /// Member `index`, proving `node_id`, listening at `addr`.
-    pub fn new(index: u32, node_id: NodeId, addr: impl Into<String>) -> Member {
+    pub fn new(index: u16, node_id: NodeId, addr: impl Into<String>) -> Member {
         Member {
             index,
             node_id,
@@ -106,7 +106,7 @@ type EventSink = std::sync::Arc<dyn Fn(&NetEvent) + Send + Sync>;
 /// from the defaults.
 pub struct ClusterConfig {
     cluster_id: [u8; 32],
-    index: u32,
+    index: u16,
     identity: Identity,
     members: Vec<Member>,
     max_in_flight: usize,
@@ -137,7 +137,7 @@ impl ClusterConfig {
     /// node ID must be `identity`'s.
     pub fn new(
         cluster_id: [u8; 32],
-        index: u32,
+        index: u16,
         identity: Identity,
         members: Vec<Member>,
     ) -> ClusterConfig {
@@ -217,14 +217,14 @@ pub enum NetEvent {
     /// A connection to member `peer` is up (hellos exchanged).
     Connected {
         /// The member.
-        peer: u32,
+        peer: u16,
         /// Whether we dialed it.
         dialed: bool,
     },
     /// The connection to member `peer` ended.
     Disconnected {
         /// The member.
-        peer: u32,
+        peer: u16,
         /// Why.
         error: NetError,
     },
@@ -239,7 +239,7 @@ pub enum NetEvent {
     /// A dial to member `peer` failed; the dialer waits `retry_in`.
     DialFailed {
         /// The member.
-        peer: u32,
+        peer: u16,
         /// Why.
         error: NetError,
         /// The wait before the next dial.
@@ -256,32 +256,32 @@ pub enum NetError {
     Config(String),
     /// No member has this index (or it is our own).
     #[error("no other member has index {0}")]
-    UnknownPeer(u32),
+    UnknownPeer(u16),
     /// No connection to the member now.
     #[error("member {0} is not connected")]
-    NotConnected(u32),
+    NotConnected(u16),
     /// Our bound on requests in flight to the member was reached.
     #[error("{in_flight} requests in flight to member {peer} already")]
     Busy {
         /// The member.
-        peer: u32,
+        peer: u16,
         /// The bound.
         in_flight: usize,
     },
     /// The member's bound on our requests in flight was reached.
     #[error("member {0} is busy")]
-    PeerBusy(u32),
+    PeerBusy(u16),
     /// The member's handler answered with an error.
     #[error("member {peer} refused: {message}")]
     Refused {
         /// The member.
-        peer: u32,
+        peer: u16,
         /// Its handler's words.
         message: String,
     },
     /// The member's handler dropped the request unanswered.
     #[error("member {0} left the request unanswered")]
-    Unanswered(u32),
+    Unanswered(u16),
     /// The deadline passed before the answer.
     #[error("no answer within the deadline")]
     Deadline,

@@ -11,9 +11,9 @@ use super::{NetError, PROTOCOL_VERSION};
 pub(crate) struct Membership {
     pub cluster_id: [u8; 32],
     /// Our index.
-    pub index: u32,
+    pub index: u16,
     /// Every member (us included): index and node ID.
-    pub members: Vec<(u32, NodeId)>,
+    pub members: Vec<(u16, NodeId)>,
 }
 
 impl Membership {
@@ -21,13 +21,13 @@ impl Membership {
     pub(crate) fn hello(&self) -> Hello {
         Hello {
             cluster_id: self.cluster_id.to_vec(),
-            index: self.index,
+            index: u32::from(self.index),
             version: PROTOCOL_VERSION,
         }
     }
 
     /// The node ID of member `index`.
-    pub(crate) fn node_id(&self, index: u32) -> Option<NodeId> {
+    pub(crate) fn node_id(&self, index: u16) -> Option<NodeId> {
         self.members
             .iter()
             .find(|(i, _)| *i == index)
@@ -36,7 +36,7 @@ impl Membership {
 
     /// Right after an accepted connection's handshake, before anything is
     /// read: the peer must be a member that dials us (a lower index).
-    pub(crate) fn check_accepted(&self, remote: NodeId) -> Result<u32, NetError> {
+    pub(crate) fn check_accepted(&self, remote: NodeId) -> Result<u16, NetError> {
         let Some(&(index, _)) = self.members.iter().find(|(_, id)| *id == remote) else {
             return Err(NetError::Stranger(remote));
         };
@@ -44,7 +44,7 @@ impl Membership {
             // Ourselves, or a member we dial: it never dials us.
             return Err(NetError::WrongIndex {
                 node_id: remote,
-                claimed: index,
+                claimed: u32::from(index),
             });
         }
         Ok(index)
@@ -55,7 +55,7 @@ impl Membership {
     pub(crate) fn check_hello(
         &self,
         remote: NodeId,
-        expected: u32,
+        expected: u16,
         hello: &Hello,
     ) -> Result<(), NetError> {
         if hello.version != PROTOCOL_VERSION {
@@ -64,7 +64,7 @@ impl Membership {
         if hello.cluster_id != self.cluster_id {
             return Err(NetError::WrongCluster(remote));
         }
-        if hello.index != expected || self.node_id(hello.index) != Some(remote) {
+        if hello.index != u32::from(expected) || self.node_id(expected) != Some(remote) {
             return Err(NetError::WrongIndex {
                 node_id: remote,
                 claimed: hello.index,

@@ -62,7 +62,7 @@ impl Shared {
         }
     }
 
-    fn slot(&self, index: u32) -> Result<&Arc<Slot>, NetError> {
+    fn slot(&self, index: u16) -> Result<&Arc<Slot>, NetError> {
         self.peers
             .iter()
             .find(|s| s.index == index)
@@ -234,7 +234,7 @@ impl Cluster {
     /// `max_in_flight` of our requests already ([`NetError::Busy`]).
     pub async fn request(
         &self,
-        peer: u32,
+        peer: u16,
         kind: u32,
         payload: Bytes,
         deadline: Instant,
@@ -319,7 +319,7 @@ fn io_error(e: p2p_conn::Error) -> NetError {
 
 /// Both hellos, ours first, under the handshake timeout; the peer's must
 /// name member `expected`, whose node ID the handshake proved.
-async fn hello_exchange(shared: &Shared, conn: &mut Conn, expected: u32) -> Result<(), NetError> {
+async fn hello_exchange(shared: &Shared, conn: &mut Conn, expected: u16) -> Result<(), NetError> {
     let t = shared.limits.handshake_timeout;
     let exchange = async {
         let hello = wire::encode(&Body::Hello(shared.membership.hello()).into());

@@ -16,7 +16,7 @@ use super::{EventSink, NetError, NetEvent};
 /// One other member: its connection (if up), our requests waiting for
 /// it, and its counters.
 pub(super) struct Slot {
-    pub(super) index: u32,
+    pub(super) index: u16,
     pub(super) node_id: NodeId,
     pub(super) addr: String,
     pub(super) max_payload: usize,

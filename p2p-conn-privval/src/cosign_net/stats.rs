@@ -13,7 +13,7 @@ use crate::endpoint::latency::LatencyHistogram;
 #[non_exhaustive]
 pub struct PeerStats {
     /// The member's index.
-    pub index: u32,
+    pub index: u16,
     /// Its node ID.
     pub node_id: NodeId,
     /// Whether a connection to it is up now.
@@ -54,7 +54,7 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn snapshot(&self, index: u32, node_id: NodeId, connected: bool) -> PeerStats {
+    pub(crate) fn snapshot(&self, index: u16, node_id: NodeId, connected: bool) -> PeerStats {
         PeerStats {
             index,
             node_id,

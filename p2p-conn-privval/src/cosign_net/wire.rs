@@ -98,7 +98,7 @@ pub(crate) enum FailureCode {
 
 impl FailureCode {
     /// The error a requester sees for a failure from `peer`.
-    pub(crate) fn error(code: u32, peer: u32, message: String) -> NetError {
+    pub(crate) fn error(code: u32, peer: u16, message: String) -> NetError {
         match code {
             1 => NetError::PeerBusy(peer),
             2 => NetError::Refused { peer, message },

@@ -76,12 +76,12 @@ fn hello(index: u32) -> Vec<u8> {
 /// What a test sees of a member's events.
 #[derive(Debug)]
 enum Ev {
-    Connected(u32),
-    Disconnected(u32, String),
+    Connected(u16),
+    Disconnected(u16, String),
     Refused(String),
 }
 
-fn key(index: u32) -> Identity {
+fn key(index: u16) -> Identity {
     Identity::from_seed(&[index as u8; 32])
 }
 
@@ -94,7 +94,7 @@ struct Node {
 }
 
 /// Listeners for members 1..=n on loopback, and the member list.
-async fn listeners(n: u32) -> (Vec<TcpListener>, Vec<Member>, Vec<String>) {
+async fn listeners(n: u16) -> (Vec<TcpListener>, Vec<Member>, Vec<String>) {
     let mut ls = Vec::new();
     let mut ms = Vec::new();
     let mut addrs = Vec::new();
@@ -108,7 +108,7 @@ async fn listeners(n: u32) -> (Vec<TcpListener>, Vec<Member>, Vec<String>) {
     (ls, ms, addrs)
 }
 
-fn config(index: u32, members: &[Member], tx: mpsc::UnboundedSender<Ev>) -> ClusterConfig {
+fn config(index: u16, members: &[Member], tx: mpsc::UnboundedSender<Ev>) -> ClusterConfig {
     ClusterConfig::new(CLUSTER, index, key(index), members.to_vec())
         .max_in_flight(IN_FLIGHT)
         .max_payload_bytes(8 * 1024)
@@ -131,7 +131,7 @@ fn config(index: u32, members: &[Member], tx: mpsc::UnboundedSender<Ev>) -> Clus
 
 /// The test handler: echo `ECHO` with our index in front, hold `HOLD`,
 /// refuse anything else.
-fn serve(index: u32, mut requests: Requests, held: Arc<Mutex<Vec<Incoming>>>) {
+fn serve(index: u16, mut requests: Requests, held: Arc<Mutex<Vec<Incoming>>>) {
     tokio::spawn(async move {
         while let Some(req) = requests.next().await {
             match req.kind() {
@@ -147,12 +147,12 @@ fn serve(index: u32, mut requests: Requests, held: Arc<Mutex<Vec<Incoming>>>) {
     });
 }
 
-fn start(index: u32, listener: TcpListener, members: &[Member]) -> Node {
+fn start(index: u16, listener: TcpListener, members: &[Member]) -> Node {
     start_with(index, listener, members, |c| c)
 }
 
 fn start_with(
-    index: u32,
+    index: u16,
     listener: TcpListener,
     members: &[Member],
     tune: impl FnOnce(ClusterConfig) -> ClusterConfig,
@@ -191,14 +191,14 @@ impl Node {
         }
     }
 
-    async fn connected(&mut self, peer: u32) {
+    async fn connected(&mut self, peer: u16) {
         self.expect(&format!("connection to {peer}"), |e| {
             matches!(e, Ev::Connected(p) if *p == peer).then_some(())
         })
         .await
     }
 
-    async fn disconnected(&mut self, peer: u32) -> String {
+    async fn disconnected(&mut self, peer: u16) -> String {
         self.expect(&format!("disconnection of {peer}"), |e| match e {
             Ev::Disconnected(p, why) if *p == peer => Some(why.clone()),
             _ => None,
@@ -214,7 +214,7 @@ impl Node {
         .await
     }
 
-    async fn echo(&self, peer: u32, payload: &[u8]) -> Result<Bytes, NetError> {
+    async fn echo(&self, peer: u16, payload: &[u8]) -> Result<Bytes, NetError> {
         let deadline = Instant::now() + Duration::from_secs(5);
         self.cluster
             .request(peer, ECHO, Bytes::copy_from_slice(payload), deadline)
@@ -222,7 +222,7 @@ impl Node {
     }
 }
 
-fn echoed(peer: u32, payload: &[u8]) -> Vec<u8> {
+fn echoed(peer: u16, payload: &[u8]) -> Vec<u8> {
     let mut v = vec![peer as u8];
     v.extend_from_slice(payload);
     v
@@ -237,12 +237,12 @@ async fn three_cosigners_request_each_other_both_ways() {
         .map(|(l, i)| start(i, l, &ms))
         .collect();
     for (i, node) in nodes.iter_mut().enumerate() {
-        for peer in (1..=3).filter(|p| *p != i as u32 + 1) {
+        for peer in (1..=3).filter(|p| *p != i as u16 + 1) {
             node.connected(peer).await;
         }
     }
-    for a in 1..=3u32 {
-        for b in (1..=3u32).filter(|b| *b != a) {
+    for a in 1..=3u16 {
+        for b in (1..=3u16).filter(|b| *b != a) {
             let payload = format!("from {a} to {b}");
             let got = nodes[a as usize - 1]
                 .echo(b, payload.as_bytes())
