@@ -370,7 +370,21 @@ async fn a_member_down_fails_within_the_deadline_and_is_redialed() {
             n2.echo(1, payload.as_bytes()).await.unwrap()[..],
             echoed(1, payload.as_bytes())[..]
         );
-        drop(n2);
+        // A request held by member 2 when it goes down fails then, not
+        // at its deadline.
+        let held = n1
+            .cluster
+            .request(2, HOLD, Bytes::new(), Instant::now() + 2 * LIMIT);
+        let stop = async {
+            while n2.held.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            drop(n2);
+        };
+        let (r, ()) = tokio::time::timeout(LIMIT, async { tokio::join!(held, stop) })
+            .await
+            .expect("the held request outlived its connection");
+        assert!(matches!(r, Err(NetError::Disconnected)), "{r:?}");
         n1.disconnected(2).await;
         assert!(matches!(
             n1.echo(2, b"y").await,
