@@ -25,9 +25,9 @@
 //! - The dialer redials with exponential backoff; each connection pings
 //!   every [`ClusterConfig::ping_interval`] and is dropped when a pong or a
 //!   write is later than [`ClusterConfig::ping_timeout`].
-//! - The envelope's codec and the pinning rule are sans-IO; the tasks
-//!   (listener, one dialer per higher member, a reader and a writer per
-//!   connection) are thin tokio code around them.
+//! - The envelope's codec, the pinning rule and the keepalive are
+//!   sans-IO; the tasks (listener, one dialer per higher member, a reader
+//!   and a writer per connection) are thin tokio code around them.
 //!
 //! # Limits
 //! - An envelope longer than [`ClusterConfig::max_payload_bytes`] plus a
@@ -59,6 +59,7 @@
 //! - Any meaning for `kind` or the payloads.
 
 mod incoming;
+mod keepalive;
 mod pinning;
 mod run;
 mod slot;

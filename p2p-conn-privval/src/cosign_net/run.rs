@@ -18,6 +18,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::incoming::{Incoming, Reply, Requests};
+use super::keepalive::{Keepalive, Tick};
 use super::pinning::Membership;
 use super::slot::{fail_pending, Link, Slot, Waiter};
 use super::stats::PeerStats;
@@ -515,11 +516,10 @@ async fn serve(
             slot,
             generation,
             tx: &tx,
-            ping: None,
+            keepalive: Keepalive::new(limits.ping_timeout),
         };
         let mut ticks = tokio::time::interval(limits.ping_interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut nonce = 0u64;
         loop {
             tokio::select! {
                 env = std::future::poll_fn(|cx| poll_decode(Pin::new(&mut rd), cx, &mut dec)) => {
@@ -532,14 +532,10 @@ async fn serve(
                     }
                 }
                 _ = ticks.tick() => {
-                    match link.ping {
-                        Some((_, sent)) if sent.elapsed() > limits.ping_timeout => {
-                            return NetError::PingTimeout(limits.ping_timeout);
-                        }
-                        Some(_) => {}
-                        None => {
-                            nonce += 1;
-                            link.ping = Some((nonce, Instant::now()));
+                    match link.keepalive.tick(Instant::now()) {
+                        Tick::Dead => return NetError::PingTimeout(limits.ping_timeout),
+                        Tick::Wait => {}
+                        Tick::Ping(nonce) => {
                             if let Err(e) = link.queue(Body::Ping(Ping { nonce })).await {
                                 return e;
                             }
@@ -598,8 +594,7 @@ struct LinkState<'a> {
     slot: &'a Arc<Slot>,
     generation: u64,
     tx: &'a mpsc::Sender<Envelope>,
-    /// The ping in flight: nonce, sent when.
-    ping: Option<(u64, Instant)>,
+    keepalive: Keepalive,
 }
 
 impl LinkState<'_> {
@@ -637,11 +632,8 @@ impl LinkState<'_> {
             }
             Some(Body::Ping(p)) => self.queue(Body::Pong(p)).await,
             Some(Body::Pong(p)) => {
-                if let Some((nonce, sent)) = self.ping {
-                    if nonce == p.nonce {
-                        self.ping = None;
-                        self.slot.lock().counters.rtt(sent.elapsed());
-                    }
+                if let Some(rtt) = self.keepalive.pong(p.nonce, Instant::now()) {
+                    self.slot.lock().counters.rtt(rtt);
                 }
                 Ok(())
             }

@@ -600,6 +600,20 @@ async fn hostile_members_are_bounded_and_the_others_served() {
     assert!(s.iter().find(|s| s.index == 2).unwrap().connected);
 }
 
+/// A member that says hello and then nothing (no pong) is dropped by
+/// the keepalive.
+#[tokio::test]
+async fn a_silent_member_is_dropped_by_the_keepalive() {
+    let (mut ls, ms, addrs) = listeners(3).await;
+    let mut n3 = start(3, ls.pop().unwrap(), &ms);
+    let mut conn = connect_as(&addrs[2], &key(1)).await;
+    conn.send(&hello(1)).await.unwrap();
+    n3.connected(1).await;
+    let why = n3.disconnected(1).await;
+    assert!(why.contains("no pong"), "{why}");
+    ends(&mut conn).await;
+}
+
 /// Connections that never handshake cannot lock the members out: past
 /// the bound on connections not yet through their hello, the oldest is
 /// closed, so a member's handshake (milliseconds) gets through however
