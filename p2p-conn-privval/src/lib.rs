@@ -66,6 +66,9 @@
 //! - `endpoint` (with `tokio`): the signer side, which dials, retries,
 //!   reconnects and serves a [`Signer`]; the node side, which listens,
 //!   pings and times out.
+//! - `cosign_net` (feature `cosign-net`): the cosigners' transport in a
+//!   threshold cluster, carrying opaque payloads between members pinned
+//!   to their node IDs (`spec/cosign-net.md`).
 //!
 //! # Guarantees
 //! - No input panics the message decoder, and it never allocates more than
@@ -98,6 +101,7 @@
 //! | `ring` | yes | p2p-conn's feature of that name: the secret connection's ring backend |
 //! | `avx512` | yes | p2p-conn's feature of that name: its AVX-512 multi-frame engine |
 //! | `avx2` | yes | p2p-conn's feature of that name: its AVX2 multi-frame engine |
+//! | `cosign-net` | no | `cosign_net`: the transport between a threshold cluster's cosigners (secret connections pinned to the members' node IDs) |
 //! | `pkcs11` | no | `pkcs11`: a validator key in a PKCS#11 token (an HSM, SoftHSM 2), via `cryptoki` |
 //! | `threshold` | no | `threshold`: t-of-n threshold signing (FROST, RFC 9591, via `frost-ed25519`): key shares and a cosigner's sans-IO core |
 //! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
@@ -111,6 +115,9 @@ mod atomic_file;
 // tests through `testkit`.
 #[cfg(any(test, feature = "tokio", feature = "testkit"))]
 mod codec;
+#[cfg(feature = "cosign-net")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cosign-net")))]
+pub mod cosign_net;
 #[cfg(feature = "tokio")]
 pub mod endpoint;
 #[cfg(any(test, feature = "tokio", feature = "testkit"))]

@@ -62,7 +62,7 @@
 //!   [`SharedSigner`](crate::SharedSigner).
 //! - Retries of a failed sign request: CometBFT's consensus retries.
 
-mod latency;
+pub(crate) mod latency;
 mod node;
 mod serve;
 mod signer;

@@ -10,6 +10,8 @@
 //! - [`messages_cometbft_go`], [`sign_bytes_cometbft_go`]: the messages,
 //!   the sign bytes and what may be signed, against each line's own Go code.
 //! - [`pkcs11`]: the PKCS#11 key in SoftHSM 2 (feature `pkcs11`).
+//! - [`cosign_net`]: the cosigners' transport over loopback sockets
+//!   (feature `cosign-net`).
 //! - [`endpoint`], [`endpoint_cometbft_go`], [`tmkms`]: the endpoints
 //!   against each other, hostile peers, CometBFT's own signer and node
 //!   sides, and tmkms; [`tmkms_state`]: tmkms's own state files imported.
@@ -18,6 +20,8 @@
 
 mod common;
 
+#[cfg(feature = "cosign-net")]
+mod cosign_net;
 #[cfg(feature = "tokio")]
 mod endpoint;
 #[cfg(feature = "tokio")]

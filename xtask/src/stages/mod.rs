@@ -218,6 +218,7 @@ pub const LIBRARIES: &[(&str, &[&str])] = &[
             "avx2",
             "pkcs11",
             "threshold",
+            "cosign-net",
         ],
     ),
 ];
