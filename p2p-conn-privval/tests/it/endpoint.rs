@@ -434,6 +434,7 @@ async fn node_side_times_out() {
 /// handshake, and one that sends garbage after it. Each ends in a typed
 /// error within its bound and the signer dials again; then a genuine node
 /// is served.
+#[cfg(feature = "noise")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_noise_nodes_get_typed_errors_and_the_signer_redials() {
     use p2p_conn::noise::{self, Role};
