@@ -326,7 +326,7 @@ fn recorded_tmkms_files_import_with_their_mark() {
 }
 
 /// Slot files written before a slot could hold a block ID, by p2p-conn at
-/// 5454ec8 (`tests/data/slots-5454ec8/README.md`), load as they were: the
+/// d4e8ac3 (`tests/data/slots-d4e8ac3/README.md`), load as they were: the
 /// import of tmkms's precommit for block 1 at 1/0, with no block ID, so a
 /// signer on it still refuses 1/0/precommit (it cannot know the block)
 /// and signs above it; the import of FilePV's file, with its sign bytes.
@@ -335,7 +335,7 @@ fn slot_files_without_a_block_id_still_load() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let dir = temp_dir("old-slots");
     let old = dir.join("tmkms-import.state");
-    std::fs::copy(data.join("slots-5454ec8/tmkms-import.state"), &old).unwrap();
+    std::fs::copy(data.join("slots-d4e8ac3/tmkms-import.state"), &old).unwrap();
     let hrs = Hrs::new(1, 0, Step::Precommit);
     let mark = state_file::load(&old).unwrap();
     assert_eq!(mark.hrs(), hrs);
@@ -349,7 +349,7 @@ fn slot_files_without_a_block_id_still_load() {
     Request::Vote(vote(signed_msg_type::PREVOTE, 1, 1, 9))
         .sign(&mut signer)
         .unwrap();
-    let filepv = data.join("slots-5454ec8/filepv-import.state");
+    let filepv = data.join("slots-d4e8ac3/filepv-import.state");
     assert_eq!(state_file::format_of(&filepv).unwrap(), Format::Slots);
     assert_eq!(
         state_file::load(&filepv).unwrap(),
