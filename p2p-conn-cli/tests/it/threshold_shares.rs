@@ -275,3 +275,41 @@ fn split_refuses_bad_bounds_loose_keys_and_existing_files() {
     assert_eq!(std::fs::read(share_path(&out, 2)).unwrap(), b"keep me");
     assert!(!share_path(&out, 1).exists() && !share_path(&out, 3).exists());
 }
+
+/// The key `cometbft init` writes (v1.0.1's FilePV), split 2 of 3: the
+/// group key is the `pub_key` in the file, and the shares check against
+/// the key file itself.
+#[test]
+fn splits_the_key_cometbft_init_writes() {
+    use p2p_conn_interop::cometbft_go::GoVersion;
+    use p2p_conn_interop::cometbft_node::node_binary;
+    let test = "splits_the_key_cometbft_init_writes";
+    let Some(bin) = node_binary(GoVersion::V1, test) else {
+        return;
+    };
+    let dir = scratch("threshold-cometbft");
+    let home = dir.join("home");
+    crate::common::process::run_ok(
+        &bin.path,
+        &["init", "--home", home.to_str().unwrap()],
+        LIMIT,
+    );
+    let key = home.join("config/priv_validator_key.json");
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&key).unwrap()).unwrap();
+    let pub_key = file["pub_key"]["value"].as_str().unwrap().to_string();
+    let address = file["address"].as_str().unwrap().to_string();
+    let out = dir.join("shares");
+    let f = split(&key, 2, 3, &out);
+    assert!(f.status.success(), "{}", text(&f));
+    let printed = String::from_utf8_lossy(&f.stdout).to_string();
+    assert!(
+        printed.contains(&format!("pub_key {pub_key} (address {address})")),
+        "{printed}"
+    );
+    let f = check(
+        &[share_path(&out, 3), share_path(&out, 1)],
+        &["--key", key.to_str().unwrap()],
+    );
+    assert!(f.status.success(), "{}", text(&f));
+    assert!(text(&f).contains(&pub_key), "{}", text(&f));
+}
