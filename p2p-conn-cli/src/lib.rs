@@ -5,7 +5,7 @@
 //!
 //! - [`commands`]: one module per command (`keygen`, `id`, `listen` and
 //!   `dial` in `netcat`, `probe`, `check`, `crawl`, `seed`, `signer`,
-//!   `state`) and the command line; no command uses another.
+//!   `state`, `threshold`) and the command line; no command uses another.
 //! - Below them, what the commands share: [`visit`] (visiting a node: the
 //!   probe `crawl`, `check` and `seed` dial through, what it reports, the
 //!   crawl's scheduler), [`conn`] (the connection flags, the dial helper),

@@ -21,12 +21,13 @@ mod probe;
 mod seed;
 mod signer;
 mod state;
+mod threshold;
 
 #[derive(Parser)]
 #[command(
     name = "p2p-conn",
     version,
-    about = "CometBFT secret connections: dial, listen, probe, crawl, check, seed, signer, keys",
+    about = "CometBFT secret connections: dial, listen, probe, crawl, check, seed, signer, keys, threshold shares",
     long_about = "CometBFT-compatible secret connections: a netcat-style client and server, \
         key tools, a probe, a crawler, a list checker and a seed node for live networks, a \
         remote signer for validators. \
@@ -145,6 +146,15 @@ enum Cmd {
     /// file (docs/operator-manual.md, "Remote signer")
     #[command(subcommand)]
     State(state::StateCmd),
+    /// Threshold signing (preview): a validator key's shares
+    ///
+    /// `split` a priv_validator_key.json into N share files, any T of which
+    /// sign; `check` that shares recombine to the validator's public key;
+    /// `show` a share's public parts. Cosigners that serve a node from these
+    /// shares are not in this release (docs/operator-manual.md, "Threshold
+    /// signing (preview)"; spec/threshold.md)
+    #[command(subcommand)]
+    Threshold(threshold::ThresholdCmd),
 }
 
 /// Parse the command line, run the command, and say how it ended.
@@ -171,6 +181,7 @@ pub fn run() -> ExitCode {
         Cmd::Seed(args) => seed::run(args),
         Cmd::Signer(args) => signer::run(args),
         Cmd::State(cmd) => state::run(cmd),
+        Cmd::Threshold(cmd) => threshold::run(cmd),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,6 +30,7 @@ mod signer_cometbft_node;
 mod signer_config_cometbft;
 mod signer_deploy;
 mod signer_migration;
+mod threshold_shares;
 
 /// Three tests at a time unless `RUST_TEST_THREADS` (or `--test-threads`)
 /// says otherwise. libtest's default is one per CPU; on a 2-core machine

@@ -53,7 +53,7 @@ pub const STAGES: &[Stage] = &[
     },
     Stage {
         name: "lint",
-        about: "the dependency trees: the lean builds', and the operator CLI's without the lab's crates, at most 120; the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone",
+        about: "the dependency trees: the lean builds', and the operator CLI's without the lab's crates, at most 128; the generated AVX2 rounds match their script; clippy -D warnings on every target, then each library crate with no features and with each feature alone",
         needs: &[&PYTHON3],
         background: &[],
         run: lint::lint,

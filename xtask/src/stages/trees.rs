@@ -11,8 +11,18 @@ const NOT_IN_CLI: &[&str] = &["p2p-conn-interop", "tendermint-p2p", "pprof", "pr
 
 /// At most this many distinct crates in the operator binary's normal
 /// dependency tree, itself and the library crates included (109 when the
-/// lab's crates left it).
-const CLI_MAX_CRATES: usize = 120;
+/// lab's crates left it; 116 before threshold signing).
+///
+/// 125 with `p2p-conn-privval/threshold` (`p2p-conn threshold`: a
+/// validator key's shares; its cosigners run from the same binary, so the
+/// feature is not optional in the CLI). Its 9 crates: 5 in the binary
+/// (`frost-ed25519`, `frost-core`, `frost-rerandomized`,
+/// `const-crc32-nostd`, `itertools`) and 4 that run only at build time
+/// (the proc macros `derive-getters`, `document-features` and
+/// `visibility`, and `litrs`, which `document-features` parses with).
+/// With them and the command, the stripped release binary grew by about
+/// 6 % (240 KiB). `cosign-net` adds no crate. The cap leaves 3 of room.
+const CLI_MAX_CRATES: usize = 128;
 
 pub fn check(ctx: &Ctx) -> Result<(), String> {
     // The lean builds pull in none of the heavy or runtime crates.
@@ -161,7 +171,10 @@ mod tests {
     #[test]
     fn names_the_lab_crates_and_the_count() {
         let e = cli_tree(&tree(CLI_MAX_CRATES + 1, &[])).unwrap_err();
-        assert!(e.contains("counts 121 distinct crates"), "{e}");
+        assert!(
+            e.contains(&format!("counts {} distinct crates", CLI_MAX_CRATES + 1)),
+            "{e}"
+        );
         assert!(!e.contains("lab's"), "{e}");
         let e = cli_tree(&tree(
             10,

@@ -14,11 +14,17 @@ fn command_list(help: &str) -> Vec<&str> {
         .collect()
 }
 
-/// `p2p-conn --help` (and `state --help`) list each command in one short
-/// line, at most 80 columns; the detail is in the command's own `--help`.
+/// `p2p-conn --help` (and `state --help`, `threshold --help`) list each
+/// command in one short line, at most 80 columns; the detail is in the
+/// command's own `--help`.
 #[test]
 fn help_lists_each_command_in_one_short_line() {
-    for args in [&["--help"][..], &["-h"], &["state", "--help"]] {
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["state", "--help"],
+        &["threshold", "--help"],
+    ] {
         let help = run_cli(args).stdout_text();
         let list = command_list(&help);
         assert!(list.len() >= 3, "{args:?}: no command list: {help}");
