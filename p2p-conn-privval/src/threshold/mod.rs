@@ -54,6 +54,9 @@
 //! - Catching up on the other cosigners' marks after a restart, and the
 //!   rotation of a share.
 
+#[cfg(feature = "threshold-cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "threshold-cluster")))]
+pub mod cluster;
 mod cosigner;
 mod leader;
 mod messages;

@@ -1,0 +1,338 @@
+//! Threshold signing on the network (feature `threshold-cluster`): three
+//! cosigners of a 2-of-3 split over loopback, cosigner 1 leading for a
+//! node played by our `NodeEndpoint` + `SignerClient`, its
+//! `ThresholdSigner` served by our `SignerEndpoint` unchanged. Every
+//! signature is checked with `verify_strict` under the validator's key.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use p2p_conn::Identity;
+use p2p_conn_privval::cosign_net::{Cluster, ClusterConfig, Member, NetEvent};
+use p2p_conn_privval::endpoint::{Address, NodeEndpoint, SignerClient, SignerEndpoint};
+use p2p_conn_privval::state_file::{self, Format};
+use p2p_conn_privval::threshold::cluster::ThresholdSigner;
+use p2p_conn_privval::threshold::{Cosigner, KeyShare};
+use p2p_conn_privval::{
+    crypto_public_key, proposal_sign_bytes, signed_msg_type, vote_extension_sign_bytes,
+    vote_sign_bytes, GuardedSigner, Proposal, Timestamp, Vote,
+};
+use rand_core::OsRng;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::common::{block, temp_dir, vote};
+
+const CHAIN: &str = "cluster-chain";
+const CLUSTER: [u8; 32] = [0x7c; 32];
+/// Bounds a hang; never a speed assertion.
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn validator() -> Identity {
+    Identity::from_seed(&[0x5a; 32])
+}
+
+fn net_key(index: u16) -> Identity {
+    Identity::from_seed(&[0x40 + index as u8; 32])
+}
+
+fn verifies(msg: &[u8], sig: &[u8]) -> bool {
+    let vk = ed25519_dalek::VerifyingKey::from_bytes(validator().public_key().as_bytes()).unwrap();
+    ed25519_dalek::Signature::from_slice(sig).is_ok_and(|s| vk.verify_strict(msg, &s).is_ok())
+}
+
+/// A 2-of-3 split, its state files, and the members' addresses.
+struct Lab {
+    dir: PathBuf,
+    shares: Vec<String>,
+    members: Vec<Member>,
+    addrs: Vec<String>,
+}
+
+impl Lab {
+    async fn new(tag: &str) -> (Lab, Vec<TcpListener>) {
+        let dir = temp_dir(tag);
+        let shares = KeyShare::split(&validator(), 2, 3, &mut OsRng)
+            .unwrap()
+            .iter()
+            .map(|s| s.to_json().to_string())
+            .collect();
+        let (mut listeners, mut members, mut addrs) = (vec![], vec![], vec![]);
+        for i in 1..=3u16 {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            members.push(Member::new(i, net_key(i).node_id(), addr.clone()));
+            addrs.push(addr);
+            listeners.push(l);
+            let path = dir.join(format!("cosigner-{i}.state"));
+            state_file::write_new(&path, &Default::default(), Format::Slots).unwrap();
+        }
+        let lab = Lab {
+            dir,
+            shares,
+            members,
+            addrs,
+        };
+        (lab, listeners)
+    }
+
+    fn cosigner(&self, i: u16) -> Cosigner {
+        let pk = *validator().public_key().as_bytes();
+        let share = KeyShare::parse(&self.shares[usize::from(i) - 1], &pk).unwrap();
+        let path = self.dir.join(format!("cosigner-{i}.state"));
+        Cosigner::open(share, path, CHAIN, &mut OsRng).unwrap()
+    }
+
+    /// Start cosigner `i`; its transport's events go to the receiver.
+    fn start(&self, i: u16, listener: TcpListener) -> (ThresholdSigner, Peers) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let config = ClusterConfig::new(CLUSTER, i, net_key(i), self.members.clone())
+            .retry(Duration::from_millis(20), Duration::from_millis(200))
+            .ping_interval(Duration::from_millis(200))
+            .on_event(move |e| match e {
+                NetEvent::Connected { peer, .. } => drop(tx.send((*peer, true))),
+                NetEvent::Disconnected { peer, .. } => drop(tx.send((*peer, false))),
+                _ => {}
+            });
+        let (cluster, requests) = Cluster::start(config, listener).unwrap();
+        (
+            ThresholdSigner::start(self.cosigner(i), cluster, requests).unwrap(),
+            Peers {
+                rx,
+                up: Default::default(),
+            },
+        )
+    }
+
+    /// Start cosigner `i` again at its address, once the old listener
+    /// has let it go.
+    async fn restart(&self, i: u16) -> (ThresholdSigner, Peers) {
+        let start = Instant::now();
+        let listener = loop {
+            match TcpListener::bind(&self.addrs[usize::from(i) - 1]).await {
+                Ok(l) => break l,
+                Err(e) => assert!(start.elapsed() < LIMIT, "rebind: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        self.start(i, listener)
+    }
+}
+
+/// A member's view of its peers, from its transport's events.
+struct Peers {
+    rx: mpsc::UnboundedReceiver<(u16, bool)>,
+    up: std::collections::BTreeSet<u16>,
+}
+
+impl Peers {
+    /// Wait until the events say `peer` is connected.
+    async fn connected(&mut self, peer: u16) {
+        tokio::time::timeout(LIMIT, async {
+            while !self.up.contains(&peer) {
+                let (p, up) = self.rx.recv().await.expect("events ended");
+                if up {
+                    self.up.insert(p);
+                } else {
+                    self.up.remove(&p);
+                }
+            }
+        })
+        .await
+        .expect("peer connected within the limit");
+    }
+
+    /// Forget what was seen: wait for new connections from here on.
+    fn forget(&mut self, peer: u16) {
+        self.up.remove(&peer);
+    }
+}
+
+/// A node served by `signer` through our signer endpoint.
+async fn node_for<S: p2p_conn_privval::Signer + Send + 'static>(
+    signer: S,
+) -> (SignerClient, tokio::task::JoinHandle<()>) {
+    let node = NodeEndpoint::bind(&Address::tcp("127.0.0.1:0"), Identity::generate())
+        .await
+        .unwrap();
+    let addr = node.address();
+    let client = SignerClient::new(node);
+    let task = tokio::spawn(async move {
+        let mut signer = signer;
+        let _ = SignerEndpoint::new(addr, Identity::generate())
+            .run(&mut signer)
+            .await;
+    });
+    tokio::time::timeout(LIMIT, client.wait_for_signer())
+        .await
+        .unwrap()
+        .unwrap();
+    (client, task)
+}
+
+fn proposal(height: i64, block_n: u8) -> Proposal {
+    let mut p = Proposal::default();
+    p.msg_type = signed_msg_type::PROPOSAL;
+    p.height = height;
+    p.pol_round = -1;
+    p.block_id = block(block_n);
+    p.timestamp = Timestamp::new(1_700_000_000 + height, 0);
+    p
+}
+
+/// Height `h`'s proposal, prevote and precommit (with an extension),
+/// each signature verified under the validator's key.
+async fn sign_height(client: &SignerClient, h: i64) {
+    let p = client.sign_proposal(CHAIN, proposal(h, 1)).await.unwrap();
+    assert!(
+        verifies(&proposal_sign_bytes(CHAIN, &p), &p.signature),
+        "proposal {h}"
+    );
+    for t in [signed_msg_type::PREVOTE, signed_msg_type::PRECOMMIT] {
+        let mut v = vote(t, h, 0, 1, 1_700_000_000 + h);
+        v.validator_address = validator().node_id().as_bytes().to_vec();
+        if t == signed_msg_type::PRECOMMIT {
+            v.extension = b"ext".to_vec();
+        }
+        let signed = client.sign_vote(CHAIN, v, false).await.unwrap();
+        assert!(
+            verifies(&vote_sign_bytes(CHAIN, &signed), &signed.signature),
+            "vote {h} {t}"
+        );
+        if t == signed_msg_type::PRECOMMIT {
+            let ext = vote_extension_sign_bytes(CHAIN, &signed);
+            assert!(verifies(&ext, &signed.extension_signature), "extension {h}");
+        }
+    }
+}
+
+fn prevote(h: i64) -> Vote {
+    vote(signed_msg_type::PREVOTE, h, 0, 1, 1_700_000_000 + h)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
+    let (lab, mut ls) = Lab::new("cluster-run").await;
+    let (c3, _) = lab.start(3, ls.pop().unwrap());
+    let (c2, _) = lab.start(2, ls.pop().unwrap());
+    let (c1, mut ev1) = lab.start(1, ls.pop().unwrap());
+    ev1.connected(2).await;
+    ev1.connected(3).await;
+    let (client, _serving) = node_for(c1).await;
+
+    let pk = client.public_key(CHAIN).await.unwrap();
+    assert_eq!(
+        pk.sum,
+        Some(crypto_public_key::Key::Ed25519(
+            validator().public_key().as_bytes().to_vec()
+        ))
+    );
+    for h in 1..=20 {
+        sign_height(&client, h).await;
+    }
+
+    // Cosigner 3 stops: the chain of requests goes on with 2.
+    drop(c3);
+    for h in 21..=30 {
+        sign_height(&client, h).await;
+    }
+
+    // Cosigner 2 stops too: one share is not a signature.
+    drop(c2);
+    let refused = client.sign_vote(CHAIN, prevote(31), false).await;
+    assert!(
+        refused.is_err(),
+        "a signature with one cosigner: {refused:?}"
+    );
+
+    // Cosigner 2 comes back: signing resumes.
+    ev1.forget(2);
+    let (_c2, _) = lab.restart(2).await;
+    ev1.connected(2).await;
+    let signed = client.sign_vote(CHAIN, prevote(31), false).await.unwrap();
+    assert!(verifies(
+        &vote_sign_bytes(CHAIN, &signed),
+        &signed.signature
+    ));
+    sign_height(&client, 32).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_leaders_asked_conflicting_votes_make_at_most_one_signature() {
+    let (lab, mut ls) = Lab::new("cluster-two-leaders").await;
+    let (_c3, _) = lab.start(3, ls.pop().unwrap());
+    let (c2, mut ev2) = lab.start(2, ls.pop().unwrap());
+    let (c1, mut ev1) = lab.start(1, ls.pop().unwrap());
+    for (ev, peers) in [(&mut ev1, [2, 3]), (&mut ev2, [1, 3])] {
+        for p in peers {
+            ev.connected(p).await;
+        }
+    }
+    let (node1, _s1) = node_for(c1).await;
+    let (node2, _s2) = node_for(c2).await;
+    let mut signatures = 0;
+    for h in 1..=10 {
+        let a = vote(signed_msg_type::PREVOTE, h, 0, 1, 1_700_000_000 + h);
+        let b = vote(signed_msg_type::PREVOTE, h, 0, 2, 1_700_000_000 + h);
+        let (ra, rb) = tokio::join!(
+            node1.sign_vote(CHAIN, a, false),
+            node2.sign_vote(CHAIN, b, false)
+        );
+        let ok: Vec<Vote> = [ra, rb].into_iter().filter_map(Result::ok).collect();
+        assert!(ok.len() <= 1, "height {h}: two conflicting signatures");
+        for v in &ok {
+            assert!(verifies(&vote_sign_bytes(CHAIN, v), &v.signature));
+        }
+        signatures += ok.len();
+    }
+    println!("conflicting pairs signed once: {signatures} of 10");
+}
+
+fn summary(what: &str, mut times: Vec<Duration>) {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
+    println!(
+        "{what}: p50 {:.0} µs, p99 {:.0} µs ({} requests)",
+        at(0.5),
+        at(0.99),
+        times.len()
+    );
+}
+
+async fn time_votes(client: &SignerClient, n: i64) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(n as usize);
+    for h in 1..=n {
+        let started = Instant::now();
+        let signed = client.sign_vote(CHAIN, prevote(h), false).await.unwrap();
+        times.push(started.elapsed());
+        assert!(verifies(
+            &vote_sign_bytes(CHAIN, &signed),
+            &signed.signature
+        ));
+    }
+    times
+}
+
+/// The sign round trip at the node, printed (never asserted): the 2-of-3
+/// cluster beside a single `GuardedSigner` over the same endpoint. Run
+/// with `--release --nocapture` for the figures in docs/performance.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn round_trip_of_a_threshold_signature_at_the_node() {
+    let n: i64 = std::env::var("THRESHOLD_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let (lab, mut ls) = Lab::new("cluster-timing").await;
+    let (_c3, _) = lab.start(3, ls.pop().unwrap());
+    let (_c2, _) = lab.start(2, ls.pop().unwrap());
+    let (c1, mut ev1) = lab.start(1, ls.pop().unwrap());
+    ev1.connected(2).await;
+    ev1.connected(3).await;
+    let (client, _serving) = node_for(c1).await;
+    summary("2-of-3 cluster", time_votes(&client, n).await);
+
+    let single = lab.dir.join("single.state");
+    state_file::create_new(&single).unwrap();
+    let (client, _serving) = node_for(GuardedSigner::open(validator(), &single).unwrap()).await;
+    summary("single GuardedSigner", time_votes(&client, n).await);
+}
