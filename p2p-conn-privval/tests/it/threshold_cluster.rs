@@ -336,3 +336,133 @@ async fn round_trip_of_a_threshold_signature_at_the_node() {
     let (client, _serving) = node_for(GuardedSigner::open(validator(), &single).unwrap()).await;
     summary("single GuardedSigner", time_votes(&client, n).await);
 }
+
+// The payloads as spec/threshold.md §3.1 gives them, declared again here
+// so the spec's field numbers are checked too.
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpecCommitment {
+    #[prost(uint32, tag = "1")]
+    signer: u32,
+    #[prost(uint64, tag = "2")]
+    id: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    hiding: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    binding: Vec<u8>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpecCommitRequest {
+    #[prost(uint32, tag = "1")]
+    count: u32,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpecCommitResponse {
+    #[prost(message, repeated, tag = "1")]
+    commitments: Vec<SpecCommitment>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpecSignRequest {
+    #[prost(string, tag = "1")]
+    chain_id: String,
+    #[prost(message, optional, tag = "2")]
+    vote: Option<Vote>,
+    #[prost(message, optional, tag = "3")]
+    proposal: Option<Proposal>,
+    #[prost(bool, tag = "4")]
+    sign_extension: bool,
+    #[prost(message, repeated, tag = "5")]
+    commitments: Vec<SpecCommitment>,
+    #[prost(message, repeated, tag = "6")]
+    extension_commitments: Vec<SpecCommitment>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SpecSignResponse {
+    #[prost(uint32, tag = "1")]
+    signer: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    share: Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    extension_share: Vec<u8>,
+}
+
+/// A member played by hand (its transport only) asks cosigner 1 for
+/// commitments, sends it garbage and an unknown kind, and a sign request
+/// that does not name it among the signers: refused; one that does is
+/// answered with a share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cosigner_answers_by_the_spec_and_refuses_what_does_not_hold() {
+    use p2p_conn_privval::cosign_net::NetError;
+    use p2p_conn_privval::threshold::cluster::{KIND_COMMITMENTS, KIND_SIGN};
+    use prost::Message as _;
+
+    let (lab, mut ls) = Lab::new("cluster-spec").await;
+    let _l3 = ls.pop().unwrap();
+    let l2 = ls.pop().unwrap();
+    let (_c1, _) = lab.start(1, ls.pop().unwrap());
+    let (tx, rx) = mpsc::unbounded_channel();
+    let config = ClusterConfig::new(CLUSTER, 2, net_key(2), lab.members.clone())
+        .retry(Duration::from_millis(20), Duration::from_millis(200))
+        .on_event(move |e| {
+            if let NetEvent::Connected { peer, .. } = e {
+                let _ = tx.send((*peer, true));
+            }
+        });
+    let (raw, _requests) = Cluster::start(config, l2).unwrap();
+    let mut ev2 = Peers {
+        rx,
+        up: Default::default(),
+    };
+    ev2.connected(1).await;
+    let deadline = || Instant::now() + LIMIT;
+
+    let ask = SpecCommitRequest { count: 3 }.encode_to_vec();
+    let answer = raw
+        .request(1, KIND_COMMITMENTS, ask.into(), deadline())
+        .await
+        .unwrap();
+    let list = SpecCommitResponse::decode(&answer[..]).unwrap().commitments;
+    assert_eq!(list.len(), 3);
+    for c in &list {
+        assert_eq!((c.signer, c.hiding.len(), c.binding.len()), (1, 32, 32));
+    }
+
+    for (kind, payload) in [
+        (KIND_SIGN, vec![0xff; 9]),
+        (KIND_COMMITMENTS, vec![0x08, 0xff]),
+        (99, Vec::new()),
+    ] {
+        match raw.request(1, kind, payload.into(), deadline()).await {
+            Err(NetError::Refused { peer: 1, .. }) => {}
+            other => panic!("kind {kind}: {other:?}"),
+        }
+    }
+
+    // Cosigner 1's commitment and one more, credited to `other`.
+    let request = |other: u32, mine: &SpecCommitment| {
+        let mut theirs = list[2].clone();
+        theirs.signer = other;
+        SpecSignRequest {
+            chain_id: CHAIN.into(),
+            vote: Some(prevote(5)),
+            commitments: vec![mine.clone(), theirs],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    match raw
+        .request(1, KIND_SIGN, request(3, &list[0]).into(), deadline())
+        .await
+    {
+        Err(NetError::Refused { message, .. }) => {
+            assert!(message.contains("not among"), "{message}")
+        }
+        other => panic!("a request naming 1 and 3, from 2: {other:?}"),
+    }
+    let answer = raw
+        .request(1, KIND_SIGN, request(2, &list[1]).into(), deadline())
+        .await
+        .unwrap();
+    let share = SpecSignResponse::decode(&answer[..]).unwrap();
+    assert_eq!((share.signer, share.share.len()), (1, 32));
+    assert!(share.extension_share.is_empty());
+}

@@ -17,8 +17,8 @@
 //!   the secret connection authenticated) is among the request's signers.
 //!   A refusal (the guard's included) is an error response carrying the
 //!   [`ThresholdError`]'s text.
-//! - Stock: one task per peer keeps between [`LOW_STOCK`] and
-//!   [`STOCK`] of its commitments at hand while it is connected. Each
+//! - Stock: one task per peer keeps between 12 and 24 of its
+//!   commitments at hand while it is connected. Each
 //!   batch is stocked with the number of the connection it came over;
 //!   once the peer has reconnected, the older batches are dropped (a
 //!   reconnect may be a restart, which discards its nonces).
@@ -66,9 +66,9 @@ use worker::{Job, Worker};
 pub use wire::{KIND_COMMITMENTS, KIND_SIGN};
 
 /// The commitments of each peer a leader keeps at hand, at most.
-pub const STOCK: usize = 24;
+const STOCK: usize = 24;
 /// Below this many, a peer's stock is refilled.
-pub const LOW_STOCK: usize = 12;
+const LOW_STOCK: usize = 12;
 
 struct Shared {
     cluster: Cluster,
