@@ -85,10 +85,20 @@ impl Lab {
 
     /// Start cosigner `i`; its transport's events go to the receiver.
     fn start(&self, i: u16, listener: TcpListener) -> (ThresholdSigner, Peers) {
+        self.start_pinging(i, listener, Duration::from_millis(200))
+    }
+
+    /// [`Lab::start`], pinging every `ping`.
+    fn start_pinging(
+        &self,
+        i: u16,
+        listener: TcpListener,
+        ping: Duration,
+    ) -> (ThresholdSigner, Peers) {
         let (tx, rx) = mpsc::unbounded_channel();
         let config = ClusterConfig::new(CLUSTER, i, net_key(i), self.members.clone())
             .retry(Duration::from_millis(20), Duration::from_millis(200))
-            .ping_interval(Duration::from_millis(200))
+            .ping_interval(ping)
             .on_event(move |e| match e {
                 NetEvent::Connected { peer, .. } => drop(tx.send((*peer, true))),
                 NetEvent::Disconnected { peer, .. } => drop(tx.send((*peer, false))),
@@ -465,4 +475,79 @@ async fn a_cosigner_answers_by_the_spec_and_refuses_what_does_not_hold() {
     let share = SpecSignResponse::decode(&answer[..]).unwrap();
     assert_eq!((share.signer, share.share.len()), (1, 32));
     assert!(share.extension_share.is_empty());
+}
+
+/// Member 2 played by hand hands out real commitments (its share's
+/// cosigner makes them) but fails every sign request, with a refusal or
+/// with garbage: each request the leader sends it is started again with
+/// cosigner 3 within the node's request, and the node gets every
+/// signature. The leader pings every 10 ms, so the order of its peers by
+/// round trip changes often and member 2 is asked first now and then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_that_fails_is_replaced_within_the_request() {
+    use p2p_conn_privval::threshold::cluster::{KIND_COMMITMENTS, KIND_SIGN};
+    use prost::Message as _;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let (lab, mut ls) = Lab::new("cluster-retry").await;
+    let (_c3, _) = lab.start(3, ls.pop().unwrap());
+    let l2 = ls.pop().unwrap();
+    let mut cosigner2 = lab.cosigner(2);
+    let config = ClusterConfig::new(CLUSTER, 2, net_key(2), lab.members.clone())
+        .retry(Duration::from_millis(20), Duration::from_millis(200));
+    let (_raw, mut requests) = Cluster::start(config, l2).unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    tokio::spawn(async move {
+        while let Some(incoming) = requests.next().await {
+            match incoming.kind() {
+                KIND_COMMITMENTS => {
+                    let count = SpecCommitRequest::decode(&incoming.payload()[..])
+                        .unwrap()
+                        .count;
+                    let commitments = cosigner2
+                        .commit(count as usize, &mut OsRng)
+                        .iter()
+                        .map(|c| SpecCommitment {
+                            signer: u32::from(c.signer),
+                            id: c.id,
+                            hiding: c.commitments.hiding().serialize().unwrap(),
+                            binding: c.commitments.binding().serialize().unwrap(),
+                        })
+                        .collect();
+                    let answer = SpecCommitResponse { commitments }.encode_to_vec();
+                    incoming.respond(Ok(answer.into()));
+                }
+                KIND_SIGN => {
+                    let n = counter.fetch_add(1, Ordering::SeqCst);
+                    if n % 2 == 0 {
+                        incoming.respond(Err("refused by hand".into()));
+                    } else {
+                        incoming.respond(Ok(vec![0xff; 40].into()));
+                    }
+                }
+                _ => incoming.respond(Err("unknown".into())),
+            }
+        }
+    });
+    let (c1, mut ev1) = lab.start_pinging(1, ls.pop().unwrap(), Duration::from_millis(10));
+    ev1.connected(2).await;
+    ev1.connected(3).await;
+    let (client, _serving) = node_for(c1).await;
+    let started = Instant::now();
+    let mut h = 0;
+    while asked.load(Ordering::SeqCst) < 4 {
+        assert!(started.elapsed() < LIMIT, "member 2 was never asked");
+        h += 1;
+        let signed = client.sign_vote(CHAIN, prevote(h), false).await.unwrap();
+        assert!(verifies(
+            &vote_sign_bytes(CHAIN, &signed),
+            &signed.signature
+        ));
+    }
+    println!(
+        "{h} votes signed; member 2 asked {} times",
+        asked.load(Ordering::SeqCst)
+    );
 }
