@@ -1,17 +1,18 @@
 //! A threshold cosigner on the network (feature `threshold-cluster`:
-//! `threshold` and `cosign-net`): the sans-IO core ([`Cosigner`], [`Leader`]) joined to
-//! the cosigners' transport ([`Cluster`]). [`ThresholdSigner`] serves the
+//! `threshold` and `cosign-net`): the sans-IO core ([`Cosigner`],
+//! [`Leader`](super::Leader)) joined to the cosigners' transport
+//! ([`Cluster`]). [`ThresholdSigner`] serves the
 //! other members' requests and, as this crate's [`Signer`], leads the
 //! signatures its own node asks for, so
 //! [`SignerEndpoint`](crate::endpoint::SignerEndpoint) serves a CometBFT
 //! node with it unchanged. `spec/threshold.md` §3 has the payloads.
 //!
 //! # Design
-//! - One thread owns the [`Cosigner`] and the [`Leader`]'s stock: peers'
+//! - One thread owns the [`Cosigner`] and the [`Leader`](super::Leader)'s stock: peers'
 //!   requests, the leader's own share and the stock all go through it as
 //!   jobs, so the state file's sync never holds a runtime thread and the
 //!   leader's share passes the same guard as any peer's.
-//! - Serving: each [`Incoming`](crate::cosign_net::Incoming) of kind
+//! - Serving: each [`Incoming`] of kind
 //!   commitments gets fresh commitments; of kind sign, a share, once
 //!   [`Incoming::peer`](crate::cosign_net::Incoming::peer) (the member
 //!   the secret connection authenticated) is among the request's signers.

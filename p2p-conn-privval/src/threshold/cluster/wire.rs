@@ -15,11 +15,11 @@ use super::super::{
 };
 use crate::messages::{Proposal, Vote};
 
-/// `kind` of a request for fresh commitments: [`CommitRequest`] in,
-/// [`CommitResponse`] out.
+/// `kind` of a request for fresh commitments (`spec/threshold.md` §3.1:
+/// `CommitRequest` in, `CommitResponse` out).
 pub const KIND_COMMITMENTS: u32 = 1;
-/// `kind` of a sign request: [`WireSignRequest`] in, [`WireSignResponse`]
-/// out.
+/// `kind` of a sign request (`spec/threshold.md` §3.1: `SignRequest` in,
+/// `SignResponse` out).
 pub const KIND_SIGN: u32 = 2;
 
 #[derive(Clone, PartialEq, prost::Message)]
