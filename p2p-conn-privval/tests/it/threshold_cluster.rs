@@ -521,7 +521,7 @@ async fn a_peer_that_fails_is_replaced_within_the_request() {
                 }
                 KIND_SIGN => {
                     let n = counter.fetch_add(1, Ordering::SeqCst);
-                    if n % 2 == 0 {
+                    if n.is_multiple_of(2) {
                         incoming.respond(Err("refused by hand".into()));
                     } else {
                         incoming.respond(Ok(vec![0xff; 40].into()));
