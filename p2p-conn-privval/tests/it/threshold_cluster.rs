@@ -240,6 +240,18 @@ async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
     for h in 1..=20 {
         sign_height(&client, h).await;
     }
+    // Height 20's precommit again, at a later timestamp: signed again
+    // with the timestamp signed before (each guard's rule), as a single
+    // signer re-serves it.
+    let mut again = vote(signed_msg_type::PRECOMMIT, 20, 0, 1, 1_700_000_999);
+    again.validator_address = validator().node_id().as_bytes().to_vec();
+    again.extension = b"ext".to_vec();
+    let signed = client.sign_vote(CHAIN, again, false).await.unwrap();
+    assert_eq!(signed.timestamp, Timestamp::new(1_700_000_020, 0));
+    assert!(verifies(
+        &vote_sign_bytes(CHAIN, &signed),
+        &signed.signature
+    ));
 
     // Cosigner 3 stops: the chain of requests goes on with 2.
     drop(c3);
