@@ -34,7 +34,7 @@ import sys
 CRATES = {
     "p2p-conn": "tokio,queue,ring,avx512,avx2,stats,codec,keyfile,nodeinfo,noise,metrics,tracing,rustcrypto",
     "p2p-conn-mconn": "tokio,ring,avx512,avx2",
-    "p2p-conn-privval": "tokio,noise,ring,avx512,avx2,pkcs11,threshold,cosign-net",
+    "p2p-conn-privval": "tokio,noise,ring,avx512,avx2,pkcs11,threshold,cosign-net,threshold-cluster",
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

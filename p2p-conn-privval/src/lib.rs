@@ -69,6 +69,9 @@
 //! - `cosign_net` (feature `cosign-net`): the cosigners' transport in a
 //!   threshold cluster, carrying opaque payloads between members pinned
 //!   to their node IDs (`spec/cosign-net.md`).
+//! - `threshold::cluster` (feature `threshold-cluster`): a threshold
+//!   cosigner on the network, serving its peers and leading for its node
+//!   as a [`Signer`].
 //!
 //! # Guarantees
 //! - No input panics the message decoder, and it never allocates more than
@@ -104,6 +107,7 @@
 //! | `cosign-net` | no | `cosign_net`: the transport between a threshold cluster's cosigners (secret connections pinned to the members' node IDs) |
 //! | `pkcs11` | no | `pkcs11`: a validator key in a PKCS#11 token (an HSM, SoftHSM 2), via `cryptoki` |
 //! | `threshold` | no | `threshold`: t-of-n threshold signing (FROST, RFC 9591, via `frost-ed25519`): key shares and a cosigner's sans-IO core |
+//! | `threshold-cluster` | no | `threshold::cluster`: `threshold` and `cosign-net` joined, a cosigner that serves its peers and leads for its node |
 //! | `testkit` | no | `testkit`: the wire envelope, the request and response types and the message stream; no stability promise, never in production |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]

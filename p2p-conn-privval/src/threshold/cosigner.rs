@@ -95,6 +95,11 @@ impl Cosigner {
         &self.share
     }
 
+    /// The chain it serves.
+    pub fn chain_id(&self) -> &str {
+        &self.chain_id
+    }
+
     /// The guard's high-water mark.
     pub fn state(&self) -> &SignState {
         self.mark.state()

@@ -76,6 +76,12 @@ impl Leader {
         Ok(())
     }
 
+    /// Drop every stocked commitment of peer `peer` (it reconnected: it
+    /// may have restarted, and a restart discards its nonces).
+    pub fn drop_stock(&mut self, peer: u16) {
+        self.stock.remove(&peer);
+    }
+
     /// How many commitments of peer `peer` are in stock.
     pub fn stock(&self, peer: u16) -> usize {
         self.stock.get(&peer).map_or(0, VecDeque::len)

@@ -46,14 +46,18 @@
 //!
 //! # Not provided
 //! - The network: the messages' wire encoding, the connections between
-//!   cosigners, timeouts and retries (the next increments). Nothing here
-//!   reads a clock: nonces expire by count (at most [`MAX_NONCES`] per
+//!   cosigners, timeouts and retries are `cluster`'s (feature
+//!   `threshold-cluster`). Nothing in the core reads a clock: nonces
+//!   expire by count (at most [`MAX_NONCES`] per
 //!   pool), not by age, and a round's deadline is the adapter's.
 //! - A distributed key generation: the split is a trusted dealer's, and
 //!   the machine that splits holds the whole key meanwhile.
 //! - Catching up on the other cosigners' marks after a restart, and the
 //!   rotation of a share.
 
+#[cfg(feature = "threshold-cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "threshold-cluster")))]
+pub mod cluster;
 mod cosigner;
 mod leader;
 mod messages;

@@ -36,6 +36,8 @@ mod sign_bytes_cometbft_go;
 mod signer;
 #[cfg(feature = "threshold")]
 mod threshold;
+#[cfg(feature = "threshold-cluster")]
+mod threshold_cluster;
 #[cfg(feature = "tokio")]
 mod tmkms;
 #[cfg(feature = "tokio")]
