@@ -80,7 +80,7 @@ async fn a_cosigner_restored_on_a_fresh_state_file_refuses_below_the_clusters_ma
     ev1.connected(2).await;
     ev1.connected(3).await;
     for c in [&c1, &c2, &c3] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (client, _serving) = node_for(c1).await;
     for h in 1..=10 {
@@ -98,7 +98,7 @@ async fn a_cosigner_restored_on_a_fresh_state_file_refuses_below_the_clusters_ma
     });
     let (c3, _) = lab.restart(3).await;
     ev2.connected(3).await;
-    c3.caught_up().await;
+    c3.caught_up().await.unwrap();
     let deadline = || Instant::now() + LIMIT;
 
     let ask = SpecCommitRequest { count: 8 }.encode_to_vec();
@@ -172,7 +172,7 @@ async fn a_peer_reporting_a_huge_mark_does_not_stall_the_cluster() {
         ev1.connected(p).await;
     }
     for c in [&c1, &c2, &_c3, &c5] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (client, _serving) = node_for(c1).await;
     for h in 1..=3 {
@@ -184,7 +184,7 @@ async fn a_peer_reporting_a_huge_mark_does_not_stall_the_cluster() {
     ev1.forget(5);
     let (c5, _) = lab.restart(5).await;
     ev1.connected(5).await;
-    c5.caught_up().await;
+    c5.caught_up().await.unwrap();
     for h in 4..=5 {
         sign_height(&client, h).await;
     }
@@ -238,8 +238,8 @@ async fn a_peer_that_hangs_leaves_the_retry_its_share_of_the_deadline() {
     let (c1, mut ev1) = lab.start_pinging(1, ls.pop().unwrap(), Duration::from_millis(10));
     ev1.connected(2).await;
     ev1.connected(3).await;
-    c3.caught_up().await;
-    c1.caught_up().await;
+    c3.caught_up().await.unwrap();
+    c1.caught_up().await.unwrap();
     let (client, _serving) = node_for(c1.deadline(Duration::from_secs(4))).await;
     let started = Instant::now();
     let mut h = 0;

@@ -243,7 +243,7 @@ async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
     ev1.connected(2).await;
     ev1.connected(3).await;
     for c in [&c1, &c2, &c3] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (client, _serving) = node_for(c1).await;
 
@@ -290,7 +290,7 @@ async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
     ev1.forget(2);
     let (c2, _) = lab.restart(2).await;
     ev1.connected(2).await;
-    c2.caught_up().await;
+    c2.caught_up().await.unwrap();
     let next = vote(signed_msg_type::PREVOTE, 31, 1, 1, 1_700_000_031);
     let signed = client.sign_vote(CHAIN, next, false).await.unwrap();
     assert!(verifies(
@@ -312,7 +312,7 @@ async fn two_leaders_asked_conflicting_votes_make_at_most_one_signature() {
         }
     }
     for c in [&c1, &c2, &_c3] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (node1, _s1) = node_for(c1).await;
     let (node2, _s2) = node_for(c2).await;
@@ -375,7 +375,7 @@ async fn round_trip_of_a_threshold_signature_at_the_node() {
     ev1.connected(2).await;
     ev1.connected(3).await;
     for c in [&c1, &_c2, &_c3] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (client, _serving) = node_for(c1).await;
     summary("2-of-3 cluster", time_votes(&client, n).await);
@@ -574,7 +574,7 @@ async fn a_peer_that_fails_is_replaced_within_the_request() {
     ev1.connected(2).await;
     ev1.connected(3).await;
     for c in [&c1, &_c3] {
-        c.caught_up().await;
+        c.caught_up().await.unwrap();
     }
     let (client, _serving) = node_for(c1).await;
     let started = Instant::now();

@@ -90,7 +90,8 @@ struct Shared {
     /// Restock now.
     restock: Notify,
     /// Caught up on the peers' marks: signing allowed.
-    ready: tokio::sync::watch::Sender<bool>,
+    /// `None` while catching up, then whether the mark taken was saved.
+    ready: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 impl Shared {
@@ -108,10 +109,15 @@ impl Shared {
             .map_err(|_| SignerError::Backend("the cosigner has stopped".into()))
     }
 
-    /// Wait until catch-up is done.
-    async fn caught_up(&self) {
+    /// Wait until catch-up is done: an error if its mark was not saved.
+    async fn caught_up(&self) -> Result<(), SignerError> {
         let mut rx = self.ready.subscribe();
-        let _ = rx.wait_for(|&r| r).await;
+        match rx.wait_for(Option::is_some).await.map(|r| *r) {
+            Ok(Some(true)) => Ok(()),
+            _ => Err(SignerError::Backend(
+                "catch-up failed: the mark taken from the peers was not saved".into(),
+            )),
+        }
     }
 }
 
@@ -167,7 +173,7 @@ impl ThresholdSigner {
             worker,
             index,
             restock: Notify::new(),
-            ready: tokio::sync::watch::channel(false).0,
+            ready: tokio::sync::watch::channel(None).0,
         });
         let mut tasks = vec![
             tokio::spawn(serve(shared.clone(), requests)).abort_handle(),
@@ -197,8 +203,10 @@ impl ThresholdSigner {
 
     /// Wait until the catch-up on the peers' marks at start is done (the
     /// module docs): this cosigner signs (leads or answers) only then.
-    pub async fn caught_up(&self) {
-        self.shared.caught_up().await;
+    /// An error if the mark it took could not be saved: it then refuses
+    /// every signature.
+    pub async fn caught_up(&self) -> Result<(), SignerError> {
+        self.shared.caught_up().await
     }
 
     fn check_chain(&self, chain_id: &str) -> Result<(), SignerError> {
@@ -299,7 +307,7 @@ async fn answer(shared: &Shared, incoming: &Incoming) -> Result<bytes::Bytes, Si
             Ok(wire::encode_mark(hrs))
         }
         KIND_SIGN => {
-            shared.caught_up().await;
+            shared.caught_up().await?;
             let request = wire::decode_sign_request(incoming.payload()).map_err(core_error)?;
             if !request
                 .commitments
@@ -389,7 +397,7 @@ async fn lead(
 ) -> Result<Signable, SignerError> {
     tokio::time::timeout_at(deadline.into(), shared.caught_up())
         .await
-        .map_err(|_| SignerError::Backend("catching up on the peers' marks".into()))?;
+        .map_err(|_| SignerError::Backend("catching up on the peers' marks".into()))??;
     let mut excluded: Vec<u16> = Vec::new();
     let mut last: Option<SignerError> = None;
     let mut fetched = false;
@@ -542,11 +550,14 @@ async fn catch_up(shared: Arc<Shared>, threshold: u16) {
         let hrs = marks[k - 1];
         match shared.ask(|tx| Job::Raise(hrs, tx)).await {
             Ok(Ok(_)) => {}
-            // Not saved: stay unready, refusing every signature.
-            _ => return,
+            // Not saved: refuse every signature.
+            _ => {
+                shared.ready.send_replace(Some(false));
+                return;
+            }
         }
     }
-    shared.ready.send_replace(true);
+    shared.ready.send_replace(Some(true));
 }
 
 /// A few commitments of each of `peers`, now, at once.
