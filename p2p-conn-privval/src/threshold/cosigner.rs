@@ -105,6 +105,19 @@ impl Cosigner {
         self.mark.state()
     }
 
+    /// Raise the guard's mark to `hrs` without sign bytes, when `hrs` is
+    /// above it (`spec/threshold.md` §2, catch-up): this cosigner then
+    /// refuses `hrs` and everything below it, and signs only above. Saved
+    /// to the state file before it returns; whether the mark moved.
+    pub fn raise_mark(&mut self, hrs: Hrs) -> Result<bool, ThresholdError> {
+        if hrs <= self.mark.state().hrs() {
+            return Ok(false);
+        }
+        self.mark
+            .save(SignState::new(hrs, Vec::new(), Vec::new()))?;
+        Ok(true)
+    }
+
     /// How many nonces the pool holds.
     pub fn nonces(&self) -> usize {
         self.pool.len()

@@ -37,6 +37,8 @@ mod signer;
 #[cfg(feature = "threshold")]
 mod threshold;
 #[cfg(feature = "threshold-cluster")]
+mod threshold_catchup;
+#[cfg(feature = "threshold-cluster")]
 mod threshold_cluster;
 #[cfg(feature = "tokio")]
 mod tmkms;

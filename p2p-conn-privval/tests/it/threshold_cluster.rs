@@ -23,42 +23,47 @@ use tokio::sync::mpsc;
 
 use crate::common::{block, temp_dir, vote};
 
-const CHAIN: &str = "cluster-chain";
-const CLUSTER: [u8; 32] = [0x7c; 32];
+pub(crate) const CHAIN: &str = "cluster-chain";
+pub(crate) const CLUSTER: [u8; 32] = [0x7c; 32];
 /// Bounds a hang; never a speed assertion.
-const LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const LIMIT: Duration = Duration::from_secs(30);
 
-fn validator() -> Identity {
+pub(crate) fn validator() -> Identity {
     Identity::from_seed(&[0x5a; 32])
 }
 
-fn net_key(index: u16) -> Identity {
+pub(crate) fn net_key(index: u16) -> Identity {
     Identity::from_seed(&[0x40 + index as u8; 32])
 }
 
-fn verifies(msg: &[u8], sig: &[u8]) -> bool {
+pub(crate) fn verifies(msg: &[u8], sig: &[u8]) -> bool {
     let vk = ed25519_dalek::VerifyingKey::from_bytes(validator().public_key().as_bytes()).unwrap();
     ed25519_dalek::Signature::from_slice(sig).is_ok_and(|s| vk.verify_strict(msg, &s).is_ok())
 }
 
 /// A 2-of-3 split, its state files, and the members' addresses.
-struct Lab {
-    dir: PathBuf,
+pub(crate) struct Lab {
+    pub(crate) dir: PathBuf,
     shares: Vec<String>,
-    members: Vec<Member>,
+    pub(crate) members: Vec<Member>,
     addrs: Vec<String>,
 }
 
 impl Lab {
-    async fn new(tag: &str) -> (Lab, Vec<TcpListener>) {
+    pub(crate) async fn new(tag: &str) -> (Lab, Vec<TcpListener>) {
+        Lab::split(tag, 2, 3).await
+    }
+
+    /// A `t`-of-`n` split.
+    pub(crate) async fn split(tag: &str, t: u16, n: u16) -> (Lab, Vec<TcpListener>) {
         let dir = temp_dir(tag);
-        let shares = KeyShare::split(&validator(), 2, 3, &mut OsRng)
+        let shares = KeyShare::split(&validator(), t, n, &mut OsRng)
             .unwrap()
             .iter()
             .map(|s| s.to_json().to_string())
             .collect();
         let (mut listeners, mut members, mut addrs) = (vec![], vec![], vec![]);
-        for i in 1..=3u16 {
+        for i in 1..=n {
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap().to_string();
             members.push(Member::new(i, net_key(i).node_id(), addr.clone()));
@@ -76,20 +81,23 @@ impl Lab {
         (lab, listeners)
     }
 
-    fn cosigner(&self, i: u16) -> Cosigner {
+    pub(crate) fn cosigner(&self, i: u16) -> Cosigner {
         let pk = *validator().public_key().as_bytes();
         let share = KeyShare::parse(&self.shares[usize::from(i) - 1], &pk).unwrap();
         let path = self.dir.join(format!("cosigner-{i}.state"));
         Cosigner::open(share, path, CHAIN, &mut OsRng).unwrap()
     }
 
-    /// Start cosigner `i`; its transport's events go to the receiver.
-    fn start(&self, i: u16, listener: TcpListener) -> (ThresholdSigner, Peers) {
+    /// Start cosigner `i`; its transport's events go to the receiver. A test
+    /// awaits [`ThresholdSigner::caught_up`] of the cosigners it starts
+    /// before it signs: one catching up would take the mark of a share the
+    /// leader signs meanwhile, and refuse that step.
+    pub(crate) fn start(&self, i: u16, listener: TcpListener) -> (ThresholdSigner, Peers) {
         self.start_pinging(i, listener, Duration::from_millis(200))
     }
 
     /// [`Lab::start`], pinging every `ping`.
-    fn start_pinging(
+    pub(crate) fn start_pinging(
         &self,
         i: u16,
         listener: TcpListener,
@@ -116,7 +124,13 @@ impl Lab {
 
     /// Start cosigner `i` again at its address, once the old listener
     /// has let it go.
-    async fn restart(&self, i: u16) -> (ThresholdSigner, Peers) {
+    pub(crate) async fn restart(&self, i: u16) -> (ThresholdSigner, Peers) {
+        let listener = self.rebind(i).await;
+        self.start(i, listener)
+    }
+
+    /// Member `i`'s address again, once the old listener has let it go.
+    pub(crate) async fn rebind(&self, i: u16) -> TcpListener {
         let start = Instant::now();
         let listener = loop {
             match TcpListener::bind(&self.addrs[usize::from(i) - 1]).await {
@@ -125,19 +139,19 @@ impl Lab {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
-        self.start(i, listener)
+        listener
     }
 }
 
 /// A member's view of its peers, from its transport's events.
-struct Peers {
-    rx: mpsc::UnboundedReceiver<(u16, bool)>,
-    up: std::collections::BTreeSet<u16>,
+pub(crate) struct Peers {
+    pub(crate) rx: mpsc::UnboundedReceiver<(u16, bool)>,
+    pub(crate) up: std::collections::BTreeSet<u16>,
 }
 
 impl Peers {
     /// Wait until the events say `peer` is connected.
-    async fn connected(&mut self, peer: u16) {
+    pub(crate) async fn connected(&mut self, peer: u16) {
         tokio::time::timeout(LIMIT, async {
             while !self.up.contains(&peer) {
                 let (p, up) = self.rx.recv().await.expect("events ended");
@@ -153,13 +167,13 @@ impl Peers {
     }
 
     /// Forget what was seen: wait for new connections from here on.
-    fn forget(&mut self, peer: u16) {
+    pub(crate) fn forget(&mut self, peer: u16) {
         self.up.remove(&peer);
     }
 }
 
 /// A node served by `signer` through our signer endpoint.
-async fn node_for<S: p2p_conn_privval::Signer + Send + 'static>(
+pub(crate) async fn node_for<S: p2p_conn_privval::Signer + Send + 'static>(
     signer: S,
 ) -> (SignerClient, tokio::task::JoinHandle<()>) {
     let node = NodeEndpoint::bind(&Address::tcp("127.0.0.1:0"), Identity::generate())
@@ -192,7 +206,7 @@ fn proposal(height: i64, block_n: u8) -> Proposal {
 
 /// Height `h`'s proposal, prevote and precommit (with an extension),
 /// each signature verified under the validator's key.
-async fn sign_height(client: &SignerClient, h: i64) {
+pub(crate) async fn sign_height(client: &SignerClient, h: i64) {
     let p = client.sign_proposal(CHAIN, proposal(h, 1)).await.unwrap();
     assert!(
         verifies(&proposal_sign_bytes(CHAIN, &p), &p.signature),
@@ -216,7 +230,7 @@ async fn sign_height(client: &SignerClient, h: i64) {
     }
 }
 
-fn prevote(h: i64) -> Vote {
+pub(crate) fn prevote(h: i64) -> Vote {
     vote(signed_msg_type::PREVOTE, h, 0, 1, 1_700_000_000 + h)
 }
 
@@ -228,6 +242,9 @@ async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
     let (c1, mut ev1) = lab.start(1, ls.pop().unwrap());
     ev1.connected(2).await;
     ev1.connected(3).await;
+    for c in [&c1, &c2, &c3] {
+        c.caught_up().await.unwrap();
+    }
     let (client, _serving) = node_for(c1).await;
 
     let pk = client.public_key(CHAIN).await.unwrap();
@@ -267,11 +284,15 @@ async fn two_of_three_sign_for_a_node_with_one_down_and_none_with_two() {
         "a signature with one cosigner: {refused:?}"
     );
 
-    // Cosigner 2 comes back: signing resumes.
+    // Cosigner 2 comes back: signing resumes. Its catch-up raised its
+    // mark to the leader's (height 31's prevote, the leader's share of
+    // the refused request), so it signs from the next step on: round 1.
     ev1.forget(2);
-    let (_c2, _) = lab.restart(2).await;
+    let (c2, _) = lab.restart(2).await;
     ev1.connected(2).await;
-    let signed = client.sign_vote(CHAIN, prevote(31), false).await.unwrap();
+    c2.caught_up().await.unwrap();
+    let next = vote(signed_msg_type::PREVOTE, 31, 1, 1, 1_700_000_031);
+    let signed = client.sign_vote(CHAIN, next, false).await.unwrap();
     assert!(verifies(
         &vote_sign_bytes(CHAIN, &signed),
         &signed.signature
@@ -289,6 +310,9 @@ async fn two_leaders_asked_conflicting_votes_make_at_most_one_signature() {
         for p in peers {
             ev.connected(p).await;
         }
+    }
+    for c in [&c1, &c2, &_c3] {
+        c.caught_up().await.unwrap();
     }
     let (node1, _s1) = node_for(c1).await;
     let (node2, _s2) = node_for(c2).await;
@@ -350,6 +374,9 @@ async fn round_trip_of_a_threshold_signature_at_the_node() {
     let (c1, mut ev1) = lab.start(1, ls.pop().unwrap());
     ev1.connected(2).await;
     ev1.connected(3).await;
+    for c in [&c1, &_c2, &_c3] {
+        c.caught_up().await.unwrap();
+    }
     let (client, _serving) = node_for(c1).await;
     summary("2-of-3 cluster", time_votes(&client, n).await);
 
@@ -362,49 +389,49 @@ async fn round_trip_of_a_threshold_signature_at_the_node() {
 // The payloads as spec/threshold.md §3.1 gives them, declared again here
 // so the spec's field numbers are checked too.
 #[derive(Clone, PartialEq, prost::Message)]
-struct SpecCommitment {
+pub(crate) struct SpecCommitment {
     #[prost(uint32, tag = "1")]
-    signer: u32,
+    pub(crate) signer: u32,
     #[prost(uint64, tag = "2")]
-    id: u64,
+    pub(crate) id: u64,
     #[prost(bytes = "vec", tag = "3")]
-    hiding: Vec<u8>,
+    pub(crate) hiding: Vec<u8>,
     #[prost(bytes = "vec", tag = "4")]
-    binding: Vec<u8>,
+    pub(crate) binding: Vec<u8>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SpecCommitRequest {
+pub(crate) struct SpecCommitRequest {
     #[prost(uint32, tag = "1")]
-    count: u32,
+    pub(crate) count: u32,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SpecCommitResponse {
+pub(crate) struct SpecCommitResponse {
     #[prost(message, repeated, tag = "1")]
-    commitments: Vec<SpecCommitment>,
+    pub(crate) commitments: Vec<SpecCommitment>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SpecSignRequest {
+pub(crate) struct SpecSignRequest {
     #[prost(string, tag = "1")]
-    chain_id: String,
+    pub(crate) chain_id: String,
     #[prost(message, optional, tag = "2")]
-    vote: Option<Vote>,
+    pub(crate) vote: Option<Vote>,
     #[prost(message, optional, tag = "3")]
-    proposal: Option<Proposal>,
+    pub(crate) proposal: Option<Proposal>,
     #[prost(bool, tag = "4")]
-    sign_extension: bool,
+    pub(crate) sign_extension: bool,
     #[prost(message, repeated, tag = "5")]
-    commitments: Vec<SpecCommitment>,
+    pub(crate) commitments: Vec<SpecCommitment>,
     #[prost(message, repeated, tag = "6")]
-    extension_commitments: Vec<SpecCommitment>,
+    pub(crate) extension_commitments: Vec<SpecCommitment>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SpecSignResponse {
+pub(crate) struct SpecSignResponse {
     #[prost(uint32, tag = "1")]
-    signer: u32,
+    pub(crate) signer: u32,
     #[prost(bytes = "vec", tag = "2")]
-    share: Vec<u8>,
+    pub(crate) share: Vec<u8>,
     #[prost(bytes = "vec", tag = "3")]
-    extension_share: Vec<u8>,
+    pub(crate) extension_share: Vec<u8>,
 }
 
 /// A member played by hand (its transport only) asks cosigner 1 for
@@ -546,6 +573,9 @@ async fn a_peer_that_fails_is_replaced_within_the_request() {
     let (c1, mut ev1) = lab.start_pinging(1, ls.pop().unwrap(), Duration::from_millis(10));
     ev1.connected(2).await;
     ev1.connected(3).await;
+    for c in [&c1, &_c3] {
+        c.caught_up().await.unwrap();
+    }
     let (client, _serving) = node_for(c1).await;
     let started = Instant::now();
     let mut h = 0;

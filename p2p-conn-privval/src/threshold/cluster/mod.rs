@@ -8,6 +8,13 @@
 //! node with it unchanged. `spec/threshold.md` §3 has the payloads.
 //!
 //! # Design
+//! - Catch-up at start: before it leads or answers a sign request, the
+//!   cosigner asks its connected peers for their marks (kind
+//!   [`KIND_MARK`], the HRS only), waiting at most 2 s for them to
+//!   connect, and raises its own mark without sign bytes to the (t−1)-th
+//!   highest answer ([`Cosigner::raise_mark`], saved first): it then
+//!   refuses that HRS and below (`spec/threshold.md` §2 says why that
+//!   rank). [`ThresholdSigner::caught_up`] waits for it.
 //! - One thread owns the [`Cosigner`] and the [`Leader`](super::Leader)'s stock: peers'
 //!   requests, the leader's own share and the stock all go through it as
 //!   jobs, so the state file's sync never holds a runtime thread and the
@@ -28,7 +35,8 @@
 //!   stock are asked at once (with no stock at hand, a few commitments
 //!   of each connected peer are fetched first), beside the own cosigner, with one deadline
 //!   ([`ThresholdSigner::deadline`], default 1.5 s, well under the node's
-//!   5 s). If a peer fails, the request is started once more without it;
+//!   5 s), of which the first attempt has half. If a peer fails, the
+//!   request is started once more without it;
 //!   an earlier timestamp from the own guard is asked again with. The
 //!   shares are aggregated and verified under the group key.
 //!
@@ -41,9 +49,9 @@
 //! - The public key is the group key, the validator's.
 //!
 //! # Not provided
-//! - Catching up on the other cosigners' marks after a restart (a
-//!   cosigner with a lost state file is a faulty one, `spec/threshold.md`
-//!   §7).
+//! - Catching up again when a peer reconnects (only at start), and marks
+//!   proven by a signature: at 2 of 3, one lying peer stalls the cosigner
+//!   that catches up (`spec/threshold.md` §2).
 //! - `SignBytesRequest`: refused (raw bytes pass no guard).
 //! - Runtimes: the [`Signer`] calls block in place, which needs tokio's
 //!   multi-thread runtime; on another they fail with an error.
@@ -64,12 +72,16 @@ use crate::messages::{crypto_public_key, CryptoPublicKey, Proposal, Vote};
 use crate::{Signer, SignerError};
 use worker::{Job, Worker};
 
-pub use wire::{KIND_COMMITMENTS, KIND_SIGN};
+pub use wire::{KIND_COMMITMENTS, KIND_MARK, KIND_SIGN};
 
 /// The commitments of each peer a leader keeps at hand, at most.
 const STOCK: usize = 24;
 /// Below this many, a peer's stock is refilled.
 const LOW_STOCK: usize = 12;
+/// How long catch-up at start waits for the peers to connect, at most.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+/// Once t−1 peers are connected, how much longer it waits for the rest.
+const CATCH_UP_GRACE: Duration = Duration::from_millis(100);
 
 struct Shared {
     cluster: Cluster,
@@ -77,6 +89,9 @@ struct Shared {
     index: u16,
     /// Restock now.
     restock: Notify,
+    /// Caught up on the peers' marks: signing allowed.
+    /// `None` while catching up, then whether the mark taken was saved.
+    ready: tokio::sync::watch::Sender<Option<bool>>,
 }
 
 impl Shared {
@@ -92,6 +107,17 @@ impl Shared {
         self.job(make(tx))?;
         rx.await
             .map_err(|_| SignerError::Backend("the cosigner has stopped".into()))
+    }
+
+    /// Wait until catch-up is done: an error if its mark was not saved.
+    async fn caught_up(&self) -> Result<(), SignerError> {
+        let mut rx = self.ready.subscribe();
+        match rx.wait_for(Option::is_some).await.map(|r| *r) {
+            Ok(Some(true)) => Ok(()),
+            _ => Err(SignerError::Backend(
+                "catch-up failed: the mark taken from the peers was not saved".into(),
+            )),
+        }
     }
 }
 
@@ -147,8 +173,12 @@ impl ThresholdSigner {
             worker,
             index,
             restock: Notify::new(),
+            ready: tokio::sync::watch::channel(None).0,
         });
-        let mut tasks = vec![tokio::spawn(serve(shared.clone(), requests)).abort_handle()];
+        let mut tasks = vec![
+            tokio::spawn(serve(shared.clone(), requests)).abort_handle(),
+            tokio::spawn(catch_up(shared.clone(), threshold)).abort_handle(),
+        ];
         for peer in (1..=signers).filter(|&p| p != index) {
             tasks.push(tokio::spawn(restock(shared.clone(), peer)).abort_handle());
         }
@@ -163,10 +193,20 @@ impl ThresholdSigner {
     }
 
     /// The bound on one signature, both attempts included (default
-    /// 1.5 s; keep it well under the node's 5 s read timeout).
+    /// 1.5 s; keep it well under the node's 5 s read timeout). The first
+    /// attempt has half of it, so a peer that hangs leaves the retry the
+    /// other half.
     pub fn deadline(mut self, t: Duration) -> Self {
         self.deadline = t;
         self
+    }
+
+    /// Wait until the catch-up on the peers' marks at start is done (the
+    /// module docs): this cosigner signs (leads or answers) only then.
+    /// An error if the mark it took could not be saved: it then refuses
+    /// every signature.
+    pub async fn caught_up(&self) -> Result<(), SignerError> {
+        self.shared.caught_up().await
     }
 
     fn check_chain(&self, chain_id: &str) -> Result<(), SignerError> {
@@ -262,7 +302,12 @@ async fn answer(shared: &Shared, incoming: &Incoming) -> Result<bytes::Bytes, Si
             let list = shared.ask(|tx| Job::Commit(count, tx)).await?;
             Ok(wire::encode_commitments(&list))
         }
+        KIND_MARK => {
+            let hrs = shared.ask(Job::Mark).await?;
+            Ok(wire::encode_mark(hrs))
+        }
         KIND_SIGN => {
+            shared.caught_up().await?;
             let request = wire::decode_sign_request(incoming.payload()).map_err(core_error)?;
             if !request
                 .commitments
@@ -350,11 +395,17 @@ async fn lead(
     need: usize,
     deadline: Instant,
 ) -> Result<Signable, SignerError> {
+    tokio::time::timeout_at(deadline.into(), shared.caught_up())
+        .await
+        .map_err(|_| SignerError::Backend("catching up on the peers' marks".into()))??;
     let mut excluded: Vec<u16> = Vec::new();
     let mut last: Option<SignerError> = None;
     let mut fetched = false;
-    // Two rounds at most, and one fetch of commitments before them.
-    for _ in 0..3 {
+    let mut attempts = 0;
+    // Two rounds at most, each after at most one fetch of commitments
+    // (a peer's stock is dropped when it reconnects), and one ask again
+    // with an earlier timestamp.
+    for _ in 0..5 {
         let peers = order_peers(&shared, &excluded);
         let start = shared
             .ask(|tx| Job::Start {
@@ -382,6 +433,14 @@ async fn lead(
             .filter(|&s| s != shared.index)
             .collect();
         debug_assert_eq!(chosen.len(), need);
+        // The first attempt has half of what is left, the retry the rest.
+        let until = if attempts == 0 {
+            let now = Instant::now();
+            now + deadline.saturating_duration_since(now) / 2
+        } else {
+            deadline
+        };
+        attempts += 1;
         let payload = wire::encode_sign_request(&request);
         let mut asks = tokio::task::JoinSet::new();
         for &peer in &chosen {
@@ -389,14 +448,14 @@ async fn lead(
             asks.spawn(async move {
                 let r = shared
                     .cluster
-                    .request(peer, KIND_SIGN, payload, deadline)
+                    .request(peer, KIND_SIGN, payload, until)
                     .await
                     .map_err(|e| SignerError::Backend(Box::new(e)))
                     .and_then(|b| wire::decode_sign_response(&b).map_err(core_error));
                 (peer, r)
             });
         }
-        let own = own_share(&shared, request, deadline).await;
+        let own = own_share(&shared, request, until).await;
         let mut answers: Vec<SignResponse> = Vec::with_capacity(chosen.len() + 1);
         let mut failed = false;
         while let Some(joined) = asks.join_next().await {
@@ -422,6 +481,7 @@ async fn lead(
             Err(e) => return Err(core_error(e)),
         }
         if failed {
+            fetched = false;
             continue;
         }
         for r in answers {
@@ -430,6 +490,74 @@ async fn lead(
         return round.finish().map_err(core_error);
     }
     Err(last.unwrap_or_else(|| SignerError::Backend("no signature in two attempts".into())))
+}
+
+/// Catch up on the peers' marks (`spec/threshold.md` §2): wait at most
+/// [`CATCH_UP_WAIT`] for every peer to connect (at most
+/// [`CATCH_UP_GRACE`] more once t−1 are), ask those connected for
+/// their marks, and raise the own mark to the (t−1)-th highest of the
+/// answers (saved before use); then allow signing. Without t−1 answers,
+/// the mark is left as it is.
+async fn catch_up(shared: Arc<Shared>, threshold: u16) {
+    let k = usize::from(threshold.saturating_sub(1));
+    let mut deadline = Instant::now() + CATCH_UP_WAIT;
+    let mut graced = false;
+    let connected = |shared: &Shared| -> Vec<u16> {
+        let stats = shared.cluster.stats();
+        stats
+            .iter()
+            .filter(|s| s.connected && s.index != shared.index)
+            .map(|s| s.index)
+            .collect()
+    };
+    let peers = loop {
+        let up = connected(&shared);
+        let all = shared
+            .cluster
+            .stats()
+            .iter()
+            .all(|s| s.index == shared.index || s.connected);
+        if all || Instant::now() >= deadline {
+            break up;
+        }
+        if !graced && up.len() >= k {
+            graced = true;
+            deadline = deadline.min(Instant::now() + CATCH_UP_GRACE);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let ask_until = Instant::now() + CATCH_UP_WAIT;
+    let mut asks = tokio::task::JoinSet::new();
+    for peer in peers {
+        let shared = shared.clone();
+        asks.spawn(async move {
+            shared
+                .cluster
+                .request(peer, KIND_MARK, bytes::Bytes::new(), ask_until)
+                .await
+                .map_err(ThresholdError::from_net)
+                .and_then(|b| wire::decode_mark(&b))
+        });
+    }
+    let mut marks = Vec::new();
+    while let Some(joined) = asks.join_next().await {
+        if let Ok(Ok(hrs)) = joined {
+            marks.push(hrs);
+        }
+    }
+    marks.sort_unstable_by(|a, b| b.cmp(a));
+    if k > 0 && marks.len() >= k {
+        let hrs = marks[k - 1];
+        match shared.ask(|tx| Job::Raise(hrs, tx)).await {
+            Ok(Ok(_)) => {}
+            // Not saved: refuse every signature.
+            _ => {
+                shared.ready.send_replace(Some(false));
+                return;
+            }
+        }
+    }
+    shared.ready.send_replace(Some(true));
 }
 
 /// A few commitments of each of `peers`, now, at once.

@@ -13,6 +13,7 @@ use prost::Message;
 use super::super::{
     Commitment, SignRequest, SignResponse, Signable, ThresholdError, MAX_NONCES, MAX_SIGNERS,
 };
+use crate::guard::{Hrs, Step};
 use crate::messages::{Proposal, Vote};
 
 /// `kind` of a request for fresh commitments (`spec/threshold.md` §3.1:
@@ -21,6 +22,20 @@ pub const KIND_COMMITMENTS: u32 = 1;
 /// `kind` of a sign request (`spec/threshold.md` §3.1: `SignRequest` in,
 /// `SignResponse` out).
 pub const KIND_SIGN: u32 = 2;
+
+/// `kind` of a request for the cosigner's mark (`spec/threshold.md` §3.1:
+/// an empty payload in, `MarkResponse` out).
+pub const KIND_MARK: u32 = 3;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MarkResponse {
+    #[prost(int64, tag = "1")]
+    height: i64,
+    #[prost(int32, tag = "2")]
+    round: i32,
+    #[prost(int32, tag = "3")]
+    step: i32,
+}
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct WireCommitment {
@@ -133,6 +148,29 @@ pub(crate) fn decode_commitments(payload: &[u8]) -> Result<Vec<Commitment>, Thre
     commitments_from_wire(&r.commitments, MAX_NONCES)
 }
 
+/// A mark's public part: its height, round and step.
+pub(crate) fn encode_mark(hrs: Hrs) -> Bytes {
+    MarkResponse {
+        height: hrs.height,
+        round: hrs.round,
+        step: i32::from(hrs.step.as_i8()),
+    }
+    .encode_to_vec()
+    .into()
+}
+
+pub(crate) fn decode_mark(payload: &[u8]) -> Result<Hrs, ThresholdError> {
+    let r = MarkResponse::decode(payload).map_err(|_| bad("a malformed mark"))?;
+    let step = i8::try_from(r.step)
+        .ok()
+        .and_then(Step::from_i8)
+        .ok_or(bad("a mark's step is unknown"))?;
+    if r.height < 0 || r.round < 0 {
+        return Err(bad("a mark's height or round is negative"));
+    }
+    Ok(Hrs::new(r.height, r.round, step))
+}
+
 pub(crate) fn encode_sign_request(r: &SignRequest) -> Bytes {
     let (vote, proposal, sign_extension) = match &r.signable {
         Signable::Vote {
@@ -226,6 +264,7 @@ mod tests {
             let _ = decode_commitments(payload);
             assert!(decode_sign_request(payload).is_err());
             assert!(decode_sign_response(payload).is_err());
+            let _ = decode_mark(payload);
         }
     }
 

@@ -7,6 +7,8 @@ use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 
 use rand_core::OsRng;
+
+use crate::guard::Hrs;
 use tokio::sync::oneshot;
 
 use super::super::{
@@ -35,6 +37,10 @@ pub(super) enum Job {
     Stock(u16, u64, Vec<Commitment>),
     /// How many commitments of each peer are in stock.
     Stocks(Vec<u16>, Reply<BTreeMap<u16, usize>>),
+    /// The guard's mark now.
+    Mark(Reply<Hrs>),
+    /// Raise the guard's mark (catch-up).
+    Raise(Hrs, Reply<Result<bool, ThresholdError>>),
     Stop,
 }
 
@@ -117,6 +123,12 @@ fn run(mut cosigner: Cosigner, jobs: mpsc::Receiver<Job>) {
             }
             Job::Stocks(peers, reply) => {
                 let _ = reply.send(peers.iter().map(|&p| (p, leader.stock(p))).collect());
+            }
+            Job::Mark(reply) => {
+                let _ = reply.send(cosigner.state().hrs());
+            }
+            Job::Raise(hrs, reply) => {
+                let _ = reply.send(cosigner.raise_mark(hrs));
             }
             Job::Stop => break,
         }

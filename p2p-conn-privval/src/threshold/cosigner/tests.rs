@@ -132,3 +132,21 @@ fn no_nonce_is_ever_written() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_raised_mark_refuses_its_step_and_below_and_signs_above() {
+    let dir = temp_dir("threshold-raise");
+    let (mut one, mut two, mut leader) = pair(&dir);
+    let mark = Hrs::new(5, 0, Step::Prevote);
+    assert!(two.raise_mark(mark).unwrap());
+    assert!(!two.raise_mark(Hrs::new(4, 0, Step::Precommit)).unwrap());
+    assert_eq!(two.state().hrs(), mark);
+    for (h, what) in [(4, "below"), (5, "at")] {
+        match two.sign(&request(&mut leader, &mut one, prevote(h, 1))) {
+            Err(ThresholdError::Signer(SignerError::Refused(_))) => {}
+            other => panic!("a share {what} a raised mark: {other:?}"),
+        }
+    }
+    two.sign(&request(&mut leader, &mut one, prevote(6, 1)))
+        .unwrap();
+}
