@@ -10,14 +10,14 @@ use p2p_conn_privval::cosign_net::{Cluster, ClusterConfig, NetError, NetEvent, R
 use p2p_conn_privval::state_file::{self, Format};
 use p2p_conn_privval::{signed_msg_type, vote_sign_bytes, Vote};
 use prost::Message as _;
-use rand_core::OsRng;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::common::vote;
 use crate::threshold_cluster::{
-    net_key, node_for, prevote, sign_height, verifies, Lab, Peers, SpecCommitRequest,
-    SpecCommitResponse, SpecCommitment, SpecSignRequest, SpecSignResponse, CHAIN, CLUSTER, LIMIT,
+    answer_commitments, net_key, node_for, prevote, sign_height, verifies, Lab, Peers,
+    SpecCommitRequest, SpecCommitResponse, SpecSignRequest, SpecSignResponse, CHAIN, CLUSTER,
+    LIMIT,
 };
 
 /// `KIND_COMMITMENTS`, `KIND_SIGN` and `KIND_MARK` as spec §3.1 numbers
@@ -210,21 +210,7 @@ async fn a_peer_that_hangs_leaves_the_retry_its_share_of_the_deadline() {
         while let Some(incoming) = requests.next().await {
             match incoming.kind() {
                 COMMITMENTS => {
-                    let count = SpecCommitRequest::decode(&incoming.payload()[..])
-                        .unwrap()
-                        .count;
-                    let commitments = cosigner2
-                        .commit(count as usize, &mut OsRng)
-                        .iter()
-                        .map(|c| SpecCommitment {
-                            signer: u32::from(c.signer),
-                            id: c.id,
-                            hiding: c.commitments.hiding().serialize().unwrap(),
-                            binding: c.commitments.binding().serialize().unwrap(),
-                        })
-                        .collect();
-                    let answer = SpecCommitResponse { commitments }.encode_to_vec();
-                    incoming.respond(Ok(answer.into()));
+                    answer_commitments(&mut cosigner2, incoming);
                 }
                 SIGN => {
                     counter.fetch_add(1, Ordering::SeqCst);

@@ -409,6 +409,30 @@ pub(crate) struct SpecCommitResponse {
     #[prost(message, repeated, tag = "1")]
     pub(crate) commitments: Vec<SpecCommitment>,
 }
+
+/// Answer a commitments request (spec §3.1) by hand with `cosigner`'s
+/// fresh commitments, as a member played by a test does.
+pub(crate) fn answer_commitments(
+    cosigner: &mut Cosigner,
+    incoming: p2p_conn_privval::cosign_net::Incoming,
+) {
+    use prost::Message as _;
+    let count = SpecCommitRequest::decode(&incoming.payload()[..])
+        .unwrap()
+        .count;
+    let commitments = cosigner
+        .commit(count as usize, &mut OsRng)
+        .iter()
+        .map(|c| SpecCommitment {
+            signer: u32::from(c.signer),
+            id: c.id,
+            hiding: c.commitments.hiding().serialize().unwrap(),
+            binding: c.commitments.binding().serialize().unwrap(),
+        })
+        .collect();
+    let answer = SpecCommitResponse { commitments }.encode_to_vec();
+    incoming.respond(Ok(answer.into()));
+}
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct SpecSignRequest {
     #[prost(string, tag = "1")]
@@ -525,7 +549,6 @@ async fn a_cosigner_answers_by_the_spec_and_refuses_what_does_not_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_peer_that_fails_is_replaced_within_the_request() {
     use p2p_conn_privval::threshold::cluster::{KIND_COMMITMENTS, KIND_SIGN};
-    use prost::Message as _;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
@@ -542,21 +565,7 @@ async fn a_peer_that_fails_is_replaced_within_the_request() {
         while let Some(incoming) = requests.next().await {
             match incoming.kind() {
                 KIND_COMMITMENTS => {
-                    let count = SpecCommitRequest::decode(&incoming.payload()[..])
-                        .unwrap()
-                        .count;
-                    let commitments = cosigner2
-                        .commit(count as usize, &mut OsRng)
-                        .iter()
-                        .map(|c| SpecCommitment {
-                            signer: u32::from(c.signer),
-                            id: c.id,
-                            hiding: c.commitments.hiding().serialize().unwrap(),
-                            binding: c.commitments.binding().serialize().unwrap(),
-                        })
-                        .collect();
-                    let answer = SpecCommitResponse { commitments }.encode_to_vec();
-                    incoming.respond(Ok(answer.into()));
+                    answer_commitments(&mut cosigner2, incoming);
                 }
                 KIND_SIGN => {
                     let n = counter.fetch_add(1, Ordering::SeqCst);
