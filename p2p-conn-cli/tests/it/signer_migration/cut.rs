@@ -23,8 +23,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::{
-    check_chain, events, ours_signed, seed_of, signed_block_hash, start_signer, stop_signer, BIN,
-    BLOCKS, BLOCKS_LIMIT, EXIT_LIMIT,
+    check_chain, events, ours_signed, seed_of, signed_block_hash, start_signer, state_import,
+    stop_signer, BIN, BLOCKS, BLOCKS_LIMIT, EXIT_LIMIT,
 };
 use crate::common::cometbft_node::{node_binary, GoVersion, SignedNode, SignerTransport};
 use crate::common::process::run;
@@ -201,18 +201,7 @@ fn stopped_mid_request(test: &str, hold: fn(&Sum) -> bool) {
     assert!(held.height >= CUT_HEIGHT);
 
     let ours = node.signer_dir.join("signer.state");
-    let out = run(
-        Path::new(BIN),
-        &[
-            OsStr::new("state"),
-            "import".as_ref(),
-            "--from".as_ref(),
-            home.state_file.as_os_str(),
-            "--to".as_ref(),
-            ours.as_os_str(),
-        ],
-        EXIT_LIMIT,
-    );
+    let out = state_import(&home.state_file, &ours);
     out.assert_ok("state import from tmkms");
     let imported = state_file::load(&ours).unwrap();
     assert_eq!(imported.hrs(), held, "tmkms's mark is the held request's");

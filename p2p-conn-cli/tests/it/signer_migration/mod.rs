@@ -112,6 +112,22 @@ pub(super) fn start_signer(
     Proc::spawn(Path::new(BIN), &args, Feed::none())
 }
 
+/// `p2p-conn state import --from FROM --to TO`, as an operator runs it.
+fn state_import(from: &Path, to: &Path) -> Finished {
+    run(
+        Path::new(BIN),
+        &[
+            OsStr::new("state"),
+            "import".as_ref(),
+            "--from".as_ref(),
+            from.as_os_str(),
+            "--to".as_ref(),
+            to.as_os_str(),
+        ],
+        EXIT_LIMIT,
+    )
+}
+
 fn signal(pid: u32, sig: Signal) {
     kill(Pid::from_raw(i32::try_from(pid).unwrap()), sig)
         .unwrap_or_else(|e| panic!("{sig} to {pid}: {e}"));
@@ -361,18 +377,7 @@ fn fresh_state_signs_below_tmkms(
     ] {
         if !create {
             // A copy of the import, so that the real one stays untouched.
-            let out = run(
-                Path::new(BIN),
-                &[
-                    OsStr::new("state"),
-                    "import".as_ref(),
-                    "--from".as_ref(),
-                    imported.as_os_str(),
-                    "--to".as_ref(),
-                    state.as_os_str(),
-                ],
-                EXIT_LIMIT,
-            );
+            let out = state_import(imported, &state);
             out.assert_ok("state import of the import");
         }
         let socket = dir.join(format!("{name}.sock"));
@@ -463,18 +468,7 @@ fn migrate(test: &str, stop: Signal, max_height: Option<u64>) {
 
     // 2. Import its state file.
     let ours = node.signer_dir.join("signer.state");
-    let out = run(
-        Path::new(BIN),
-        &[
-            OsStr::new("state"),
-            "import".as_ref(),
-            "--from".as_ref(),
-            home.state_file.as_os_str(),
-            "--to".as_ref(),
-            ours.as_os_str(),
-        ],
-        EXIT_LIMIT,
-    );
+    let out = state_import(&home.state_file, &ours);
     out.assert_ok("state import from tmkms");
     let said = out.stdout_text();
     assert!(
@@ -639,19 +633,7 @@ fn v0_38_filepv_to_signer() {
     let filepv_mark = state_file::load(&node.state_file).unwrap();
     assert!(filepv_mark.hrs().height >= under_filepv && !filepv_mark.signature().is_empty());
     let ours = node.signer_dir.join("signer.state");
-    run(
-        Path::new(BIN),
-        &[
-            OsStr::new("state"),
-            "import".as_ref(),
-            "--from".as_ref(),
-            node.state_file.as_os_str(),
-            "--to".as_ref(),
-            ours.as_os_str(),
-        ],
-        EXIT_LIMIT,
-    )
-    .assert_ok("state import from FilePV");
+    state_import(&node.state_file, &ours).assert_ok("state import from FilePV");
     assert_eq!(state_file::load(&ours).unwrap(), filepv_mark);
 
     // 4. Set priv_validator_laddr; 5. the signer, then the node.
